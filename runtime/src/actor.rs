@@ -1,0 +1,258 @@
+//! One actor: its identity, its wake state, and the coroutine it runs on.
+//!
+//! An [`ActorCell`] is shared (`Arc`) by everything that may wake the actor: run queues,
+//! mailboxes, channels, join handles. What it runs, its [`Body`], is touched only by the one
+//! worker that is running it, as the wake state word guarantees (see `wake.rs`): a worker gets
+//! the body only after popping the actor from a run queue, and the actor enters a run queue
+//! only through the single winner of `IDLE -> SCHEDULED` or its spawner.
+//!
+//! # Pinning (the soundness rule)
+//!
+//! A started process actor's stack may hold thread-affine values: a `thread_local!` borrow, a
+//! `ThreadRng`, a `MutexGuard`. Resuming that stack on another OS thread would be undefined
+//! behaviour, so an actor that has started is *pinned*: its `home` is the worker that started
+//! it, every wake goes to that worker, and no thief ever sees it. Until it starts, an actor is
+//! only a `Send` closure and may run anywhere. An actor spawned with the `unsafe` migration
+//! opt-in ([`SpawnOptions::migratable`]) may be resumed on any worker; its spawner promised
+//! that nothing on its stack is tied to a thread across a suspension point.
+
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use corosensei::{Coroutine, Yielder};
+
+use crate::runtime::Shared;
+use crate::stack::{OwnedStack, Stack};
+use crate::wake::{WakeAction, WakeState};
+
+/// A process-wide unique actor id, usable in logs (`#42`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActorId(pub(crate) u64);
+
+impl ActorId {
+    /// The number behind the id.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    pub(crate) fn next() -> ActorId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        ActorId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for ActorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Why a coroutine handed control back to its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    /// Blocked: step 3 of the wake protocol.
+    Park,
+    /// `yield_now`: back of the run queue.
+    Yield,
+    /// Preempted at a safe point: back of the run queue.
+    Preempted,
+}
+
+/// The stack an actor runs on.
+pub(crate) enum ActorStack {
+    /// From the runtime's slab, returned to a worker's pool when the actor ends.
+    Pooled(Stack),
+    /// A custom size, unmapped when the actor ends.
+    Owned(OwnedStack),
+}
+
+// SAFETY: both variants satisfy corosensei's `Stack` contract themselves (see `stack.rs`); this
+// only forwards to them.
+unsafe impl corosensei::stack::Stack for ActorStack {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        match self {
+            ActorStack::Pooled(s) => s.base(),
+            ActorStack::Owned(s) => s.base(),
+        }
+    }
+
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        match self {
+            ActorStack::Pooled(s) => s.limit(),
+            ActorStack::Owned(s) => s.limit(),
+        }
+    }
+}
+
+impl ActorStack {
+    pub(crate) fn guard_range(&self) -> (usize, usize) {
+        match self {
+            ActorStack::Pooled(s) => s.guard_range(),
+            ActorStack::Owned(s) => s.guard_range(),
+        }
+    }
+}
+
+pub(crate) type ActorCoroutine = Coroutine<(), Suspend, (), ActorStack>;
+pub(crate) type ActorYielder = Yielder<(), Suspend>;
+
+/// An actor's entry: called on its own stack with `None`, or on the worker's stack with the
+/// error that kept the actor from starting (it then only reports the error to its joiner).
+pub(crate) type StartFn = Box<dyn FnOnce(Option<std::io::Error>) + Send>;
+
+/// What an actor runs.
+pub(crate) enum Body {
+    /// Not started: a `Send` closure, which may run on any worker.
+    Unstarted(StartFn),
+    /// Started: a coroutine, suspended or running, with its stack.
+    Running(ActorCoroutine),
+    /// Finished or cancelled.
+    Done,
+}
+
+/// Per-actor options, shaped like `std::thread::Builder`.
+#[derive(Clone, Debug, Default)]
+pub struct SpawnOptions {
+    pub(crate) name: Option<String>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) migratable: bool,
+}
+
+impl SpawnOptions {
+    /// Default options: unnamed, the runtime's stack size, pinned once started.
+    pub fn new() -> SpawnOptions {
+        SpawnOptions::default()
+    }
+
+    /// Names the actor (shown by `current_name`, overflow reports and panics).
+    pub fn name(mut self, name: impl Into<String>) -> SpawnOptions {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Usable stack size in bytes for this actor. Checked at spawn: page aligned and at least
+    /// the runtime's minimum.
+    pub fn stack_size(mut self, bytes: usize) -> SpawnOptions {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Lets the actor be resumed on any worker after it has suspended.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises that whenever the actor suspends (any mailbox or channel operation,
+    /// `join`, `yield_now`, `checkpoint`, `sleep`) its stack holds nothing tied to the current OS
+    /// thread: no `thread_local!` borrow or reference into one, no `ThreadRng`, no guard of a
+    /// lock that must be released by the thread that took it (`std::sync::MutexGuard`,
+    /// `parking_lot` guards), no `Rc` shared with the thread, no OS handle with thread affinity.
+    /// See `docs/safety.md`.
+    pub unsafe fn migratable(mut self) -> SpawnOptions {
+        self.migratable = true;
+        self
+    }
+}
+
+/// Where an actor lives; see the module docs. `NO_HOME` until a pinned actor starts.
+pub(crate) const NO_HOME: usize = usize::MAX;
+
+/// The shared part of one actor.
+pub struct ActorCell {
+    pub(crate) id: ActorId,
+    pub(crate) name: Option<Box<str>>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) migratable: bool,
+    pub(crate) state: WakeState,
+    /// The worker a started pinned actor belongs to; `NO_HOME` before start or if migratable.
+    pub(crate) home: AtomicUsize,
+    /// Index in the owning registry (worker-local or shared), for O(1) removal.
+    pub(crate) registry_slot: AtomicUsize,
+    /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
+    pub(crate) yielder: Cell<*const ActorYielder>,
+    /// The guard page below the actor's stack, set when it starts (for the overflow report).
+    pub(crate) guard: Cell<(usize, usize)>,
+    /// Touched only by the worker running the actor; see the module docs.
+    pub(crate) body: UnsafeCell<Body>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+// SAFETY: the fields other threads touch are atomics or immutable (`id`, `name`, `stack_size`,
+// `migratable`, `shared`). `body` and `yielder` are touched only by the worker that holds the
+// actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a
+// time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
+// ever resumed or dropped on its home worker's thread: every wake of it is routed there
+// (`Shared::schedule`), thieves never see it (it never enters a stealable queue), and shutdown
+// unwinds it on that thread. A migratable coroutine may move, on the promise its spawner made
+// in `SpawnOptions::migratable`.
+unsafe impl Send for ActorCell {}
+// SAFETY: as for `Send`: shared access is to atomics and immutable fields only.
+unsafe impl Sync for ActorCell {}
+
+impl ActorCell {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: ActorId,
+        opts: SpawnOptions,
+        f: StartFn,
+    ) -> Arc<ActorCell> {
+        Arc::new(ActorCell {
+            id,
+            name: opts.name.map(String::into_boxed_str),
+            stack_size: opts.stack_size,
+            migratable: opts.migratable,
+            state: WakeState::new_scheduled(),
+            home: AtomicUsize::new(NO_HOME),
+            registry_slot: AtomicUsize::new(usize::MAX),
+            yielder: Cell::new(std::ptr::null()),
+            guard: Cell::new((0, 0)),
+            body: UnsafeCell::new(Body::Unstarted(f)),
+            shared,
+        })
+    }
+
+    /// The actor's id.
+    pub fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// The actor's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The usable size of the actor's stack (valid once started).
+    pub(crate) fn stack_bytes(&self) -> usize {
+        self.stack_size.unwrap_or(self.shared.slab.stack_size())
+    }
+
+    /// Wakes the actor (see `wake.rs`): schedules it if it is parked, else leaves a
+    /// notification for its next park. Safe to call from any thread, any number of times.
+    #[inline]
+    pub fn wake(self: &Arc<ActorCell>) {
+        if self.state.wake() == WakeAction::Schedule {
+            self.shared.schedule_woken(self.clone());
+        }
+    }
+
+    /// The pinned home worker, if the actor has started and is not migratable.
+    pub(crate) fn home(&self) -> Option<usize> {
+        match self.home.load(Ordering::Acquire) {
+            NO_HOME => None,
+            h => Some(h),
+        }
+    }
+}
+
+impl fmt::Debug for ActorCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActorCell")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shorthand for a shared actor.
+pub(crate) type ActorRef = Arc<ActorCell>;

@@ -1,0 +1,208 @@
+//! The calling thread's view of the runtime: which worker it is, which actor it runs, and the
+//! operations that depend on that (park, yield, spawn targets).
+//!
+//! Each worker thread publishes a pointer to its [`WorkerContext`] in a thread-local for as long
+//! as its loop runs. Code running inside an actor reaches its worker through it; code on any
+//! other thread finds no context and falls back to blocking the OS thread.
+//!
+//! The thread-local is read through `#[inline(never)]` accessors. A migratable actor may resume
+//! on another thread, and a thread-local address computed before a suspension must not be
+//! reused after it; a call that the optimiser cannot inline recomputes it every time.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::Arc;
+
+use crate::actor::{ActorCell, ActorId, ActorRef, Suspend};
+use crate::runtime::Shared;
+use crate::sync::thread;
+use crate::worker::Core;
+
+/// What one worker thread publishes about itself; lives on the worker thread's stack.
+pub(crate) struct WorkerContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+    pub(crate) core: Core,
+    /// The actor being resumed, or null while the worker runs its own loop.
+    pub(crate) current: Cell<*const ActorCell>,
+    /// Set while shutdown unwinds this worker's actors: parks fail instead of suspending.
+    pub(crate) cancelling: Cell<bool>,
+}
+
+thread_local! {
+    static WORKER: Cell<*const WorkerContext> = const { Cell::new(ptr::null()) };
+}
+
+/// Publishes `ctx` as this thread's worker context until the guard drops.
+pub(crate) fn enter(ctx: &WorkerContext) -> impl Drop + '_ {
+    struct Exit;
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            WORKER.with(|w| w.set(ptr::null()));
+        }
+    }
+    WORKER.with(|w| w.set(ctx));
+    Exit
+}
+
+/// Runs `f` with this thread's worker context, if it is a worker thread.
+#[inline(never)]
+pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerContext>) -> R) -> R {
+    let ptr = WORKER.with(|w| w.get());
+    // SAFETY: the pointer is set by `enter` from a `&WorkerContext` that lives on this thread's
+    // stack for the whole worker loop, and reset to null before that frame ends; only this
+    // thread reads it. Every access to the context's interior goes through `Cell`/`RefCell`, so
+    // handing out a shared reference while the worker loop also holds one is sound.
+    f(unsafe { ptr.as_ref() })
+}
+
+/// The actor running on this thread, if any, with its worker context.
+#[inline(never)]
+fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)>) -> R) -> R {
+    with_worker(|ctx| {
+        let pair = ctx.and_then(|ctx| {
+            // SAFETY: `current` is set by the worker to an actor it holds an `Arc` to for the
+            // whole resume, and cleared after; we are inside that resume.
+            unsafe { ctx.current.get().as_ref() }.map(|a| (ctx, a))
+        });
+        f(pair)
+    })
+}
+
+/// Returned by [`park`] when the actor is being cancelled by runtime shutdown: the blocking
+/// operation must give up (report disconnection) instead of waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// Suspends `reason` on the current actor's coroutine.
+fn suspend(actor: &ActorCell, reason: Suspend) {
+    let y = actor.yielder.get();
+    debug_assert!(!y.is_null());
+    // SAFETY: the yielder pointer was set by the coroutine's entry and lives on its stack,
+    // which is the stack we are running on now (we are inside that actor), so it is valid.
+    unsafe { (*y).suspend(reason) };
+}
+
+/// Blocks the caller until woken: suspends the running actor, or parks a plain thread.
+///
+/// This is step 3 of the wake protocol (`wake.rs`); the caller must already have published its
+/// [`Waiter`] and re-checked its condition. Wakeups may be spurious: callers loop.
+pub fn park() -> Result<(), Cancelled> {
+    with_current(|cur| match cur {
+        Some((ctx, actor)) => {
+            if ctx.cancelling.get() {
+                return Err(Cancelled);
+            }
+            if !actor.state.take_notification() {
+                suspend(actor, Suspend::Park);
+            }
+            Ok(())
+        }
+        None => {
+            thread::park();
+            Ok(())
+        }
+    })
+}
+
+/// Puts the running actor at the back of its worker's queue, letting others run. On a plain
+/// thread it calls `std::thread::yield_now`.
+pub fn yield_now() {
+    with_current(|cur| match cur {
+        Some((ctx, actor)) if !ctx.cancelling.get() => suspend(actor, Suspend::Yield),
+        Some(_) => {}
+        None => std::thread::yield_now(),
+    })
+}
+
+/// A preemption safe point: yields if the runtime asked this worker's running actor to.
+///
+/// CPU-bound loops call it; it costs a thread-local read, one relaxed load and a branch when no
+/// preemption is due.
+#[inline]
+pub fn checkpoint() {
+    with_current(|cur| {
+        if let Some((ctx, actor)) = cur {
+            let remote = &ctx.shared.remotes[ctx.index];
+            if remote.preempt_requested() && !ctx.cancelling.get() {
+                remote.clear_preempt();
+                suspend(actor, Suspend::Preempted);
+            }
+        }
+    })
+}
+
+/// The running actor's id, or `None` on a plain thread.
+pub fn current() -> Option<ActorId> {
+    with_current(|cur| cur.map(|(_, a)| a.id))
+}
+
+/// The running actor's name, if it is an actor and has one.
+pub fn current_name() -> Option<String> {
+    with_current(|cur| cur.and_then(|(_, a)| a.name.as_deref().map(str::to_owned)))
+}
+
+/// The runtime of the running actor.
+pub(crate) fn current_shared() -> Option<Arc<Shared>> {
+    with_worker(|ctx| ctx.map(|c| c.shared.clone()))
+}
+
+/// Whether the current actor is being unwound by shutdown.
+pub(crate) fn is_cancelling() -> bool {
+    with_worker(|ctx| ctx.is_some_and(|c| c.cancelling.get()))
+}
+
+/// Who to wake when a condition comes true: an actor, or a plain OS thread.
+#[derive(Clone, Debug)]
+pub enum Waiter {
+    /// An actor, scheduled by its wake state word.
+    Actor(ActorRef),
+    /// A plain thread, unparked.
+    Thread(thread::Thread),
+}
+
+impl Waiter {
+    /// The caller: the running actor, or else the current thread.
+    pub fn current() -> Waiter {
+        with_worker(|ctx| {
+            let ptr = ctx.map_or(ptr::null(), |c| c.current.get());
+            if ptr.is_null() {
+                Waiter::Thread(thread::current())
+            } else {
+                // SAFETY: `ptr` came from `Arc::as_ptr` of the `Arc` the worker holds for the
+                // whole resume (see `with_current`), so the allocation is live and bumping its
+                // strong count before `from_raw` yields a new owned `Arc`.
+                unsafe {
+                    Arc::increment_strong_count(ptr);
+                    Waiter::Actor(Arc::from_raw(ptr))
+                }
+            }
+        })
+    }
+
+    /// Wakes the waiter. Any number of wakes from any threads is fine.
+    #[inline]
+    pub fn wake(&self) {
+        match self {
+            Waiter::Actor(a) => a.wake(),
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+
+    /// Whether both name the same actor or thread.
+    pub fn same_as(&self, other: &Waiter) -> bool {
+        match (self, other) {
+            (Waiter::Actor(a), Waiter::Actor(b)) => Arc::ptr_eq(a, b),
+            (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+}
+
+/// The actor running on this thread, or null; for the fault handler, which must not call
+/// anything that could allocate or lock.
+pub(crate) fn current_actor_raw() -> *const ActorCell {
+    let ctx = WORKER.with(|w| w.get());
+    // SAFETY: as in `with_worker`: a non-null pointer is this thread's live worker context.
+    unsafe { ctx.as_ref() }.map_or(ptr::null(), |c| c.current.get())
+}

@@ -1,0 +1,148 @@
+//! The stack overflow reporter.
+//!
+//! An actor that overflows its stack touches the guard page below it and the kernel sends
+//! `SIGSEGV`. A bare "Segmentation fault" would leave the user guessing, so the runtime installs
+//! a handler (once per process) that checks whether the faulting address lies in the guard page
+//! of the actor running on the faulting thread. If it does, it writes one line naming the actor
+//! and its stack size and how to raise it, restores the default action and returns, so the
+//! access faults again and the process dies with `SIGSEGV` as before. Any other fault goes to the
+//! handler that was installed before ours (Rust's own stack-overflow reporter, usually).
+//!
+//! The handler runs on the thread's alternate signal stack, which the standard library sets up
+//! for every thread it spawns (worker threads included); it only reads a thread-local pointer
+//! and the actor's immutable fields, formats into a fixed buffer and calls `write(2)`, all of
+//! which are async-signal-safe.
+
+use std::mem::MaybeUninit;
+use std::sync::Once;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::context;
+
+static INSTALL: Once = Once::new();
+/// The `sigaction` that was in place before ours, for chaining (one per signal).
+static PREVIOUS_SEGV: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+static PREVIOUS_BUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Installs the handler for `SIGSEGV` and `SIGBUS`, once per process.
+pub(crate) fn install_overflow_reporter() {
+    INSTALL.call_once(|| {
+        for (sig, slot) in [(libc::SIGSEGV, &PREVIOUS_SEGV), (libc::SIGBUS, &PREVIOUS_BUS)] {
+            // SAFETY: plain `sigaction` calls with fully initialised structures. The previous
+            // action is leaked into a static so the handler can chain to it at any time.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_fault as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+                if libc::sigaction(sig, &action, old.as_mut_ptr()) == 0 {
+                    slot.store(Box::into_raw(Box::new(old.assume_init())), Ordering::Release);
+                }
+            }
+        }
+    });
+}
+
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let actor = context::current_actor_raw();
+    // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
+    // `Arc` to it for the whole resume, and the fault happened during that resume.
+    if let Some(actor) = unsafe { actor.as_ref() } {
+        let (lo, hi) = actor.guard.get();
+        if (lo..hi).contains(&addr) {
+            report(actor);
+            // SAFETY: resetting to the default action is async-signal-safe; returning then
+            // re-runs the faulting access, which now kills the process with SIGSEGV.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+            return;
+        }
+    }
+    chain(sig, info, uctx);
+}
+
+/// Passes a fault that is not ours to the previous handler, or to the default action.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+    let slot = if sig == libc::SIGBUS {
+        &PREVIOUS_BUS
+    } else {
+        &PREVIOUS_SEGV
+    };
+    let prev = slot.load(Ordering::Acquire);
+    // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see `install`). Calling a
+    // previous `SA_SIGINFO` handler with our arguments is what the kernel would have done.
+    unsafe {
+        if let Some(prev) = prev.as_ref() {
+            let h = prev.sa_sigaction;
+            if h != libc::SIG_DFL && h != libc::SIG_IGN {
+                if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(h);
+                    f(sig, info, uctx);
+                } else {
+                    let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+                    f(sig);
+                }
+                return;
+            }
+        }
+        libc::signal(sig, libc::SIG_DFL);
+    }
+}
+
+/// Writes "threadlet: actor #N (name) overflowed its stack of K KiB; ..." to stderr without
+/// allocating.
+fn report(actor: &crate::actor::ActorCell) {
+    let mut buf = Buffer::new();
+    buf.push(b"\nthreadlet: actor #");
+    buf.push_num(actor.id.0);
+    if let Some(name) = actor.name.as_deref() {
+        buf.push(b" '");
+        buf.push(name.as_bytes());
+        buf.push(b"'");
+    }
+    buf.push(b" overflowed its stack of ");
+    buf.push_num((actor.stack_bytes() / 1024) as u64);
+    buf.push(
+        b" KiB; give it more with Builder::stack_size (whole runtime) or \
+          ActorBuilder::stack_size (one actor)\n",
+    );
+    // SAFETY: `write(2)` on fd 2 with a pointer and length into our own buffer.
+    unsafe { libc::write(2, buf.bytes.as_ptr().cast(), buf.len) };
+}
+
+struct Buffer {
+    bytes: [u8; 512],
+    len: usize,
+}
+
+impl Buffer {
+    fn new() -> Buffer {
+        Buffer {
+            bytes: [0; 512],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        let n = s.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+    }
+
+    fn push_num(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..]);
+    }
+}

@@ -1,0 +1,49 @@
+//! The engine behind [threadlet](https://docs.rs/threadlet): an M:N work-stealing scheduler
+//! that runs stackful actors (coroutines on `corosensei`) on a few worker threads.
+//!
+//! Applications use the `threadlet` crate, which re-exports what they need from here and adds
+//! mailboxes and channels. This crate owns:
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | `runtime` | [`Builder`], [`Runtime`], the shared state, routing of spawns and wakes |
+//! | `worker` | one worker thread: its run queues, its loop, shutdown |
+//! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
+//! | `actor` | one actor: id, options, body, the pinning rule |
+//! | `wake` | the wake state word that schedules a parked actor exactly once |
+//! | `context` | the calling thread's view: [`park`], [`yield_now`], [`checkpoint`], [`Waiter`] |
+//! | `join` | [`JoinHandle`] and [`JoinError`] |
+//! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
+//! | `guard` | the stack overflow reporter |
+//! | `stats` | per-worker counters |
+//! | `sync` | the std/loom switch used by the protocol code |
+//!
+//! `docs/architecture.md` in the repository walks through the design.
+
+#![warn(missing_docs)]
+
+mod actor;
+mod context;
+mod guard;
+mod idle;
+mod join;
+mod runtime;
+mod stack;
+mod stats;
+pub mod sync;
+mod wake;
+mod worker;
+
+pub use actor::{ActorId, SpawnOptions};
+pub use context::{Cancelled, Waiter, checkpoint, current, current_name, park, yield_now};
+pub use join::{JoinError, JoinHandle};
+pub use runtime::{BuildError, Builder, Runtime, Scheduler, spawn, spawn_with};
+pub use stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use stats::{RuntimeStats, WorkerSnapshot};
+
+#[doc(hidden)]
+pub mod __private {
+    //! Exposed for the loom models and tests only; not part of the API.
+    pub use crate::idle::Idle;
+    pub use crate::wake::{AfterPark, WakeAction, WakeState};
+}

@@ -1,0 +1,518 @@
+//! The runtime: its builder, its shared state, and the routing of spawns and wakes into run
+//! queues.
+//!
+//! # The data path
+//!
+//! ```text
+//!  spawn ─▶ Shared::spawn ─▶ worker deque (inside an actor) or injector (outside)
+//!                                   │
+//!                                   ▼
+//!                     worker loop (worker.rs) pops or steals it,
+//!                     gives it a stack and a coroutine, resumes it
+//!                                   │
+//!                actor blocks in a mailbox, channel or join (park)
+//!                                   │
+//!        a sender makes the condition true and wakes it (ActorCell::wake)
+//!                                   │
+//!                                   ▼
+//!           Shared::schedule_woken: next slot (same worker), home inbox
+//!           (pinned, other thread), or injector (migratable, outside)
+//! ```
+//!
+//! `Shared` is what all workers share: the injector, the idle set, the stack slab, every
+//! worker's [`Remote`] half, and the shutdown flag.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use crossbeam_deque::{Injector, Steal, Worker as Deque};
+use crossbeam_utils::sync::Parker;
+use parking_lot::Mutex;
+
+use crate::actor::{ActorCell, ActorRef, SpawnOptions};
+use crate::context;
+use crate::idle::Idle;
+use crate::join::{self, JoinHandle};
+use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, PAGE_SIZE, StackSlab};
+use crate::stats::RuntimeStats;
+use crate::worker::{self, Remote};
+
+/// Which scheduler runs the actors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Scheduler {
+    /// Per-worker run queues with work stealing (the default).
+    #[default]
+    WorkStealing,
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `workers(0)`: a runtime needs at least one worker.
+    ZeroWorkers,
+    /// The stack size is below the minimum the runtime can run an actor in.
+    StackTooSmall {
+        /// What was asked for.
+        requested: usize,
+        /// The smallest accepted size.
+        minimum: usize,
+    },
+    /// The stack size is not a multiple of the page size.
+    StackNotPageAligned {
+        /// What was asked for.
+        requested: usize,
+        /// The page size it must be a multiple of.
+        page_size: usize,
+    },
+    /// The operating system refused a thread or a mapping.
+    Io(io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroWorkers => f.write_str("a runtime needs at least one worker"),
+            BuildError::StackTooSmall { requested, minimum } => write!(
+                f,
+                "stack size {requested} bytes is below the minimum of {minimum} bytes"
+            ),
+            BuildError::StackNotPageAligned {
+                requested,
+                page_size,
+            } => write!(
+                f,
+                "stack size {requested} bytes is not a multiple of the page size ({page_size})"
+            ),
+            BuildError::Io(e) => write!(f, "could not start the runtime: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Checks a stack size against the runtime's rules.
+pub(crate) fn check_stack_size(bytes: usize) -> Result<(), BuildError> {
+    if bytes < MIN_STACK_SIZE {
+        return Err(BuildError::StackTooSmall {
+            requested: bytes,
+            minimum: MIN_STACK_SIZE,
+        });
+    }
+    if bytes % PAGE_SIZE != 0 {
+        return Err(BuildError::StackNotPageAligned {
+            requested: bytes,
+            page_size: PAGE_SIZE,
+        });
+    }
+    Ok(())
+}
+
+/// Configures and starts a [`Runtime`].
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).stack_size(128 * 1024).build()?;
+/// assert_eq!(rt.block_on(|| 6 * 7), 42);
+/// # Ok::<(), threadlet_runtime::BuildError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    workers: Option<usize>,
+    stack_size: usize,
+    scheduler: Scheduler,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            scheduler: Scheduler::WorkStealing,
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: one per CPU, `num_cpus::get()`).
+    pub fn workers(mut self, n: usize) -> Builder {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Usable stack bytes per actor (default 64 KiB, only touched pages cost memory). Must be a
+    /// multiple of 4096 and at least 16 KiB.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Which scheduler runs the actors.
+    pub fn scheduler(mut self, scheduler: Scheduler) -> Builder {
+        self.scheduler = scheduler;
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        let workers = self.workers.unwrap_or_else(num_cpus::get);
+        if workers == 0 {
+            return Err(BuildError::ZeroWorkers);
+        }
+        check_stack_size(self.stack_size)?;
+        crate::guard::install_overflow_reporter();
+
+        let mut deques = Vec::with_capacity(workers);
+        let mut parkers = Vec::with_capacity(workers);
+        let mut remotes = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let deque = Deque::new_lifo();
+            let parker = Parker::new();
+            remotes.push(Remote::new(deque.stealer(), parker.unparker().clone()));
+            deques.push(deque);
+            parkers.push(parker);
+        }
+        let shared = Arc::new(Shared {
+            remotes: remotes.into_boxed_slice(),
+            injector: Injector::new(),
+            idle: Idle::new(workers),
+            shutdown: AtomicBool::new(false),
+            slab: StackSlab::new(self.stack_size),
+            migratable_live: Mutex::new(Vec::new()),
+            scheduler: self.scheduler,
+        });
+        let mut threads = Vec::with_capacity(workers);
+        for (index, (deque, parker)) in deques.into_iter().zip(parkers).enumerate() {
+            let s = shared.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("threadlet-worker-{index}"))
+                .spawn(move || worker::run(s, index, deque, parker));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // Stop the workers already started before reporting.
+                    drop(Runtime { shared, threads });
+                    return Err(BuildError::Io(e));
+                }
+            }
+        }
+        Ok(Runtime { shared, threads })
+    }
+}
+
+/// What every worker and every actor of one runtime share.
+pub(crate) struct Shared {
+    pub(crate) remotes: Box<[Remote]>,
+    pub(crate) injector: Injector<ActorRef>,
+    pub(crate) idle: Idle,
+    shutdown: AtomicBool,
+    pub(crate) slab: StackSlab,
+    /// Started migratable actors, for shutdown (pinned ones are in their worker's registry).
+    migratable_live: Mutex<Vec<ActorRef>>,
+    #[allow(dead_code)] // read once the single-lock baselines land
+    scheduler: Scheduler,
+}
+
+impl Shared {
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
+    /// take it before it starts, or the injector when spawned from outside the runtime.
+    pub(crate) fn spawn_cell(self: &Arc<Self>, actor: ActorRef) {
+        let local = context::with_worker(|ctx| match ctx {
+            Some(ctx) if std::ptr::eq(&*ctx.shared, &**self) => {
+                ctx.core.push_spawned(actor.clone());
+                let stats = &self.remotes[ctx.index].stats;
+                stats.bump(&stats.spawns);
+                true
+            }
+            _ => false,
+        });
+        if local {
+            self.notify_parked();
+        } else {
+            self.push_injector(actor);
+        }
+    }
+
+    /// Routes a woken actor (the winner of `IDLE -> SCHEDULED`) to a run queue. See the module
+    /// docs of `actor.rs` for why pinned actors only go to their home worker.
+    pub(crate) fn schedule_woken(&self, actor: ActorRef) {
+        let home = actor.home();
+        let here = context::with_worker(|ctx| match ctx {
+            Some(ctx) if std::ptr::eq(&*ctx.shared, self) => {
+                if home.is_none_or(|h| h == ctx.index) {
+                    ctx.core.push_next(actor.clone());
+                    None
+                } else {
+                    Some(actor.clone())
+                }
+            }
+            _ => Some(actor.clone()),
+        });
+        drop(actor);
+        if let Some(actor) = here {
+            match home {
+                Some(h) => self.remotes[h].push_inbox(actor),
+                None => self.push_injector(actor),
+            }
+        }
+    }
+
+    /// Pushes stealable work into the injector and wakes a worker for it.
+    pub(crate) fn push_injector(&self, actor: ActorRef) {
+        self.injector.push(actor);
+        self.notify_parked();
+        if self.is_shutdown() {
+            // The runtime is going away and may already have drained the injector: drain it
+            // ourselves so no actor (and the `Arc<Shared>` it holds) is stranded there.
+            self.drain_injector();
+        }
+    }
+
+    /// Wakes a parked worker to search, if none is searching (see `idle.rs`).
+    pub(crate) fn notify_parked(&self) {
+        if let Some(index) = self.idle.worker_to_wake() {
+            let remote = &self.remotes[index];
+            remote.stats.wakeups.fetch_add(1, Ordering::Relaxed);
+            remote.unparker.unpark();
+        }
+    }
+
+    /// Whether any queue that thieves can reach holds work.
+    pub(crate) fn any_stealable_work(&self) -> bool {
+        !self.injector.is_empty() || self.remotes.iter().any(|r| !r.stealer.is_empty())
+    }
+
+    pub(crate) fn register_migratable(&self, actor: ActorRef) {
+        let mut live = self.migratable_live.lock();
+        actor.registry_slot.store(live.len(), Ordering::Relaxed);
+        live.push(actor);
+    }
+
+    pub(crate) fn unregister_migratable(&self, actor: &ActorRef) {
+        let mut live = self.migratable_live.lock();
+        let slot = actor.registry_slot.load(Ordering::Relaxed);
+        debug_assert!(Arc::ptr_eq(&live[slot], actor));
+        live.swap_remove(slot);
+        if let Some(moved) = live.get(slot) {
+            moved.registry_slot.store(slot, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes one started migratable actor out of the registry (shutdown).
+    pub(crate) fn take_migratable(&self) -> Option<ActorRef> {
+        self.migratable_live.lock().pop()
+    }
+
+    /// Drops every actor left in the injector and in the workers' inboxes: unstarted ones with
+    /// their closures; started ones were already unwound by their workers.
+    fn drain_injector(&self) {
+        let queues = std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
+        for q in queues {
+            loop {
+                match q.steal() {
+                    Steal::Success(a) => drop_unstarted(a),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+    }
+}
+
+/// Drops an actor taken from a queue after its workers have gone.
+fn drop_unstarted(actor: ActorRef) {
+    // SAFETY: we took the actor's one queue entry and no worker runs any more (or, for the
+    // shutdown race in `push_injector`, the actor was never started: its body is a `Send`
+    // closure that any thread may drop), so nothing else touches its body.
+    let body = unsafe { &mut *actor.body.get() };
+    if let crate::actor::Body::Unstarted(_) = body {
+        actor.state.complete();
+        drop(std::mem::replace(body, crate::actor::Body::Done));
+    }
+}
+
+/// A running set of workers. Dropping it shuts them down (see `worker.rs`, "Shutdown").
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// A runtime with default settings: one worker per CPU, 64 KiB stacks.
+    pub fn new() -> Result<Runtime, BuildError> {
+        Builder::default().build()
+    }
+
+    /// A builder to configure a runtime.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.remotes.len()
+    }
+
+    /// The stack size actors get by default.
+    pub fn stack_size(&self) -> usize {
+        self.shared.slab.stack_size()
+    }
+
+    /// Spawns an actor from any thread.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| "hello");
+    /// assert_eq!(h.join().unwrap(), "hello");
+    /// ```
+    pub fn spawn<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        spawn_on(&self.shared, SpawnOptions::default(), f)
+    }
+
+    /// Spawns an actor with options; fails only if an option is invalid.
+    pub fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        check_options(&opts)?;
+        Ok(spawn_on(&self.shared, opts, f))
+    }
+
+    /// Runs `f` as an actor and blocks the calling thread until it returns its value.
+    ///
+    /// A panic in `f` resumes on the caller, as if `f` had run here.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+    /// let sum = rt.block_on(|| {
+    ///     let hs: Vec<_> = (0..10u64).map(|i| threadlet_runtime::spawn(move || i * i)).collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    /// });
+    /// assert_eq!(sum, 285);
+    /// ```
+    pub fn block_on<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        match self.spawn(f).join() {
+            Ok(v) => v,
+            Err(join::JoinError::Panicked(p)) => std::panic::resume_unwind(p),
+            Err(e) => panic!("block_on: {e}"),
+        }
+    }
+
+    /// A snapshot of every worker's counters.
+    pub fn stats(&self) -> RuntimeStats {
+        RuntimeStats {
+            workers: self.shared.remotes.iter().map(|r| r.stats.snapshot()).collect(),
+        }
+    }
+
+    /// Stops the workers, unwinding every actor still suspended so its destructors run. The
+    /// same happens on drop; this spells it out.
+    pub fn shutdown(self) {
+        drop(self);
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.workers())
+            .field("stack_size", &self.stack_size())
+            .finish()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        for r in self.shared.remotes.iter() {
+            r.unparker.unpark();
+        }
+        for t in self.threads.drain(..) {
+            // A worker thread only ends by returning; a panic there is a bug in the runtime.
+            if t.join().is_err() && !thread::panicking() {
+                panic!("threadlet: a worker thread panicked");
+            }
+        }
+        self.shared.drain_injector();
+    }
+}
+
+/// Validates per-actor options.
+fn check_options(opts: &SpawnOptions) -> io::Result<()> {
+    if let Some(size) = opts.stack_size {
+        check_stack_size(size).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
+    Ok(())
+}
+
+fn spawn_on<F, R>(shared: &Arc<Shared>, opts: SpawnOptions, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let id = crate::actor::ActorId::next();
+    let (start, handle) = join::entry(id, f);
+    let cell = ActorCell::new(shared.clone(), id, opts, start);
+    shared.spawn_cell(cell);
+    handle
+}
+
+/// Spawns an actor on the current runtime (from inside an actor).
+///
+/// # Panics
+///
+/// When called outside any runtime; use [`Runtime::spawn`] there.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let h = threadlet_runtime::spawn(|| 1 + 1);
+///     assert_eq!(h.join().unwrap(), 2);
+/// });
+/// ```
+pub fn spawn<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let shared = context::current_shared()
+        .expect("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn");
+    spawn_on(&shared, SpawnOptions::default(), f)
+}
+
+/// Spawns an actor with options on the current runtime; fails if an option is invalid or when
+/// called outside any runtime.
+pub fn spawn_with<F, R>(opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    check_options(&opts)?;
+    let shared = context::current_shared().ok_or_else(|| {
+        io::Error::other("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn")
+    })?;
+    Ok(spawn_on(&shared, opts, f))
+}

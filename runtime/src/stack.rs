@@ -1,0 +1,484 @@
+//! Guarded coroutine stacks, carved from large reserved regions and recycled through pools.
+//!
+//! # What this module owns
+//!
+//! * [`StackSlab`]: one per runtime, shared by all workers. It reserves address space in
+//!   [`STACKS_PER_CHUNK`]-stack chunks with `mmap(MAP_NORESERVE)`, installs one guard page below
+//!   every stack, and keeps a global free list that worker pools refill from and spill into.
+//! * [`StackPool`]: one per worker, owned by it alone. Spawning in steady state pops a warm
+//!   stack from this `Vec` and costs no system call and no lock.
+//! * [`Stack`]: one stack slot, handed to `corosensei` for the life of one actor.
+//!
+//! # Invariants
+//!
+//! 1. A slot is `GUARD` bytes of guard page followed by `size` usable bytes. The guard is
+//!    installed once, when the chunk is carved, and stays for the life of the runtime.
+//! 2. A [`Stack`] is owned by exactly one place at a time: a pool, the slab's free list, or one
+//!    coroutine. Its memory is only ever touched by code running on that coroutine.
+//! 3. Chunks are never unmapped while the slab lives; the slab is dropped only after every worker
+//!    has exited and every coroutine has been dropped (the runtime's shutdown protocol).
+//!
+//! # Guard pages
+//!
+//! `mprotect` splits a mapping, so each mprotect-guarded stack costs two kernel VMAs and
+//! `vm.max_map_count` (65,530 by default) caps a process at about 32,700 of them. Linux 6.13
+//! added `madvise(MADV_GUARD_INSTALL)`, which marks pages as guards inside the page tables
+//! without splitting the mapping, so a million guarded stacks fit in one VMA per chunk. The slab
+//! probes for it on first use and falls back to `mprotect`, refusing (with an error that names
+//! the sysctl) before the map count would run out.
+
+use std::io;
+use std::num::NonZeroUsize;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+/// Page size assumed for guards and alignment. Checked against `sysconf` at slab creation.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Size of the guard below every stack.
+const GUARD: usize = PAGE_SIZE;
+
+/// Smallest stack the runtime accepts. corosensei needs 4 KiB; our entry frame, a panic's
+/// unwinding and the payload formatting need more than that, so one page is not enough.
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// Default usable stack size per actor: 64 KiB reserved, of which only touched pages cost memory.
+pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
+
+/// Stacks reserved per `mmap` call. 64 amortises the system calls of carving (one `mmap` and
+/// 64 `madvise`) over 64 spawns while keeping a chunk of 64 KiB stacks at about 4 MiB of
+/// address space.
+const STACKS_PER_CHUNK: usize = 64;
+
+/// Warm stacks a worker keeps for itself. Past this, ended actors' stacks are released to the
+/// slab's free list with their pages given back to the kernel (`MADV_DONTNEED`), so that a burst
+/// of a million short actors does not pin a million touched stacks.
+const WARM_STACKS_PER_WORKER: usize = 1024;
+
+/// How many stacks a worker takes from (or gives to) the slab's free list at once.
+const POOL_BATCH: usize = 64;
+
+/// `madvise` advice that installs guard markers (Linux 6.13+); not yet in the `libc` crate.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Share of `vm.max_map_count` that mprotect-guarded stacks may use, leaving the rest to the
+/// allocator, shared libraries and the application.
+const MAP_COUNT_SHARE_PERCENT: usize = 90;
+
+/// One guarded stack slot. See the module docs for its layout and ownership.
+#[derive(Debug)]
+pub struct Stack {
+    /// Lowest address of the slot: the start of its guard page.
+    slot: NonZeroUsize,
+    /// Usable bytes above the guard.
+    size: usize,
+}
+
+// SAFETY: a `Stack` is a unique handle to a slot of anonymous memory (invariant 2); it holds no
+// thread-affine state, so moving the handle between threads is sound.
+unsafe impl Send for Stack {}
+
+impl Stack {
+    /// Usable size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The guard page's address range, for the overflow reporter.
+    pub fn guard_range(&self) -> (usize, usize) {
+        (self.slot.get(), self.slot.get() + GUARD)
+    }
+
+    /// Gives the stack's pages back to the kernel; the next touch faults in zeroed pages.
+    fn release_pages(&self) {
+        // SAFETY: the range is the usable part of a slot we own (invariant 2), inside a live
+        // mapping (invariant 3); no coroutine runs on it, so discarding its contents is sound.
+        unsafe {
+            libc::madvise(
+                (self.slot.get() + GUARD) as *mut libc::c_void,
+                self.size,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+// SAFETY: `base` and `limit` bound memory that this handle owns exclusively; `limit` includes
+// the guard page that catches overflow (installed when the chunk was carved, invariant 1), and the
+// usable size is at least `MIN_STACK_SIZE` (checked by the builder), above corosensei's 4 KiB.
+// Both addresses are page aligned, hence aligned to `STACK_ALIGNMENT`.
+unsafe impl corosensei::stack::Stack for Stack {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        NonZeroUsize::new(self.slot.get() + GUARD + self.size).expect("stack base overflow")
+    }
+
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        self.slot
+    }
+}
+
+/// How the slab guards its stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardKind {
+    /// `madvise(MADV_GUARD_INSTALL)`: no kernel mapping per stack.
+    Madvise,
+    /// `mprotect(PROT_NONE)`: two kernel mappings per stack, capped by `vm.max_map_count`.
+    Mprotect,
+}
+
+/// The runtime-wide source of stacks of the runtime's default size.
+pub struct StackSlab {
+    size: usize,
+    guard: GuardKind,
+    /// Stacks guarded with `mprotect` so far, against `mprotect_limit`.
+    mprotect_guarded: AtomicUsize,
+    mprotect_limit: usize,
+    /// Stacks returned by workers with their pages released.
+    free: Mutex<Vec<Stack>>,
+    /// Every chunk ever mapped, for `Drop`.
+    chunks: Mutex<Vec<(usize, usize)>>,
+    /// Stacks carved so far (for stats and tests).
+    carved: AtomicUsize,
+}
+
+impl StackSlab {
+    /// Creates a slab of stacks with `size` usable bytes each. `size` must be page aligned and at
+    /// least [`MIN_STACK_SIZE`]; the builder checks both.
+    pub fn new(size: usize) -> StackSlab {
+        debug_assert!(size >= MIN_STACK_SIZE && size % PAGE_SIZE == 0);
+        StackSlab {
+            size,
+            guard: probe_guard_kind(),
+            mprotect_guarded: AtomicUsize::new(0),
+            mprotect_limit: max_map_count() * MAP_COUNT_SHARE_PERCENT / 100 / 2,
+            free: Mutex::new(Vec::new()),
+            chunks: Mutex::new(Vec::new()),
+            carved: AtomicUsize::new(0),
+        }
+    }
+
+    /// Usable size of this slab's stacks.
+    pub fn stack_size(&self) -> usize {
+        self.size
+    }
+
+    /// Which guard mechanism this slab uses.
+    pub fn guard_kind(&self) -> GuardKind {
+        self.guard
+    }
+
+    /// Stacks carved so far.
+    pub fn carved(&self) -> usize {
+        self.carved.load(Ordering::Relaxed)
+    }
+
+    /// Moves up to `POOL_BATCH` stacks into `out`, carving a new chunk when the free list is empty.
+    fn refill(&self, out: &mut Vec<Stack>) -> io::Result<()> {
+        {
+            let mut free = self.free.lock();
+            let take = free.len().min(POOL_BATCH);
+            if take > 0 {
+                let at = free.len() - take;
+                out.extend(free.drain(at..));
+                return Ok(());
+            }
+        }
+        self.carve_chunk(out)
+    }
+
+    /// Maps a fresh chunk, guards every slot, and pushes the slots into `out`.
+    fn carve_chunk(&self, out: &mut Vec<Stack>) -> io::Result<()> {
+        let slot_size = GUARD + self.size;
+        let count = STACKS_PER_CHUNK;
+        if self.guard == GuardKind::Mprotect {
+            let before = self.mprotect_guarded.fetch_add(count, Ordering::Relaxed);
+            if before + count > self.mprotect_limit {
+                self.mprotect_guarded.fetch_sub(count, Ordering::Relaxed);
+                return Err(io::Error::other(format!(
+                    "threadlet: cannot guard more than {} stacks with mprotect: each costs two \
+                     kernel mappings and vm.max_map_count is {}. Raise it \
+                     (sysctl -w vm.max_map_count=N) or run on Linux 6.13+, whose \
+                     MADV_GUARD_INSTALL needs no mapping per stack",
+                    self.mprotect_limit,
+                    max_map_count()
+                )));
+            }
+        }
+        let len = slot_size * count;
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing aliases
+        // nothing; MAP_NORESERVE only defers commit, so untouched stack pages cost no memory.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base as usize;
+        self.chunks.lock().push((base, len));
+        for i in 0..count {
+            let slot = base + i * slot_size;
+            install_guard(slot, self.guard)?;
+            out.push(Stack {
+                slot: NonZeroUsize::new(slot).expect("mmap returned null"),
+                size: self.size,
+            });
+        }
+        self.carved.fetch_add(count, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Takes back stacks a worker no longer keeps warm.
+    fn give_back(&self, stacks: impl Iterator<Item = Stack>) {
+        let mut released: Vec<Stack> = stacks
+            .inspect(|s| s.release_pages())
+            .collect();
+        self.free.lock().append(&mut released);
+    }
+}
+
+impl Drop for StackSlab {
+    fn drop(&mut self) {
+        for &(base, len) in self.chunks.get_mut().iter() {
+            // SAFETY: the slab outlives every stack carved from it (invariant 3), so no coroutine
+            // runs on this chunk any more; the range is exactly one mapping we made.
+            unsafe {
+                libc::munmap(base as *mut libc::c_void, len);
+            }
+        }
+    }
+}
+
+/// A worker's own cache of warm stacks. Only its worker touches it.
+pub struct StackPool {
+    warm: Vec<Stack>,
+}
+
+impl StackPool {
+    /// An empty pool; it fills from the slab on first use.
+    pub fn new() -> StackPool {
+        StackPool { warm: Vec::new() }
+    }
+
+    /// Takes a stack of the slab's size: a warm one if any, else from the slab.
+    pub fn take(&mut self, slab: &StackSlab) -> io::Result<Stack> {
+        if let Some(stack) = self.warm.pop() {
+            return Ok(stack);
+        }
+        slab.refill(&mut self.warm)?;
+        Ok(self.warm.pop().expect("refill yields at least one stack"))
+    }
+
+    /// Returns a stack of the slab's size; past `WARM_STACKS_PER_WORKER`, a batch goes back to
+    /// the slab with its pages released.
+    pub fn put(&mut self, stack: Stack, slab: &StackSlab) {
+        debug_assert_eq!(stack.size, slab.size);
+        self.warm.push(stack);
+        if self.warm.len() > WARM_STACKS_PER_WORKER {
+            let at = self.warm.len() - POOL_BATCH;
+            slab.give_back(self.warm.drain(at..));
+        }
+    }
+
+    /// Hands every stack back to the slab (worker exit).
+    pub fn drain_into(&mut self, slab: &StackSlab) {
+        slab.free.lock().append(&mut self.warm);
+    }
+}
+
+impl Default for StackPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A stack of a size other than the runtime's default, mapped for one actor and unmapped after.
+pub struct OwnedStack {
+    stack: Stack,
+    len: usize,
+}
+
+impl OwnedStack {
+    /// Maps a guarded stack of `size` usable bytes (page aligned, at least `MIN_STACK_SIZE`).
+    pub fn new(size: usize) -> io::Result<OwnedStack> {
+        let len = GUARD + size;
+        // SAFETY: as in `carve_chunk`: a fresh anonymous mapping aliases nothing.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let slot = base as usize;
+        if let Err(e) = install_guard(slot, probe_guard_kind()) {
+            // SAFETY: we just made this mapping and nothing else refers to it.
+            unsafe { libc::munmap(base, len) };
+            return Err(e);
+        }
+        Ok(OwnedStack {
+            stack: Stack {
+                slot: NonZeroUsize::new(slot).expect("mmap returned null"),
+                size,
+            },
+            len,
+        })
+    }
+
+    /// The guard page's address range.
+    pub fn guard_range(&self) -> (usize, usize) {
+        self.stack.guard_range()
+    }
+}
+
+impl Drop for OwnedStack {
+    fn drop(&mut self) {
+        // SAFETY: this mapping belongs to this value alone, and the coroutine that ran on it has
+        // been dropped before the stack (corosensei hands the stack back only when done).
+        unsafe {
+            libc::munmap(self.stack.slot.get() as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+// SAFETY: delegates to the inner `Stack`, whose contract holds for the whole mapping.
+unsafe impl corosensei::stack::Stack for OwnedStack {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        self.stack.base()
+    }
+
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        self.stack.limit()
+    }
+}
+
+/// Installs the guard page at `slot`.
+fn install_guard(slot: usize, kind: GuardKind) -> io::Result<()> {
+    let rc = match kind {
+        // SAFETY: `slot` is the first page of a mapping we own; marking it as a guard only makes
+        // accesses to it fault, which is the point.
+        GuardKind::Madvise => unsafe {
+            libc::madvise(slot as *mut libc::c_void, GUARD, MADV_GUARD_INSTALL)
+        },
+        // SAFETY: as above, with page protections instead of guard markers.
+        GuardKind::Mprotect => unsafe {
+            libc::mprotect(slot as *mut libc::c_void, GUARD, libc::PROT_NONE)
+        },
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Finds out once per process whether the kernel has `MADV_GUARD_INSTALL`.
+pub fn probe_guard_kind() -> GuardKind {
+    static KIND: std::sync::OnceLock<GuardKind> = std::sync::OnceLock::new();
+    *KIND.get_or_init(|| {
+        if std::env::var_os("THREADLET_FORCE_MPROTECT_GUARDS").is_some() {
+            return GuardKind::Mprotect;
+        }
+        // SAFETY: a private one-page probe mapping, unmapped before returning.
+        unsafe {
+            let page = libc::mmap(
+                ptr::null_mut(),
+                PAGE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if page == libc::MAP_FAILED {
+                return GuardKind::Mprotect;
+            }
+            let ok = libc::madvise(page, PAGE_SIZE, MADV_GUARD_INSTALL) == 0;
+            libc::munmap(page, PAGE_SIZE);
+            if ok {
+                GuardKind::Madvise
+            } else {
+                GuardKind::Mprotect
+            }
+        }
+    })
+}
+
+/// `vm.max_map_count`, or the usual default where it cannot be read.
+fn max_map_count() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65_530)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_recycles_warm_stacks() {
+        let slab = StackSlab::new(DEFAULT_STACK_SIZE);
+        let mut pool = StackPool::new();
+        let a = pool.take(&slab).unwrap();
+        let addr = a.slot;
+        pool.put(a, &slab);
+        let b = pool.take(&slab).unwrap();
+        assert_eq!(b.slot, addr, "the warm stack is reused first");
+        assert_eq!(slab.carved(), STACKS_PER_CHUNK);
+        pool.put(b, &slab);
+        pool.drain_into(&slab);
+    }
+
+    #[test]
+    fn stack_memory_is_usable_and_guarded_below() {
+        let slab = StackSlab::new(DEFAULT_STACK_SIZE);
+        let mut pool = StackPool::new();
+        let s = pool.take(&slab).unwrap();
+        use corosensei::stack::Stack as _;
+        let (lo, hi) = s.guard_range();
+        assert_eq!(s.limit().get(), lo);
+        assert_eq!(hi + s.size(), s.base().get());
+        // The usable range is writable.
+        // SAFETY: the usable range belongs to `s`, which no coroutine uses.
+        unsafe { ptr::write_bytes(hi as *mut u8, 0xAB, s.size()) };
+        pool.put(s, &slab);
+        pool.drain_into(&slab);
+    }
+
+    #[test]
+    fn many_pools_spill_to_the_slab() {
+        let slab = StackSlab::new(MIN_STACK_SIZE);
+        let mut pool = StackPool::new();
+        let stacks: Vec<_> = (0..WARM_STACKS_PER_WORKER + 100)
+            .map(|_| pool.take(&slab).unwrap())
+            .collect();
+        for s in stacks {
+            pool.put(s, &slab);
+        }
+        assert!(pool.warm.len() <= WARM_STACKS_PER_WORKER);
+        assert!(!slab.free.lock().is_empty());
+        pool.drain_into(&slab);
+    }
+
+    #[test]
+    fn owned_stacks_map_and_unmap() {
+        let s = OwnedStack::new(256 * 1024).unwrap();
+        let (_, hi) = s.guard_range();
+        // SAFETY: the first usable byte of a stack no coroutine uses.
+        unsafe { ptr::write(hi as *mut u8, 1) };
+    }
+}

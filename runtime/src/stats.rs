@@ -1,0 +1,93 @@
+//! Per-worker counters: cheap enough to leave on, readable at any time.
+//!
+//! Each counter has one writer (its worker) except `remote_wakes`, so most updates are a relaxed
+//! load and store, not a locked read-modify-write. Readers see values that may lag by a few
+//! events, which is what counters are for.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The live counters of one worker.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerStats {
+    pub(crate) actors_run: AtomicU64,
+    pub(crate) spawns: AtomicU64,
+    pub(crate) steals: AtomicU64,
+    pub(crate) stolen: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) remote_wakes: AtomicU64,
+    pub(crate) preemptions: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Adds one to a counter this worker alone writes.
+    #[inline]
+    pub(crate) fn bump(&self, c: &AtomicU64) {
+        self.add(c, 1);
+    }
+
+    /// Adds `n` to a counter this worker alone writes.
+    #[inline]
+    pub(crate) fn add(&self, c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> WorkerSnapshot {
+        WorkerSnapshot {
+            actors_run: self.actors_run.load(Relaxed),
+            spawns: self.spawns.load(Relaxed),
+            steals: self.steals.load(Relaxed),
+            stolen: self.stolen.load(Relaxed),
+            parks: self.parks.load(Relaxed),
+            wakeups: self.wakeups.load(Relaxed),
+            remote_wakes: self.remote_wakes.load(Relaxed),
+            preemptions: self.preemptions.load(Relaxed),
+        }
+    }
+}
+
+/// A copy of one worker's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerSnapshot {
+    /// Times an actor was resumed from a run queue (one per run, not per switch).
+    pub actors_run: u64,
+    /// Actors spawned from this worker.
+    pub spawns: u64,
+    /// Successful steal operations.
+    pub steals: u64,
+    /// Actors taken by those steals.
+    pub stolen: u64,
+    /// Times the worker parked its thread.
+    pub parks: u64,
+    /// Times another thread unparked it to search for work.
+    pub wakeups: u64,
+    /// Wakes of its pinned actors that came from other threads.
+    pub remote_wakes: u64,
+    /// Runs ended by preemption at a safe point.
+    pub preemptions: u64,
+}
+
+/// Counters of every worker, from [`Runtime::stats`](crate::Runtime::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// One entry per worker, by index.
+    pub workers: Vec<WorkerSnapshot>,
+}
+
+impl RuntimeStats {
+    /// The sum over all workers.
+    pub fn total(&self) -> WorkerSnapshot {
+        self.workers
+            .iter()
+            .fold(WorkerSnapshot::default(), |a, w| WorkerSnapshot {
+                actors_run: a.actors_run + w.actors_run,
+                spawns: a.spawns + w.spawns,
+                steals: a.steals + w.steals,
+                stolen: a.stolen + w.stolen,
+                parks: a.parks + w.parks,
+                wakeups: a.wakeups + w.wakeups,
+                remote_wakes: a.remote_wakes + w.remote_wakes,
+                preemptions: a.preemptions + w.preemptions,
+            })
+    }
+}

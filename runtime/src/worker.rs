@@ -1,0 +1,538 @@
+//! A worker: one OS thread that runs actors until the runtime shuts down.
+//!
+//! # State, split by who may touch it
+//!
+//! * [`Core`]: owned by the worker thread alone (its next slot, its pinned run queue, the
+//!   owner end of its stealable deque, its stack pool, its registry of started actors). Actor
+//!   code running on the worker reaches it through the thread's context, so every field is a
+//!   `Cell`/`RefCell` and no borrow is held across a resume.
+//! * [`Remote`]: what other threads may touch (the stealer end of the deque, the inbox for
+//!   wakes of pinned actors, the unparker, the preempt flag, the counters). Lives in `Shared`.
+//!
+//! # Run queues of one worker
+//!
+//! | queue | holds | who pushes | who pops |
+//! |---|---|---|---|
+//! | `next` slot | the actor just woken by the running one | this worker | this worker |
+//! | `local` FIFO | pinned actors that are runnable (woken here, displaced from `next`, yielded) | this worker | this worker |
+//! | `inbox` | pinned actors woken by other threads | anyone | this worker |
+//! | `deque` (LIFO) | actors not started yet, migratable actors | this worker | this worker, thieves |
+//! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
+//!
+//! # Finding work
+//!
+//! Each turn: every `GLOBAL_POLL_INTERVAL` turns the inbox and injector go first (so a busy
+//! local queue cannot starve them); otherwise `next`, `local`, `inbox`, `deque`, a batch from the
+//! injector. With none, the worker searches (see `idle.rs`): it steals half of a random
+//! victim's deque, for up to `SEARCH_ROUNDS` rounds, then parks.
+//!
+//! # Shutdown
+//!
+//! 1. `Runtime::drop` sets `shutdown` and unparks every worker.
+//! 2. A worker sees the flag at the top of its loop (after the running actor suspended: actors
+//!    are never interrupted mid-run) and sets `cancelling`, so that any park inside an actor now
+//!    fails at once instead of suspending.
+//! 3. It drops every queued actor that has not started (its closure's destructors run; its join
+//!    handle reports `Cancelled`) and force-unwinds, on this thread, every started actor in its
+//!    registry, so destructors on their stacks run and stacks return to the pool. Unwinding can
+//!    wake or spawn actors; the worker repeats 3 until its queues and registry are empty.
+//! 4. Migratable started actors live in a shared registry; each exiting worker unwinds what is
+//!    left there.
+//! 5. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
+//!    the injector after their owner had finished.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use corosensei::{Coroutine, CoroutineResult};
+use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
+use crossbeam_utils::sync::{Parker, Unparker};
+
+use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
+use crate::context::{self, WorkerContext};
+use crate::runtime::Shared;
+use crate::stack::{OwnedStack, StackPool};
+use crate::stats::WorkerStats;
+use crate::wake::AfterPark;
+
+/// Every this many turns a worker looks at its inbox and the injector before its local queues,
+/// so that a worker busy with local ping-pong still picks up outside work. 61 is Go's choice: a
+/// prime, so it does not fall into step with periodic workloads.
+const GLOBAL_POLL_INTERVAL: u32 = 61;
+
+/// Rounds of stealing attempts before an idle worker parks. Waking a parked thread costs about
+/// 10 us here against well under 1 us for a spinning one, so a short spin pays for itself when
+/// work arrives in bursts; the bound keeps an idle runtime from burning CPU.
+const SEARCH_ROUNDS: u32 = 32;
+
+/// What other threads may touch of one worker.
+pub(crate) struct Remote {
+    pub(crate) stealer: Stealer<ActorRef>,
+    /// Pinned actors of this worker woken from other threads.
+    pub(crate) inbox: Injector<ActorRef>,
+    pub(crate) unparker: Unparker,
+    /// Raised by the preemption monitor; read at safe points.
+    preempt: AtomicBool,
+    /// Bumped each time this worker starts running an actor (for the monitor).
+    pub(crate) run_counter: AtomicU64,
+    pub(crate) stats: WorkerStats,
+}
+
+impl Remote {
+    pub(crate) fn new(stealer: Stealer<ActorRef>, unparker: Unparker) -> Remote {
+        Remote {
+            stealer,
+            inbox: Injector::new(),
+            unparker,
+            preempt: AtomicBool::new(false),
+            run_counter: AtomicU64::new(0),
+            stats: WorkerStats::default(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn preempt_requested(&self) -> bool {
+        self.preempt.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn clear_preempt(&self) {
+        self.preempt.store(false, Ordering::Relaxed);
+    }
+
+    /// Asks the actor running on this worker to yield at its next safe point.
+    #[allow(dead_code)] // the preemption monitor (time slices) raises it
+    pub(crate) fn request_preempt(&self) {
+        self.preempt.store(true, Ordering::Relaxed);
+    }
+
+    /// Hands a woken pinned actor to this worker from another thread.
+    pub(crate) fn push_inbox(&self, actor: ActorRef) {
+        self.inbox.push(actor);
+        self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
+        self.unparker.unpark();
+    }
+}
+
+/// What only the worker thread touches; see the module docs.
+pub(crate) struct Core {
+    next: Cell<Option<ActorRef>>,
+    local: RefCell<VecDeque<ActorRef>>,
+    deque: Deque<ActorRef>,
+    pool: RefCell<StackPool>,
+    /// Started pinned actors, for shutdown. Each knows its slot (`registry_slot`).
+    live: RefCell<Vec<ActorRef>>,
+    tick: Cell<u32>,
+    rng: Cell<u64>,
+}
+
+impl Core {
+    pub(crate) fn new(deque: Deque<ActorRef>, seed: u64) -> Core {
+        Core {
+            next: Cell::new(None),
+            local: RefCell::new(VecDeque::new()),
+            deque,
+            pool: RefCell::new(StackPool::new()),
+            live: RefCell::new(Vec::new()),
+            tick: Cell::new(0),
+            rng: Cell::new(seed | 1),
+        }
+    }
+
+    /// A woken actor runs next on this worker; the one it displaces goes to the local queue.
+    pub(crate) fn push_next(&self, actor: ActorRef) {
+        if let Some(old) = self.next.replace(Some(actor)) {
+            self.local.borrow_mut().push_back(old);
+        }
+    }
+
+    /// A new actor, stealable until it starts.
+    pub(crate) fn push_spawned(&self, actor: ActorRef) {
+        self.deque.push(actor);
+    }
+
+    fn rand(&self) -> u64 {
+        // xorshift64: victims only need to be spread, not unpredictable.
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+}
+
+/// The worker thread's entry point.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Deque<ActorRef>, parker: Parker) {
+    let ctx = WorkerContext {
+        core: Core::new(deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+        shared,
+        index,
+        current: Cell::new(std::ptr::null()),
+        cancelling: Cell::new(false),
+    };
+    let _entered = context::enter(&ctx);
+    let worker = WorkerLoop { ctx: &ctx, parker };
+    worker.run();
+    worker.shutdown();
+}
+
+struct WorkerLoop<'a> {
+    ctx: &'a WorkerContext,
+    parker: Parker,
+}
+
+impl WorkerLoop<'_> {
+    fn shared(&self) -> &Shared {
+        &self.ctx.shared
+    }
+
+    fn core(&self) -> &Core {
+        &self.ctx.core
+    }
+
+    fn remote(&self) -> &Remote {
+        &self.ctx.shared.remotes[self.ctx.index]
+    }
+
+    fn run(&self) {
+        while !self.shared().is_shutdown() {
+            if let Some(actor) = self.next_local() {
+                self.run_actor(actor);
+                continue;
+            }
+            if let Some(actor) = self.search() {
+                self.run_actor(actor);
+            }
+        }
+    }
+
+    /// Work this worker can take without stealing, in the order of the module docs.
+    fn next_local(&self) -> Option<ActorRef> {
+        let core = self.core();
+        let tick = core.tick.get().wrapping_add(1);
+        core.tick.set(tick);
+        if tick % GLOBAL_POLL_INTERVAL == 0 {
+            if let Some(a) = self.pop_inbox().or_else(|| self.pop_injector()) {
+                return Some(a);
+            }
+        }
+        if let Some(a) = core.next.take() {
+            return Some(a);
+        }
+        if let Some(a) = core.local.borrow_mut().pop_front() {
+            return Some(a);
+        }
+        self.pop_inbox()
+            .or_else(|| core.deque.pop())
+            .or_else(|| self.pop_injector())
+    }
+
+    /// Moves everything in the inbox to the local queue and returns the first.
+    fn pop_inbox(&self) -> Option<ActorRef> {
+        let inbox = &self.remote().inbox;
+        if inbox.is_empty() {
+            return None;
+        }
+        let mut first = None;
+        let mut local = self.core().local.borrow_mut();
+        loop {
+            match inbox.steal() {
+                Steal::Success(a) if first.is_none() => first = Some(a),
+                Steal::Success(a) => local.push_back(a),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        first
+    }
+
+    fn pop_injector(&self) -> Option<ActorRef> {
+        loop {
+            match self.shared().injector.steal_batch_and_pop(&self.core().deque) {
+                Steal::Success(a) => return Some(a),
+                Steal::Retry => continue,
+                Steal::Empty => return None,
+            }
+        }
+    }
+
+    /// Steals about half of a random victim's deque, trying every victim once.
+    fn steal(&self) -> Option<ActorRef> {
+        let remotes = &self.shared().remotes;
+        let n = remotes.len();
+        if n < 2 {
+            return None;
+        }
+        let start = self.core().rand() as usize % n;
+        for i in 0..n {
+            let victim = (start + i) % n;
+            if victim == self.ctx.index {
+                continue;
+            }
+            loop {
+                match remotes[victim]
+                    .stealer
+                    .steal_batch_and_pop(&self.core().deque)
+                {
+                    Steal::Success(a) => {
+                        let stats = &self.remote().stats;
+                        stats.bump(&stats.steals);
+                        stats.add(&stats.stolen, 1 + self.core().deque.len() as u64);
+                        return Some(a);
+                    }
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    /// No local work: search (bounded, see `idle.rs`), then park. Returns work if found.
+    fn search(&self) -> Option<ActorRef> {
+        let shared = self.shared();
+        let idle = &shared.idle;
+        let mut searching = idle.try_start_searching();
+        loop {
+            for round in 0..SEARCH_ROUNDS {
+                let found = self.next_local().or_else(|| {
+                    if searching {
+                        self.steal()
+                    } else {
+                        None
+                    }
+                });
+                if let Some(a) = found {
+                    if searching && idle.stop_searching() {
+                        shared.notify_parked();
+                    }
+                    return Some(a);
+                }
+                if shared.is_shutdown() {
+                    if searching {
+                        idle.stop_searching();
+                    }
+                    return None;
+                }
+                if round < SEARCH_ROUNDS / 2 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            // Park (steps 3 and 4 of the sleep protocol).
+            if idle.park(self.ctx.index, searching) && shared.any_stealable_work() {
+                shared.notify_parked();
+            }
+            let stats = &self.remote().stats;
+            stats.bump(&stats.parks);
+            if !shared.is_shutdown() {
+                self.parker.park();
+            }
+            searching = idle.unpark_self(self.ctx.index);
+            if shared.is_shutdown() {
+                if searching {
+                    idle.stop_searching();
+                }
+                return None;
+            }
+        }
+    }
+
+    /// Runs one actor until it parks, yields, is preempted or finishes.
+    fn run_actor(&self, actor: ActorRef) {
+        actor.state.start_running();
+        // SAFETY: we popped `actor` from a run queue, so we hold its one queue entry and the
+        // wake protocol gives us exclusive access to its body until we hand it back (park,
+        // yield, finish). A pinned started actor only enters this worker's queues, so its
+        // coroutine is resumed on its home thread.
+        let body = unsafe { &mut *actor.body.get() };
+        if let Body::Unstarted(_) = body {
+            if !self.start(&actor, body) {
+                return;
+            }
+        }
+        let Body::Running(coroutine) = body else {
+            // A finished actor is never scheduled: its wakes are no-ops.
+            debug_assert!(false, "scheduled an actor with no coroutine");
+            return;
+        };
+        let remote = self.remote();
+        remote.stats.bump(&remote.stats.actors_run);
+        remote.run_counter.fetch_add(1, Ordering::Relaxed);
+        self.ctx.current.set(Arc::as_ptr(&actor));
+        loop {
+            match coroutine.resume(()) {
+                CoroutineResult::Yield(Suspend::Park) => match actor.state.after_park() {
+                    AfterPark::Parked => break,
+                    AfterPark::Resume => continue,
+                },
+                CoroutineResult::Yield(reason) => {
+                    if reason == Suspend::Preempted {
+                        remote.stats.bump(&remote.stats.preemptions);
+                    }
+                    actor.state.yielded();
+                    self.push_yielded(actor.clone());
+                    break;
+                }
+                CoroutineResult::Return(()) => {
+                    self.finish(&actor, body);
+                    break;
+                }
+            }
+        }
+        self.ctx.current.set(std::ptr::null());
+    }
+
+    /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
+    /// injector where any worker may take them.
+    fn push_yielded(&self, actor: ActorRef) {
+        if actor.migratable {
+            self.shared().push_injector(actor);
+        } else {
+            self.core().local.borrow_mut().push_back(actor);
+        }
+    }
+
+    /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
+    /// (no stack); its join handle then reports why.
+    fn start(&self, actor: &ActorRef, body: &mut Body) -> bool {
+        let Body::Unstarted(f) = std::mem::replace(body, Body::Done) else {
+            unreachable!("start() on a started actor");
+        };
+        let shared = self.shared();
+        let stack = match actor.stack_size {
+            Some(size) if size != shared.slab.stack_size() => {
+                OwnedStack::new(size).map(ActorStack::Owned)
+            }
+            _ => self
+                .core()
+                .pool
+                .borrow_mut()
+                .take(&shared.slab)
+                .map(ActorStack::Pooled),
+        };
+        let stack = match stack {
+            Ok(s) => s,
+            Err(e) => {
+                actor.state.complete();
+                f(Some(e));
+                return false;
+            }
+        };
+        actor.guard.set(stack.guard_range());
+        let cell: *const ActorCell = Arc::as_ptr(actor);
+        let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
+            // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
+            // worker running the actor touches `yielder` (see `ActorCell`).
+            unsafe { (*cell).yielder.set(y) };
+            f(None);
+        });
+        *body = Body::Running(coroutine);
+        if actor.migratable {
+            shared.register_migratable(actor.clone());
+        } else {
+            actor.home.store(self.ctx.index, Ordering::Release);
+            let mut live = self.core().live.borrow_mut();
+            actor.registry_slot.store(live.len(), Ordering::Relaxed);
+            live.push(actor.clone());
+        }
+        true
+    }
+
+    /// The coroutine returned: recycle its stack, leave the registry, make wakes no-ops.
+    fn finish(&self, actor: &ActorRef, body: &mut Body) {
+        let Body::Running(coroutine) = std::mem::replace(body, Body::Done) else {
+            unreachable!("finish() on an actor with no coroutine");
+        };
+        self.recycle(coroutine.into_stack());
+        if actor.migratable {
+            self.shared().unregister_migratable(actor);
+        } else {
+            self.unregister_local(actor);
+        }
+        actor.state.complete();
+    }
+
+    fn recycle(&self, stack: ActorStack) {
+        match stack {
+            ActorStack::Pooled(s) => self.core().pool.borrow_mut().put(s, &self.shared().slab),
+            ActorStack::Owned(s) => drop(s),
+        }
+    }
+
+    fn unregister_local(&self, actor: &ActorRef) {
+        let mut live = self.core().live.borrow_mut();
+        let slot = actor.registry_slot.load(Ordering::Relaxed);
+        debug_assert!(Arc::ptr_eq(&live[slot], actor));
+        live.swap_remove(slot);
+        if let Some(moved) = live.get(slot) {
+            moved.registry_slot.store(slot, Ordering::Relaxed);
+        }
+    }
+
+    /// Steps 2 to 4 of the shutdown protocol (module docs).
+    fn shutdown(&self) {
+        self.ctx.cancelling.set(true);
+        loop {
+            let mut did_work = false;
+            while let Some(a) = self.next_local() {
+                did_work = true;
+                self.drop_queued(a);
+            }
+            let live = std::mem::take(&mut *self.core().live.borrow_mut());
+            for a in live {
+                did_work = true;
+                self.unwind(&a);
+            }
+            while let Some(a) = self.shared().take_migratable() {
+                did_work = true;
+                self.unwind(&a);
+            }
+            if !did_work {
+                break;
+            }
+        }
+        self.core()
+            .pool
+            .borrow_mut()
+            .drain_into(&self.shared().slab);
+    }
+
+    /// A queued actor at shutdown: an unstarted one is dropped with its closure; a started one
+    /// is unwound through its registry, so its queue entry is simply released.
+    fn drop_queued(&self, actor: ActorRef) {
+        // SAFETY: popped from a run queue, so we own the body (as in `run_actor`).
+        let body = unsafe { &mut *actor.body.get() };
+        if let Body::Unstarted(_) = body {
+            actor.state.complete();
+            drop(std::mem::replace(body, Body::Done));
+        }
+    }
+
+    /// Force-unwinds a started actor's stack on this thread, running its destructors.
+    fn unwind(&self, actor: &ActorRef) {
+        actor.state.complete();
+        // SAFETY: at shutdown every other worker has stopped running actors of this registry:
+        // a pinned actor is in its home worker's registry only (this one), and a migratable
+        // actor is taken out of the shared registry by exactly one worker. The actor is not
+        // running (this worker runs nothing else now), so we have exclusive access to its body.
+        let body = unsafe { &mut *actor.body.get() };
+        let Body::Running(mut coroutine) = std::mem::replace(body, Body::Done) else {
+            return;
+        };
+        self.ctx.current.set(Arc::as_ptr(actor));
+        // A destructor that panics must not take the worker down with it.
+        let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+        self.ctx.current.set(std::ptr::null());
+        if unwound.is_ok() {
+            self.recycle(coroutine.into_stack());
+        } else {
+            // The coroutine is in an unknown state; leak it rather than reuse its stack.
+            std::mem::forget(coroutine);
+        }
+    }
+}
