@@ -1,1 +1,189 @@
+//! # threadlet
+//!
+//! Lightweight actors on an M:N work-stealing runtime: as light as Stackless tasklets, written
+//! in the blocking style of goroutines and Erlang processes.
+//!
+//! Each actor is a stackful coroutine with its own small guarded stack. A few worker threads
+//! (one per core by default) run very many actors; an actor that blocks (waiting on its
+//! [`Mailbox`], a [`channel`], a [`JoinHandle`]) suspends, and its worker runs another.
+//!
+//! ```
+//! use threadlet::{Mailbox, Runtime};
+//!
+//! let rt = Runtime::new().unwrap();
+//! let total = rt.block_on(|| {
+//!     // An actor with a mailbox: sums what it gets until every address is gone.
+//!     let (addr, sum) = threadlet::spawn_actor(|mb: Mailbox<u64>| mb.iter().sum::<u64>());
+//!     let senders: Vec<_> = (0..10)
+//!         .map(|i| {
+//!             let addr = addr.clone();
+//!             threadlet::spawn(move || addr.send(i).unwrap())
+//!         })
+//!         .collect();
+//!     drop(addr);
+//!     for s in senders {
+//!         s.join().unwrap();
+//!     }
+//!     sum.join().unwrap()
+//! });
+//! assert_eq!(total, 45);
+//! ```
+//!
+//! Started actors stay on the worker that started them (see `docs/safety.md`); the scheduler
+//! balances work by stealing actors that have not started yet.
 
+#![warn(missing_docs)]
+
+pub mod channel;
+mod mailbox;
+
+use std::io;
+
+pub use mailbox::{Addr, Iter, Mailbox};
+pub use threadlet_runtime::{
+    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, JoinError, JoinHandle, MIN_STACK_SIZE,
+    Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current,
+    current_name, spawn, yield_now,
+};
+
+/// Spawns an actor with a mailbox on the current runtime (from inside an actor). Returns the
+/// mailbox's address and the actor's join handle.
+///
+/// # Panics
+///
+/// When called outside any runtime; use [`RuntimeExt::spawn_actor`] there.
+///
+/// ```
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let (echo, h) = threadlet::spawn_actor(|mb: threadlet::Mailbox<(u32, threadlet::Addr<u32>)>| {
+///         for (n, reply) in &mb {
+///             let _ = reply.send(n + 1);
+///         }
+///     });
+///     let (me, inbox) = threadlet::spawn_actor(|mb: threadlet::Mailbox<u32>| mb.recv());
+///     echo.send((41, me)).unwrap();
+///     assert_eq!(inbox.join().unwrap(), Some(42));
+///     drop(echo);
+///     h.join().unwrap();
+/// });
+/// ```
+pub fn spawn_actor<M, F, R>(f: F) -> (Addr<M>, JoinHandle<R>)
+where
+    M: Send + 'static,
+    F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let (addr, mb) = mailbox::mailbox();
+    let h = spawn(move || f(mb));
+    addr.set_actor(h.id());
+    (addr, h)
+}
+
+/// Spawning on a [`Runtime`] from outside it.
+pub trait RuntimeExt {
+    /// Spawns an actor with a mailbox; see [`spawn_actor`].
+    fn spawn_actor<M, F, R>(&self, f: F) -> (Addr<M>, JoinHandle<R>)
+    where
+        M: Send + 'static,
+        F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+        R: Send + 'static;
+}
+
+impl RuntimeExt for Runtime {
+    fn spawn_actor<M, F, R>(&self, f: F) -> (Addr<M>, JoinHandle<R>)
+    where
+        M: Send + 'static,
+        F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (addr, mb) = mailbox::mailbox();
+        let h = self.spawn(move || f(mb));
+        addr.set_actor(h.id());
+        (addr, h)
+    }
+}
+
+/// Per-actor options, shaped like `std::thread::Builder`: name, stack size, and the `unsafe`
+/// migration opt-in.
+///
+/// ```
+/// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let h = threadlet::ActorBuilder::new()
+///         .name("deep")
+///         .stack_size(1024 * 1024)
+///         .spawn(|| threadlet::current_name())
+///         .unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("deep"));
+///     // A bad stack size is an error, not a crash.
+///     assert!(threadlet::ActorBuilder::new().stack_size(1000).spawn(|| ()).is_err());
+/// });
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ActorBuilder {
+    opts: SpawnOptions,
+}
+
+impl ActorBuilder {
+    /// Default options.
+    pub fn new() -> ActorBuilder {
+        ActorBuilder::default()
+    }
+
+    /// Names the actor.
+    pub fn name(mut self, name: impl Into<String>) -> ActorBuilder {
+        self.opts = self.opts.name(name);
+        self
+    }
+
+    /// Usable stack bytes for this actor (a multiple of 4096, at least 16 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> ActorBuilder {
+        self.opts = self.opts.stack_size(bytes);
+        self
+    }
+
+    /// Lets the actor move between worker threads while suspended.
+    ///
+    /// # Safety
+    ///
+    /// See [`SpawnOptions::migratable`]: whenever the actor suspends, nothing on its stack may
+    /// be tied to the OS thread (thread-local borrows, `ThreadRng`, lock guards, `Rc`s shared
+    /// with the thread). `docs/safety.md` has examples.
+    pub unsafe fn migratable(mut self) -> ActorBuilder {
+        // SAFETY: the caller makes the promise this function documents.
+        self.opts = unsafe { self.opts.migratable() };
+        self
+    }
+
+    /// Spawns on the current runtime (from inside an actor).
+    pub fn spawn<F, R>(self, f: F) -> io::Result<JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        threadlet_runtime::spawn_with(self.opts, f)
+    }
+
+    /// Spawns an actor with a mailbox on the current runtime.
+    pub fn spawn_actor<M, F, R>(self, f: F) -> io::Result<(Addr<M>, JoinHandle<R>)>
+    where
+        M: Send + 'static,
+        F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (addr, mb) = mailbox::mailbox();
+        let h = threadlet_runtime::spawn_with(self.opts, move || f(mb))?;
+        addr.set_actor(h.id());
+        Ok((addr, h))
+    }
+
+    /// Spawns on `rt` from any thread.
+    pub fn spawn_on<F, R>(self, rt: &Runtime, f: F) -> io::Result<JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        rt.spawn_with(self.opts, f)
+    }
+}

@@ -1,1 +1,4 @@
+//! The seed experiments as reusable functions, shared by the `[[example]]` programs, the tests
+//! and the bench CLI.
 
+pub mod hackysack;

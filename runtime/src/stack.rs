@@ -82,6 +82,7 @@ unsafe impl Send for Stack {}
 
 impl Stack {
     /// Usable size in bytes.
+    #[cfg(test)]
     pub fn size(&self) -> usize {
         self.size
     }

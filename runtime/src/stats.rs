@@ -72,6 +72,11 @@ pub struct WorkerSnapshot {
 pub struct RuntimeStats {
     /// One entry per worker, by index.
     pub workers: Vec<WorkerSnapshot>,
+    /// Stacks carved from the slab so far (each reserved once, then recycled).
+    pub stacks_carved: usize,
+    /// Whether guard pages use `MADV_GUARD_INSTALL` (`false`: `mprotect`, capped by
+    /// `vm.max_map_count`).
+    pub madvise_guards: bool,
 }
 
 impl RuntimeStats {

@@ -1,0 +1,449 @@
+//! Channels between actors (and plain threads): rendezvous, bounded and unbounded, many
+//! senders and many receivers.
+//!
+//! A blocked send or receive suspends the calling actor, never its worker thread; called from
+//! a plain thread, it blocks that thread. Semantics follow `crossbeam-channel`:
+//!
+//! * [`bounded(0)`](bounded) is a rendezvous channel, as Stackless channels are: `send` returns
+//!   only once a receiver has taken the value, and `recv` only once a sender has given one.
+//! * [`bounded(n)`](bounded) holds up to `n` values; `send` waits while it is full.
+//! * [`unbounded()`] never makes `send` wait.
+//! * When every `Sender` is gone, receivers drain what is left, then get [`RecvError`]; when
+//!   every `Receiver` is gone, sends fail and hand their value back.
+//!
+//! # State and protocol
+//!
+//! One lock guards the channel: the buffer, the counts of senders and receivers, and two FIFO
+//! lists of parked operations. A parked operation is a [`Slot`]: the waiter to wake plus a cell
+//! holding its value (a sender's value waiting to be taken, or the value handed to a receiver).
+//! Invariants, kept under the lock:
+//!
+//! 1. receivers wait only while the buffer is empty, so `send` hands its value straight to the
+//!    first waiting receiver when there is one;
+//! 2. senders wait only while the buffer is full (always, for rendezvous), so `recv` that frees
+//!    a place moves the first waiting sender's value in (or, for rendezvous, takes it directly);
+//! 3. a slot is completed (value delivered, value taken, or disconnected) exactly once, under
+//!    the lock, by whoever removes it from its list, and that party then wakes its waiter.
+//!
+//! A parked operation only ever returns after seeing its slot completed (wakeups may be
+//! spurious; it loops), so no value is lost or duplicated. If shutdown cancels a parked
+//! operation, it removes its own slot under the lock, and keeps what a racing peer may already
+//! have completed.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use threadlet_runtime::sync::Mutex;
+use threadlet_runtime::{Waiter, park};
+
+/// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub struct SendError<T>(pub T);
+
+impl<T> SendError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sending on a closed channel or to an ended actor")
+    }
+}
+
+impl<T> std::error::Error for SendError<T> {}
+
+/// The error of a non-blocking send.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum TrySendError<T> {
+    /// The channel is full (or, for rendezvous, no receiver waits).
+    Full(T),
+    /// Every receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            TrySendError::Full(v) | TrySendError::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("Full(..)"),
+            TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("sending on a full channel"),
+            TrySendError::Disconnected(_) => f.write_str("sending on a closed channel"),
+        }
+    }
+}
+
+impl<T> std::error::Error for TrySendError<T> {}
+
+/// The error of a receive on a channel that is empty and whose senders are all gone.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct RecvError;
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("receiving on an empty and closed channel")
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+/// The error of a non-blocking receive.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum TryRecvError {
+    /// Nothing to take now.
+    Empty,
+    /// Nothing to take, ever: every sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TryRecvError::Empty => f.write_str("receiving on an empty channel"),
+            TryRecvError::Disconnected => f.write_str("receiving on an empty and closed channel"),
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}
+
+/// What a parked operation's cell holds.
+enum Cell<T> {
+    /// Parked: a sender's value not yet taken, or `None` for a receiver.
+    Waiting(Option<T>),
+    /// Completed: the value handed to a receiver, or `None` for a sender whose value was taken.
+    Done(Option<T>),
+    /// The other side went away; a sender gets its value back.
+    Disconnected(Option<T>),
+}
+
+/// One parked operation (see the module docs).
+struct Slot<T> {
+    waiter: Waiter,
+    cell: Mutex<Cell<T>>,
+}
+
+impl<T> Slot<T> {
+    fn new(value: Option<T>) -> Arc<Slot<T>> {
+        Arc::new(Slot {
+            waiter: Waiter::current(),
+            cell: Mutex::new(Cell::Waiting(value)),
+        })
+    }
+
+    /// Completes the slot; the caller holds the channel lock and wakes `waiter` after it.
+    fn complete(&self, to: fn(Option<T>) -> Cell<T>, value: Option<T>) -> Option<T> {
+        let mut cell = self.cell.lock();
+        let Cell::Waiting(old) = std::mem::replace(&mut *cell, to(value)) else {
+            unreachable!("a channel slot is completed once");
+        };
+        old
+    }
+}
+
+struct State<T> {
+    buffer: VecDeque<T>,
+    /// `None`: unbounded.
+    cap: Option<usize>,
+    senders: usize,
+    receivers: usize,
+    waiting_receivers: VecDeque<Arc<Slot<T>>>,
+    waiting_senders: VecDeque<Arc<Slot<T>>>,
+}
+
+impl<T> State<T> {
+    fn has_room(&self) -> bool {
+        self.cap.is_none_or(|c| self.buffer.len() < c)
+    }
+}
+
+struct Chan<T> {
+    state: Mutex<State<T>>,
+}
+
+fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan {
+        state: Mutex::new(State {
+            buffer: VecDeque::with_capacity(cap.unwrap_or(0).min(1024)),
+            cap,
+            senders: 1,
+            receivers: 1,
+            waiting_receivers: VecDeque::new(),
+            waiting_senders: VecDeque::new(),
+        }),
+    });
+    (Sender { chan: chan.clone() }, Receiver { chan })
+}
+
+/// A channel holding at most `cap` values; `bounded(0)` is a rendezvous channel.
+///
+/// ```
+/// use threadlet::channel;
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let (tx, rx) = channel::bounded(0);
+///     let h = threadlet::spawn(move || tx.send("sack").unwrap());
+///     assert_eq!(rx.recv(), Ok("sack")); // the sender was parked until now
+///     h.join().unwrap();
+/// });
+/// ```
+pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+    new_channel(Some(cap))
+}
+
+/// A channel with no capacity limit: `send` never waits.
+///
+/// ```
+/// let (tx, rx) = threadlet::channel::unbounded();
+/// tx.send(1).unwrap();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Ok(1));
+/// assert!(rx.recv().is_err());
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    new_channel(None)
+}
+
+/// The sending side of a channel. Clone it for more senders.
+pub struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+impl<T> Sender<T> {
+    /// Sends `value`, waiting while the channel is full (for rendezvous: until a receiver takes
+    /// it). Fails, handing the value back, when every receiver is gone.
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let slot = {
+            let mut st = self.chan.state.lock();
+            match self.try_send_locked(&mut st, value) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
+                Err(TrySendError::Full(v)) => {
+                    let slot = Slot::new(Some(v));
+                    st.waiting_senders.push_back(slot.clone());
+                    slot
+                }
+            }
+        };
+        loop {
+            let cancelled = park().is_err();
+            let mut st = cancelled.then(|| self.chan.state.lock());
+            let mut cell = slot.cell.lock();
+            match &mut *cell {
+                Cell::Done(_) => return Ok(()),
+                Cell::Disconnected(v) => return Err(SendError(v.take().expect("value back"))),
+                Cell::Waiting(v) => {
+                    if let Some(st) = st.as_mut() {
+                        st.waiting_senders.retain(|s| !Arc::ptr_eq(s, &slot));
+                        return Err(SendError(v.take().expect("value still here")));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends without waiting: fails with `Full` if it would have to wait.
+    pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        let mut st = self.chan.state.lock();
+        self.try_send_locked(&mut st, value)
+    }
+
+    fn try_send_locked(&self, st: &mut State<T>, value: T) -> Result<(), TrySendError<T>> {
+        if st.receivers == 0 {
+            return Err(TrySendError::Disconnected(value));
+        }
+        if let Some(r) = st.waiting_receivers.pop_front() {
+            r.complete(Cell::Done, Some(value));
+            r.waiter.wake();
+            return Ok(());
+        }
+        if st.has_room() {
+            st.buffer.push_back(value);
+            return Ok(());
+        }
+        Err(TrySendError::Full(value))
+    }
+
+    /// Values waiting in the buffer now.
+    pub fn len(&self) -> usize {
+        self.chan.state.lock().buffer.len()
+    }
+
+    /// Whether the buffer is empty now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The capacity (`None` for unbounded).
+    pub fn capacity(&self) -> Option<usize> {
+        self.chan.state.lock().cap
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.chan.state.lock().senders += 1;
+        Sender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut st = self.chan.state.lock();
+        st.senders -= 1;
+        if st.senders == 0 {
+            for r in std::mem::take(&mut st.waiting_receivers) {
+                r.complete(Cell::Disconnected, None);
+                r.waiter.wake();
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sender { .. }")
+    }
+}
+
+/// The receiving side of a channel. Clone it for more receivers (each value goes to one).
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+}
+
+impl<T> Receiver<T> {
+    /// Waits for a value. Fails once the channel is empty and every sender is gone.
+    pub fn recv(&self) -> Result<T, RecvError> {
+        let slot = {
+            let mut st = self.chan.state.lock();
+            match Self::try_recv_locked(&mut st) {
+                Ok(v) => return Ok(v),
+                Err(TryRecvError::Disconnected) => return Err(RecvError),
+                Err(TryRecvError::Empty) => {
+                    let slot = Slot::new(None);
+                    st.waiting_receivers.push_back(slot.clone());
+                    slot
+                }
+            }
+        };
+        loop {
+            let cancelled = park().is_err();
+            let st = cancelled.then(|| self.chan.state.lock());
+            if let Some(mut st) = st {
+                st.waiting_receivers.retain(|s| !Arc::ptr_eq(s, &slot));
+            }
+            let mut cell = slot.cell.lock();
+            match &mut *cell {
+                Cell::Done(v) => return Ok(v.take().expect("value delivered")),
+                Cell::Disconnected(_) => return Err(RecvError),
+                Cell::Waiting(_) if cancelled => return Err(RecvError),
+                Cell::Waiting(_) => {}
+            }
+        }
+    }
+
+    /// Takes a value if one is ready, without waiting.
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut st = self.chan.state.lock();
+        Self::try_recv_locked(&mut st)
+    }
+
+    fn try_recv_locked(st: &mut State<T>) -> Result<T, TryRecvError> {
+        if let Some(v) = st.buffer.pop_front() {
+            // A place freed up: move the first parked sender's value in (invariant 2).
+            if let Some(s) = st.waiting_senders.pop_front() {
+                let moved = s.complete(Cell::Done, None).expect("a parked sender has a value");
+                st.buffer.push_back(moved);
+                s.waiter.wake();
+            }
+            return Ok(v);
+        }
+        if let Some(s) = st.waiting_senders.pop_front() {
+            // Rendezvous: take the value straight from the parked sender.
+            let v = s.complete(Cell::Done, None).expect("a parked sender has a value");
+            s.waiter.wake();
+            return Ok(v);
+        }
+        if st.senders == 0 {
+            Err(TryRecvError::Disconnected)
+        } else {
+            Err(TryRecvError::Empty)
+        }
+    }
+
+    /// An iterator that receives until the channel is closed and empty.
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        std::iter::from_fn(|| self.recv().ok())
+    }
+
+    /// Values waiting in the buffer now.
+    pub fn len(&self) -> usize {
+        self.chan.state.lock().buffer.len()
+    }
+
+    /// Whether the buffer is empty now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        self.chan.state.lock().receivers += 1;
+        Receiver {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let left = {
+            let mut st = self.chan.state.lock();
+            st.receivers -= 1;
+            if st.receivers > 0 {
+                return;
+            }
+            for s in std::mem::take(&mut st.waiting_senders) {
+                let v = s.complete(Cell::Disconnected, None);
+                *s.cell.lock() = Cell::Disconnected(v);
+                s.waiter.wake();
+            }
+            std::mem::take(&mut st.buffer)
+        };
+        drop(left);
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Receiver { .. }")
+    }
+}

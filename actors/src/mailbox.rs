@@ -1,0 +1,278 @@
+//! Mailboxes: the one typed inbox of each actor, and the [`Addr`]esses that send to it.
+//!
+//! # State and protocol
+//!
+//! One short lock guards the mailbox state: the queue, the parked receiver (if any), the count
+//! of live addresses, and whether the actor has ended. Nothing else is shared.
+//!
+//! Receiving (the actor, steps of the wake protocol in `threadlet-runtime`'s `wake.rs`):
+//! 1. under the lock: pop a message and return it; else, if no address is left, return `None`;
+//!    else record the caller as the waiter;
+//! 2. park; loop to 1 when woken.
+//!
+//! Sending (any thread):
+//! 1. under the lock: if the actor has ended, hand the message back; else push it and *take*
+//!    the waiter out of the state;
+//! 2. after unlocking, wake the waiter taken, if any.
+//!
+//! Exactly one sender takes a recorded waiter, because taking happens under the lock; that
+//! sender's message is in the queue before the receiver can look again, so the receiver never
+//! parks on a non-empty queue and is never woken twice for one park. The last `Addr` to drop
+//! takes the waiter the same way, so a receiver waiting on a mailbox that nobody can send to
+//! wakes and sees `None`.
+//!
+//! # Conservation
+//!
+//! A message is either accepted (pushed while the actor lives: the actor receives it, or it is
+//! dropped with the mailbox when the actor ends without reading it) or returned to the sender in
+//! [`SendError`]. When the actor ends, its `Mailbox` drops: the state is marked ended under the
+//! lock, so every later send fails and returns its message.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use threadlet_runtime::sync::Mutex;
+use threadlet_runtime::{ActorId, Waiter, park};
+
+use crate::channel::{SendError, TryRecvError};
+
+struct State<M> {
+    queue: VecDeque<M>,
+    waiter: Option<Waiter>,
+    addrs: usize,
+    ended: bool,
+}
+
+struct Shared<M> {
+    state: Mutex<State<M>>,
+    /// The owning actor, set by `spawn_actor` right after spawning.
+    actor: OnceLock<ActorId>,
+}
+
+/// Creates a mailbox and its first address, for an actor not spawned yet (`spawn_actor` does
+/// this for you).
+pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            waiter: None,
+            addrs: 1,
+            ended: false,
+        }),
+        actor: OnceLock::new(),
+    });
+    (
+        Addr {
+            shared: shared.clone(),
+        },
+        Mailbox { shared },
+    )
+}
+
+/// The receiving end of an actor's mailbox. Owned by the actor; dropping it (the actor ending)
+/// makes every later send fail and hand its message back.
+///
+/// ```
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let (addr, done) = threadlet::spawn_actor(|mb: threadlet::Mailbox<u32>| {
+///         mb.iter().sum::<u32>()
+///     });
+///     for i in 1..=4 {
+///         addr.send(i).unwrap();
+///     }
+///     drop(addr); // the last address: the actor's `recv` now returns `None`
+///     assert_eq!(done.join().unwrap(), 10);
+/// });
+/// ```
+pub struct Mailbox<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Mailbox<M> {
+    /// Waits for the next message. Returns `None` once every [`Addr`] is gone and the queue is
+    /// empty (or the runtime is shutting down). Suspends an actor; blocks a plain thread.
+    pub fn recv(&self) -> Option<M> {
+        loop {
+            {
+                let mut st = self.shared.state.lock();
+                if let Some(m) = st.queue.pop_front() {
+                    return Some(m);
+                }
+                if st.addrs == 0 {
+                    return None;
+                }
+                st.waiter = Some(Waiter::current());
+            }
+            if park().is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Takes the next message if there is one, without waiting.
+    pub fn try_recv(&self) -> Result<M, TryRecvError> {
+        let mut st = self.shared.state.lock();
+        match st.queue.pop_front() {
+            Some(m) => Ok(m),
+            None if st.addrs == 0 => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// An iterator that calls [`recv`](Mailbox::recv) until it returns `None`.
+    pub fn iter(&self) -> Iter<'_, M> {
+        Iter { mailbox: self }
+    }
+
+    /// A new address of this mailbox (Erlang's `self()`). Holding one keeps `recv` from ever
+    /// returning `None`.
+    pub fn addr(&self) -> Addr<M> {
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Messages waiting now.
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().queue.len()
+    }
+
+    /// Whether no message is waiting now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<M> Drop for Mailbox<M> {
+    fn drop(&mut self) {
+        let left = {
+            let mut st = self.shared.state.lock();
+            st.ended = true;
+            st.waiter = None;
+            std::mem::take(&mut st.queue)
+        };
+        // Dropped outside the lock: a message's destructor may send to this mailbox again.
+        drop(left);
+    }
+}
+
+impl<M> fmt::Debug for Mailbox<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mailbox")
+            .field("actor", &self.shared.actor.get())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Iterator over received messages; see [`Mailbox::iter`].
+pub struct Iter<'a, M> {
+    mailbox: &'a Mailbox<M>,
+}
+
+impl<M> Iterator for Iter<'_, M> {
+    type Item = M;
+
+    fn next(&mut self) -> Option<M> {
+        self.mailbox.recv()
+    }
+}
+
+impl<'a, M> IntoIterator for &'a Mailbox<M> {
+    type Item = M;
+    type IntoIter = Iter<'a, M>;
+
+    fn into_iter(self) -> Iter<'a, M> {
+        self.iter()
+    }
+}
+
+/// The address of an actor's mailbox: cheap to clone, sendable and shareable across threads.
+///
+/// `send` never blocks. Once the actor has ended, it returns the message in the error.
+///
+/// ```
+/// use threadlet::RuntimeExt;
+/// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+/// let (addr, h) = rt.spawn_actor(|mb: threadlet::Mailbox<String>| mb.recv());
+/// addr.send("hi".to_string()).unwrap();
+/// assert_eq!(h.join().unwrap().as_deref(), Some("hi"));
+/// // The actor has ended: the message comes back.
+/// let err = addr.send("late".to_string()).unwrap_err();
+/// assert_eq!(err.into_inner(), "late");
+/// ```
+pub struct Addr<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Addr<M> {
+    /// Puts `msg` into the mailbox and wakes the actor if it waits; never blocks. Fails, handing
+    /// `msg` back, if the actor has ended.
+    #[inline]
+    pub fn send(&self, msg: M) -> Result<(), SendError<M>> {
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            if st.ended {
+                return Err(SendError(msg));
+            }
+            st.queue.push_back(msg);
+            st.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the actor has ended (a send would fail).
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().ended
+    }
+
+    /// The id of the actor behind this address, when it was made by `spawn_actor`.
+    pub fn actor_id(&self) -> Option<ActorId> {
+        self.shared.actor.get().copied()
+    }
+
+    pub(crate) fn set_actor(&self, id: ActorId) {
+        let _ = self.shared.actor.set(id);
+    }
+
+    /// Whether both addresses lead to the same mailbox.
+    pub fn same_mailbox(&self, other: &Addr<M>) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl<M> Clone for Addr<M> {
+    fn clone(&self) -> Self {
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M> Drop for Addr<M> {
+    fn drop(&mut self) {
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            st.addrs -= 1;
+            if st.addrs == 0 { st.waiter.take() } else { None }
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+}
+
+impl<M> fmt::Debug for Addr<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Addr")
+            .field("actor", &self.shared.actor.get())
+            .finish()
+    }
+}

@@ -1,0 +1,130 @@
+//! The Stackless "hackysack" game (`shared/seeds/000_*`), with threadlet actors.
+//!
+//! `players` actors stand in a circle. One sack is kicked from player to player, each time to a
+//! random other player, by sending it to that player's mailbox. The player that makes the last
+//! of `kicks` kicks sends every player `Exit` instead, and each goes home (its actor ends).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use threadlet::{Addr, JoinHandle, Mailbox};
+
+/// What a player can be sent.
+#[derive(Debug)]
+pub enum Msg {
+    /// The sack, kicked to this player.
+    Sack,
+    /// Go home.
+    Exit,
+}
+
+/// What one game measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Report {
+    /// Players in the circle.
+    pub players: usize,
+    /// Kicks made (always the requested number).
+    pub kicks: u64,
+    /// Players that went home (always `players`).
+    pub went_home: usize,
+    /// Spawning the players and handing out the circle.
+    pub setup: Duration,
+    /// From the first kick until every player went home.
+    pub game: Duration,
+}
+
+impl Report {
+    /// Setup plus game.
+    pub fn total(&self) -> Duration {
+        self.setup + self.game
+    }
+}
+
+/// A small xorshift generator per player: kept on the actor's own stack, tied to no thread.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 32) * n as u64 >> 32) as usize
+    }
+}
+
+/// One player: wait for the sack, kick it on, until told to go home. Returns `true` when it went
+/// home on `Exit`.
+fn player(
+    me: usize,
+    mb: Mailbox<Msg>,
+    circle: Arc<OnceLock<Vec<Addr<Msg>>>>,
+    kicked: Arc<AtomicU64>,
+    kicks: u64,
+) -> bool {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9));
+    while let Some(msg) = mb.recv() {
+        match msg {
+            Msg::Exit => return true,
+            Msg::Sack => {
+                let circle = circle.get().expect("the circle is formed before the first kick");
+                let n = kicked.fetch_add(1, Ordering::Relaxed) + 1;
+                if n >= kicks {
+                    for p in circle {
+                        // A player that already left would hand the message back; nobody has.
+                        let _ = p.send(Msg::Exit);
+                    }
+                    continue;
+                }
+                let mut to = rng.below(circle.len());
+                if circle.len() > 1 {
+                    while to == me {
+                        to = rng.below(circle.len());
+                    }
+                }
+                circle[to].send(Msg::Sack).expect("players stay until told to go home");
+            }
+        }
+    }
+    false
+}
+
+/// Plays one game; call it from inside an actor (for example in `Runtime::block_on`).
+///
+/// `kicks` must be at least 1: the first kick into the circle counts as one.
+pub fn play(players: usize, kicks: u64) -> Report {
+    assert!(players >= 1 && kicks >= 1, "need a player and a kick");
+    let start = Instant::now();
+    let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
+    let kicked = Arc::new(AtomicU64::new(0));
+    let mut addrs = Vec::with_capacity(players);
+    let mut handles: Vec<JoinHandle<bool>> = Vec::with_capacity(players);
+    for me in 0..players {
+        let (circle, kicked) = (circle.clone(), kicked.clone());
+        let (addr, h) = threadlet::spawn_actor(move |mb| player(me, mb, circle, kicked, kicks));
+        addrs.push(addr);
+        handles.push(h);
+    }
+    let first = addrs[0].clone();
+    circle
+        .set(addrs)
+        .unwrap_or_else(|_| unreachable!("set once"));
+    let setup = start.elapsed();
+
+    let game_start = Instant::now();
+    first.send(Msg::Sack).expect("player 0 is waiting");
+    drop(first);
+    let went_home = handles
+        .into_iter()
+        .map(|h| h.join().expect("players do not panic"))
+        .filter(|&home| home)
+        .count();
+    let game = game_start.elapsed();
+    Report {
+        players,
+        kicks: kicked.load(Ordering::Relaxed),
+        went_home,
+        setup,
+        game,
+    }
+}
