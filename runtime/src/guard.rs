@@ -27,7 +27,10 @@ static PREVIOUS_BUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_
 /// Installs the handler for `SIGSEGV` and `SIGBUS`, once per process.
 pub(crate) fn install_overflow_reporter() {
     INSTALL.call_once(|| {
-        for (sig, slot) in [(libc::SIGSEGV, &PREVIOUS_SEGV), (libc::SIGBUS, &PREVIOUS_BUS)] {
+        for (sig, slot) in [
+            (libc::SIGSEGV, &PREVIOUS_SEGV),
+            (libc::SIGBUS, &PREVIOUS_BUS),
+        ] {
             // SAFETY: plain `sigaction` calls with fully initialised structures. The previous
             // action is leaked into a static so the handler can chain to it at any time.
             unsafe {
@@ -37,7 +40,10 @@ pub(crate) fn install_overflow_reporter() {
                 libc::sigemptyset(&mut action.sa_mask);
                 let mut old = MaybeUninit::<libc::sigaction>::zeroed();
                 if libc::sigaction(sig, &action, old.as_mut_ptr()) == 0 {
-                    slot.store(Box::into_raw(Box::new(old.assume_init())), Ordering::Release);
+                    slot.store(
+                        Box::into_raw(Box::new(old.assume_init())),
+                        Ordering::Release,
+                    );
                 }
             }
         }

@@ -424,7 +424,12 @@ impl Runtime {
     /// A snapshot of every worker's counters.
     pub fn stats(&self) -> RuntimeStats {
         RuntimeStats {
-            workers: self.shared.remotes.iter().map(|r| r.stats.snapshot()).collect(),
+            workers: self
+                .shared
+                .remotes
+                .iter()
+                .map(|r| r.stats.snapshot())
+                .collect(),
             stacks_carved: self.shared.slab.carved(),
             madvise_guards: self.shared.slab.guard_kind() == crate::stack::GuardKind::Madvise,
         }

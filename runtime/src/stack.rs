@@ -27,10 +27,12 @@
 //! probes for it on first use and falls back to `mprotect`, refusing (with an error that names
 //! the sysctl) before the map count would run out.
 
+use std::collections::VecDeque;
 use std::io;
 use std::num::NonZeroUsize;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -56,6 +58,18 @@ const STACKS_PER_CHUNK: usize = 64;
 /// slab's free list with their pages given back to the kernel (`MADV_DONTNEED`), so that a burst
 /// of a million short actors does not pin a million touched stacks.
 const WARM_STACKS_PER_WORKER: usize = 1024;
+
+/// How long the pages of ended actors' stacks stay resident before an idle worker gives them
+/// back to the kernel. Long enough that a program that spawns bursts of actors reuses warm
+/// stacks from one burst to the next; short enough that memory returns soon after a burst.
+/// (Go's scavenger makes the same trade over a few seconds.)
+const TRIM_AFTER: Duration = Duration::from_secs(1);
+
+/// One `give_back` of stacks whose pages are still resident.
+struct DirtyBatch {
+    since: Instant,
+    stacks: Vec<Stack>,
+}
 
 /// How many stacks a worker takes from (or gives to) the slab's free list at once.
 const POOL_BATCH: usize = 64;
@@ -91,19 +105,6 @@ impl Stack {
     pub fn guard_range(&self) -> (usize, usize) {
         (self.slot.get(), self.slot.get() + GUARD)
     }
-
-    /// Gives the stack's pages back to the kernel; the next touch faults in zeroed pages.
-    fn release_pages(&self) {
-        // SAFETY: the range is the usable part of a slot we own (invariant 2), inside a live
-        // mapping (invariant 3); no coroutine runs on it, so discarding its contents is sound.
-        unsafe {
-            libc::madvise(
-                (self.slot.get() + GUARD) as *mut libc::c_void,
-                self.size,
-                libc::MADV_DONTNEED,
-            );
-        }
-    }
 }
 
 // SAFETY: `base` and `limit` bound memory that this handle owns exclusively; `limit` includes
@@ -138,6 +139,11 @@ pub struct StackSlab {
     mprotect_limit: usize,
     /// Stacks returned by workers with their pages released.
     free: Mutex<Vec<Stack>>,
+    /// Batches of stacks returned by workers with their pages still resident, oldest first,
+    /// waiting for `trim`; reused first (newest first), since they are warm.
+    dirty: Mutex<VecDeque<DirtyBatch>>,
+    /// Stacks in `dirty`, read without the lock by idle workers.
+    dirty_len: AtomicUsize,
     /// Every chunk ever mapped, for `Drop`.
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Stacks carved so far (for stats and tests).
@@ -155,6 +161,8 @@ impl StackSlab {
             mprotect_guarded: AtomicUsize::new(0),
             mprotect_limit: max_map_count() * MAP_COUNT_SHARE_PERCENT / 100 / 2,
             free: Mutex::new(Vec::new()),
+            dirty: Mutex::new(VecDeque::new()),
+            dirty_len: AtomicUsize::new(0),
             chunks: Mutex::new(Vec::new()),
             carved: AtomicUsize::new(0),
         }
@@ -177,6 +185,15 @@ impl StackSlab {
 
     /// Moves up to `POOL_BATCH` stacks into `out`, carving a new chunk when the free list is empty.
     fn refill(&self, out: &mut Vec<Stack>) -> io::Result<()> {
+        {
+            let mut dirty = self.dirty.lock();
+            if let Some(batch) = dirty.pop_back() {
+                self.dirty_len
+                    .fetch_sub(batch.stacks.len(), Ordering::Relaxed);
+                out.extend(batch.stacks);
+                return Ok(());
+            }
+        }
         {
             let mut free = self.free.lock();
             let take = free.len().min(POOL_BATCH);
@@ -237,12 +254,76 @@ impl StackSlab {
         Ok(())
     }
 
-    /// Takes back stacks a worker no longer keeps warm.
+    /// Takes back stacks a worker no longer keeps warm. Their pages stay resident until a
+    /// [`trim`](StackSlab::trim) at least `TRIM_AFTER` later, so a burst of ending actors costs
+    /// no system call, and a new burst soon after reuses warm stacks.
     fn give_back(&self, stacks: impl Iterator<Item = Stack>) {
-        let mut released: Vec<Stack> = stacks
-            .inspect(|s| s.release_pages())
-            .collect();
-        self.free.lock().append(&mut released);
+        let stacks: Vec<Stack> = stacks.collect();
+        if stacks.is_empty() {
+            return;
+        }
+        self.dirty_len.fetch_add(stacks.len(), Ordering::Relaxed);
+        self.dirty.lock().push_back(DirtyBatch {
+            since: Instant::now(),
+            stacks,
+        });
+    }
+
+    /// Gives back to the kernel the pages of stacks returned at least `TRIM_AFTER` ago, and
+    /// returns how long until the next batch is due (`None`: nothing left to trim).
+    ///
+    /// Idle workers call it before parking (and park no longer than it says), so the system
+    /// calls, and the TLB shootdowns they cause on every core, happen when a core has nothing
+    /// better to do. Neighbouring stacks of one chunk are released with one call: with
+    /// `MADV_GUARD_INSTALL` guards the range may span the guard pages between them, since guard
+    /// markers survive `MADV_DONTNEED` (checked by `guard_pages_fault_and_survive_trim`).
+    pub fn trim(&self, now: Instant) -> Option<Duration> {
+        if self.dirty_len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut stacks = Vec::new();
+        let next_due = {
+            let mut dirty = self.dirty.lock();
+            while dirty
+                .front()
+                .is_some_and(|b| now.saturating_duration_since(b.since) >= TRIM_AFTER)
+            {
+                let batch = dirty.pop_front().expect("checked");
+                stacks.extend(batch.stacks);
+            }
+            self.dirty_len.fetch_sub(stacks.len(), Ordering::Relaxed);
+            dirty
+                .front()
+                .map(|b| TRIM_AFTER.saturating_sub(now - b.since))
+        };
+        if stacks.is_empty() {
+            return next_due;
+        }
+        stacks.sort_unstable_by_key(|s| s.slot);
+        let slot_size = GUARD + self.size;
+        let mut i = 0;
+        while i < stacks.len() {
+            let mut j = i + 1;
+            if self.guard == GuardKind::Madvise {
+                while j < stacks.len()
+                    && stacks[j].slot.get() == stacks[j - 1].slot.get() + slot_size
+                {
+                    j += 1;
+                }
+            }
+            let start = stacks[i].slot.get() + GUARD;
+            let end = stacks[j - 1].slot.get() + slot_size;
+            // SAFETY: every stack in `i..j` is owned by this list (invariant 2) and no coroutine
+            // runs on it; the range covers their usable parts and, between neighbours, their
+            // guard pages, whose markers `MADV_DONTNEED` leaves in place. All of it lies in one
+            // live chunk (invariant 3), since neighbours are carved from the same mapping.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+            i = j;
+        }
+        self.free.lock().append(&mut stacks);
+        next_due
     }
 }
 
@@ -291,7 +372,7 @@ impl StackPool {
 
     /// Hands every stack back to the slab (worker exit).
     pub fn drain_into(&mut self, slab: &StackSlab) {
-        slab.free.lock().append(&mut self.warm);
+        slab.give_back(self.warm.drain(..));
     }
 }
 
@@ -471,7 +552,61 @@ mod tests {
             pool.put(s, &slab);
         }
         assert!(pool.warm.len() <= WARM_STACKS_PER_WORKER);
+        let due = slab.trim(Instant::now());
+        assert!(
+            due.is_some_and(|d| d <= TRIM_AFTER),
+            "nothing is due yet: {due:?}"
+        );
+        assert_eq!(slab.trim(Instant::now() + TRIM_AFTER), None);
         assert!(!slab.free.lock().is_empty());
+        // Trimmed stacks are zeroed and usable again.
+        let s = pool.take(&slab).unwrap();
+        pool.put(s, &slab);
+        pool.drain_into(&slab);
+    }
+
+    /// Touches `addr` in a forked child and reports whether the child died of SIGSEGV.
+    fn faults_in_child(addr: usize) -> bool {
+        // SAFETY: the child only writes one byte and exits, touching no lock or allocator that
+        // another thread of the test binary might hold.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                ptr::write_volatile(addr as *mut u8, 1);
+                libc::_exit(0);
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV
+        }
+    }
+
+    #[test]
+    fn guard_pages_fault_and_survive_trim() {
+        let slab = StackSlab::new(MIN_STACK_SIZE);
+        let mut pool = StackPool::new();
+        let stacks: Vec<_> = (0..STACKS_PER_CHUNK)
+            .map(|_| pool.take(&slab).unwrap())
+            .collect();
+        let guards: Vec<_> = stacks.iter().map(|s| s.guard_range()).collect();
+        for s in &stacks {
+            let (_, hi) = s.guard_range();
+            // SAFETY: usable memory of a stack no coroutine uses.
+            unsafe { ptr::write_bytes(hi as *mut u8, 7, s.size()) };
+        }
+        slab.give_back(stacks.into_iter());
+        slab.trim(Instant::now() + TRIM_AFTER);
+        for &(lo, hi) in guards.iter().step_by(7) {
+            assert!(
+                faults_in_child(lo),
+                "guard at {lo:#x} must fault after trim"
+            );
+            assert!(
+                !faults_in_child(hi),
+                "usable page above the guard must not fault"
+            );
+        }
         pool.drain_into(&slab);
     }
 

@@ -46,6 +46,7 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
@@ -251,7 +252,11 @@ impl WorkerLoop<'_> {
 
     fn pop_injector(&self) -> Option<ActorRef> {
         loop {
-            match self.shared().injector.steal_batch_and_pop(&self.core().deque) {
+            match self
+                .shared()
+                .injector
+                .steal_batch_and_pop(&self.core().deque)
+            {
                 Steal::Success(a) => return Some(a),
                 Steal::Retry => continue,
                 Steal::Empty => return None,
@@ -298,13 +303,9 @@ impl WorkerLoop<'_> {
         let mut searching = idle.try_start_searching();
         loop {
             for round in 0..SEARCH_ROUNDS {
-                let found = self.next_local().or_else(|| {
-                    if searching {
-                        self.steal()
-                    } else {
-                        None
-                    }
-                });
+                let found =
+                    self.next_local()
+                        .or_else(|| if searching { self.steal() } else { None });
                 if let Some(a) = found {
                     if searching && idle.stop_searching() {
                         shared.notify_parked();
@@ -323,6 +324,9 @@ impl WorkerLoop<'_> {
                     std::thread::yield_now();
                 }
             }
+            // A core with nothing to do gives ended actors' stack pages back to the kernel,
+            // and parks no longer than until the next batch is due.
+            let trim_due = shared.slab.trim(Instant::now());
             // Park (steps 3 and 4 of the sleep protocol).
             if idle.park(self.ctx.index, searching) && shared.any_stealable_work() {
                 shared.notify_parked();
@@ -330,7 +334,10 @@ impl WorkerLoop<'_> {
             let stats = &self.remote().stats;
             stats.bump(&stats.parks);
             if !shared.is_shutdown() {
-                self.parker.park();
+                match trim_due {
+                    Some(d) => self.parker.park_timeout(d),
+                    None => self.parker.park(),
+                }
             }
             searching = idle.unpark_self(self.ctx.index);
             if shared.is_shutdown() {
@@ -362,7 +369,7 @@ impl WorkerLoop<'_> {
         };
         let remote = self.remote();
         remote.stats.bump(&remote.stats.actors_run);
-        remote.run_counter.fetch_add(1, Ordering::Relaxed);
+        remote.stats.bump(&remote.run_counter);
         self.ctx.current.set(Arc::as_ptr(&actor));
         loop {
             match coroutine.resume(()) {

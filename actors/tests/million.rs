@@ -1,0 +1,59 @@
+//! One million blocked process actors fit on this (24 GiB) machine with guard pages on.
+//!
+//! Ignored by default: it takes seconds in release and much longer in debug, and needs several
+//! GiB of memory. Run it with
+//! `cargo test --release -p threadlet --test million -- --ignored --nocapture`.
+
+use threadlet::{Mailbox, Runtime, RuntimeExt};
+
+fn rss_bytes() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+fn blocked_actors(n: usize) {
+    let rt = Runtime::builder().build().unwrap();
+    let before = rss_bytes();
+    let mut addrs = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+        addrs.push(addr);
+        handles.push(h);
+    }
+    // Wait until every actor has started (and so blocked in `recv`): each start is one run.
+    while rt.stats().total().actors_run < n as u64 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let during = rss_bytes();
+    let stats = rt.stats();
+    println!(
+        "{n} blocked actors: RSS grew {:.1} MiB, {:.0} bytes per actor (madvise guards: {})",
+        (during - before) as f64 / (1 << 20) as f64,
+        (during - before) as f64 / n as f64,
+        stats.madvise_guards
+    );
+    for (i, a) in addrs.iter().enumerate() {
+        a.send(i as u32).unwrap();
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), Some(i as u32));
+    }
+}
+
+#[test]
+#[ignore = "needs several GiB and seconds in release; see the module docs"]
+fn one_million_blocked_actors() {
+    blocked_actors(1_000_000);
+}
+
+#[test]
+fn ten_thousand_blocked_actors() {
+    blocked_actors(10_000);
+}

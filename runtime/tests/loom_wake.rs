@@ -1,0 +1,181 @@
+//! Loom models of the per-actor wake state word (`wake.rs`), run against the shipped
+//! `WakeState`:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p threadlet-runtime --test loom_wake --release
+//! ```
+//!
+//! The worker and the wakers follow the steps of the protocol in `wake.rs`; the run queue is a
+//! counter of pushes. The models check that an actor is pushed at most once per park, and that
+//! it is never left `IDLE` with its condition true and nobody pushing it (a lost wakeup).
+#![cfg(loom)]
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use threadlet_runtime::__private::{AfterPark, WakeAction, WakeState};
+
+/// How one run of the actor on the worker ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ran {
+    /// The actor saw its condition true and went on (it never became `IDLE`).
+    Done,
+    /// The worker moved the actor to `IDLE`; a wake must push it again.
+    Parked,
+}
+
+/// Two wakers race to wake an actor that is about to park on one condition.
+///
+/// The actor runs steps 2-4 of the protocol (its waiter is always registered: both wakers wake
+/// it unconditionally, so the two `wake` calls really race each other and the worker's
+/// `after_park`). Each waker makes the condition true, then wakes; the one that gets
+/// `Schedule` pushes the actor.
+#[test]
+fn racing_wakes_schedule_once_and_lose_nothing() {
+    loom::model(|| {
+        let state = Arc::new(WakeState::new_scheduled());
+        let cond = Arc::new(AtomicBool::new(false));
+        let pushes = Arc::new(AtomicUsize::new(0));
+
+        let wakers: Vec<_> = (0..2)
+            .map(|_| {
+                let (state, cond, pushes) = (state.clone(), cond.clone(), pushes.clone());
+                thread::spawn(move || {
+                    cond.store(true, Release);
+                    if state.wake() == WakeAction::Schedule {
+                        let before = pushes.fetch_add(1, AcqRel);
+                        assert_eq!(before, 0, "actor pushed twice for one park");
+                    }
+                })
+            })
+            .collect();
+
+        // The worker popped the actor (its spawn push) and resumes it.
+        state.start_running();
+        let ran = loop {
+            // Step 2: the condition, checked after the waiter is registered.
+            if cond.load(Acquire) {
+                break Ran::Done;
+            }
+            // Step 3: `park`'s fast path.
+            if state.take_notification() {
+                continue;
+            }
+            // Step 4: the coroutine suspended; the worker, off its stack, settles the state.
+            match state.after_park() {
+                AfterPark::Parked => break Ran::Parked,
+                AfterPark::Resume => continue,
+            }
+        };
+
+        for w in wakers {
+            w.join().unwrap();
+        }
+
+        // Both wakers have made the condition true and woken the actor.
+        let pushes = pushes.load(Acquire);
+        match ran {
+            // Never IDLE, so no wake could win IDLE -> SCHEDULED.
+            Ran::Done => assert_eq!(pushes, 0, "a running actor was pushed"),
+            // IDLE with its condition true: exactly one waker must have pushed it.
+            Ran::Parked => assert_eq!(pushes, 1, "lost wakeup: parked actor never pushed"),
+        }
+        if ran == Ran::Parked {
+            // Whoever pops it resumes it, and it sees its condition.
+            state.start_running();
+            assert!(cond.load(Acquire));
+        }
+        state.complete();
+        assert_eq!(state.wake(), WakeAction::None);
+    });
+}
+
+/// What the mailbox-like object of the second model guards.
+#[derive(Default)]
+struct Slot {
+    items: usize,
+    waiter: bool,
+}
+
+/// An actor receives two items from two senders through a lock-guarded slot, parking as often
+/// as it has to, and is pushed back to its worker each time a sender wakes it.
+///
+/// This follows the full protocol: the actor registers as the waiter and re-checks under the
+/// lock (steps 1-2), parks (3-4); a sender adds an item and takes the waiter under the lock,
+/// then wakes it after unlocking. The worker is the model's main thread: after the actor parks
+/// it sleeps until the actor is pushed again, so a lost wakeup leaves it asleep forever, which
+/// loom reports as a deadlock.
+#[test]
+fn repeated_parks_are_each_woken_once() {
+    loom::model(|| {
+        let state = Arc::new(WakeState::new_scheduled());
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        let pushes = Arc::new(AtomicUsize::new(0));
+        let worker = thread::current();
+
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let (state, slot, pushes) = (state.clone(), slot.clone(), pushes.clone());
+                let worker = worker.clone();
+                thread::spawn(move || {
+                    let waiter = {
+                        let mut s = slot.lock().unwrap();
+                        s.items += 1;
+                        std::mem::take(&mut s.waiter)
+                    };
+                    if waiter && state.wake() == WakeAction::Schedule {
+                        pushes.fetch_add(1, Release);
+                        worker.unpark();
+                    }
+                })
+            })
+            .collect();
+
+        let mut received = 0;
+        let mut parks = 0;
+        'actor: loop {
+            // The worker pops the actor and resumes it.
+            state.start_running();
+            loop {
+                {
+                    let mut s = slot.lock().unwrap();
+                    if s.items > 0 {
+                        s.items -= 1;
+                        received += 1;
+                        if received == 2 {
+                            break 'actor;
+                        }
+                        continue;
+                    }
+                    s.waiter = true;
+                }
+                if state.take_notification() {
+                    continue;
+                }
+                match state.after_park() {
+                    AfterPark::Parked => break,
+                    AfterPark::Resume => continue,
+                }
+            }
+            // Parked: the worker waits until a sender pushes the actor back.
+            parks += 1;
+            loop {
+                let p = pushes.load(Acquire);
+                assert!(p <= parks, "actor pushed twice for one park");
+                if p == parks {
+                    break;
+                }
+                thread::park();
+            }
+        }
+        state.complete();
+
+        for s in senders {
+            s.join().unwrap();
+        }
+        assert_eq!(pushes.load(Acquire), parks, "actor pushed while not parked");
+    });
+}
