@@ -33,9 +33,10 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
-use threadlet_runtime::{Waiter, park};
+use threadlet_runtime::{Waiter, checkpoint, park, park_until};
 
 /// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
 #[derive(PartialEq, Eq, Clone, Copy)]
@@ -111,6 +112,28 @@ impl fmt::Display for RecvError {
 }
 
 impl std::error::Error for RecvError {}
+
+/// The error of a receive with a timeout or deadline.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum RecvTimeoutError {
+    /// The deadline passed with nothing to take.
+    Timeout,
+    /// Nothing to take, ever: every sender (or every address) is gone.
+    Disconnected,
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvTimeoutError::Timeout => f.write_str("timed out waiting on a channel"),
+            RecvTimeoutError::Disconnected => {
+                f.write_str("receiving on an empty and closed channel")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}
 
 /// The error of a non-blocking receive.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -238,6 +261,7 @@ impl<T> Sender<T> {
     /// Sends `value`, waiting while the channel is full (for rendezvous: until a receiver takes
     /// it). Fails, handing the value back, when every receiver is gone.
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        checkpoint();
         let slot = {
             let mut st = self.chan.state.lock();
             match self.try_send_locked(&mut st, value) {
@@ -269,6 +293,7 @@ impl<T> Sender<T> {
 
     /// Sends without waiting: fails with `Full` if it would have to wait.
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        checkpoint();
         let mut st = self.chan.state.lock();
         self.try_send_locked(&mut st, value)
     }
@@ -341,12 +366,42 @@ pub struct Receiver<T> {
 impl<T> Receiver<T> {
     /// Waits for a value. Fails once the channel is empty and every sender is gone.
     pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_until(None).map_err(|_| RecvError)
+    }
+
+    /// Waits for a value for at most `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::channel::{self, RecvTimeoutError};
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = channel::unbounded::<u8>();
+    ///     assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Timeout));
+    ///     tx.send(1).unwrap();
+    ///     assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Ok(1));
+    /// });
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(Instant::now() + timeout))
+    }
+
+    /// Waits for a value until `deadline`.
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        checkpoint();
         let slot = {
             let mut st = self.chan.state.lock();
             match Self::try_recv_locked(&mut st) {
                 Ok(v) => return Ok(v),
-                Err(TryRecvError::Disconnected) => return Err(RecvError),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(RecvTimeoutError::Timeout);
+                    }
                     let slot = Slot::new(None);
                     st.waiting_receivers.push_back(slot.clone());
                     slot
@@ -354,16 +409,23 @@ impl<T> Receiver<T> {
             }
         };
         loop {
-            let cancelled = park().is_err();
-            let st = cancelled.then(|| self.chan.state.lock());
-            if let Some(mut st) = st {
+            let cancelled = match deadline {
+                None => park().is_err(),
+                Some(d) => park_until(d).is_err(),
+            };
+            let timed_out = !cancelled && deadline.is_some_and(|d| Instant::now() >= d);
+            // Giving up: leave the waiting list under the lock, then keep a value that a
+            // sender may have handed over meanwhile.
+            if cancelled || timed_out {
+                let mut st = self.chan.state.lock();
                 st.waiting_receivers.retain(|s| !Arc::ptr_eq(s, &slot));
             }
             let mut cell = slot.cell.lock();
             match &mut *cell {
                 Cell::Done(v) => return Ok(v.take().expect("value delivered")),
-                Cell::Disconnected(_) => return Err(RecvError),
-                Cell::Waiting(_) if cancelled => return Err(RecvError),
+                Cell::Disconnected(_) => return Err(RecvTimeoutError::Disconnected),
+                Cell::Waiting(_) if cancelled => return Err(RecvTimeoutError::Disconnected),
+                Cell::Waiting(_) if timed_out => return Err(RecvTimeoutError::Timeout),
                 Cell::Waiting(_) => {}
             }
         }
@@ -371,6 +433,7 @@ impl<T> Receiver<T> {
 
     /// Takes a value if one is ready, without waiting.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        checkpoint();
         let mut st = self.chan.state.lock();
         Self::try_recv_locked(&mut st)
     }
@@ -379,7 +442,9 @@ impl<T> Receiver<T> {
         if let Some(v) = st.buffer.pop_front() {
             // A place freed up: move the first parked sender's value in (invariant 2).
             if let Some(s) = st.waiting_senders.pop_front() {
-                let moved = s.complete(Cell::Done, None).expect("a parked sender has a value");
+                let moved = s
+                    .complete(Cell::Done, None)
+                    .expect("a parked sender has a value");
                 st.buffer.push_back(moved);
                 s.waiter.wake();
             }
@@ -387,7 +452,9 @@ impl<T> Receiver<T> {
         }
         if let Some(s) = st.waiting_senders.pop_front() {
             // Rendezvous: take the value straight from the parked sender.
-            let v = s.complete(Cell::Done, None).expect("a parked sender has a value");
+            let v = s
+                .complete(Cell::Done, None)
+                .expect("a parked sender has a value");
             s.waiter.wake();
             return Ok(v);
         }

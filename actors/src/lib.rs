@@ -41,10 +41,18 @@ use std::io;
 
 pub use mailbox::{Addr, Iter, Mailbox};
 pub use threadlet_runtime::{
-    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, JoinError, JoinHandle, MIN_STACK_SIZE,
-    Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current,
-    current_name, spawn, yield_now,
+    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, JoinError, JoinHandle,
+    LONG_RUN_SLICES, LongRun, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions,
+    WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep, sleep_until, spawn,
+    yield_now,
 };
+
+/// A mailbox and its first address, with no actor behind them; for the loom model in
+/// `tests/loom_mailbox.rs` only, not part of the API.
+#[doc(hidden)]
+pub fn __mailbox_for_tests<M>() -> (Addr<M>, Mailbox<M>) {
+    mailbox::mailbox()
+}
 
 /// Spawns an actor with a mailbox on the current runtime (from inside an actor). Returns the
 /// mailbox's address and the actor's join handle.

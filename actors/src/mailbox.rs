@@ -31,11 +31,12 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
-use threadlet_runtime::{ActorId, Waiter, park};
+use threadlet_runtime::{ActorId, Waiter, call_at, checkpoint, park, park_until};
 
-use crate::channel::{SendError, TryRecvError};
+use crate::channel::{RecvTimeoutError, SendError, TryRecvError};
 
 struct State<M> {
     queue: VecDeque<M>,
@@ -94,25 +95,65 @@ impl<M> Mailbox<M> {
     /// Waits for the next message. Returns `None` once every [`Addr`] is gone and the queue is
     /// empty (or the runtime is shutting down). Suspends an actor; blocks a plain thread.
     pub fn recv(&self) -> Option<M> {
+        self.recv_until(None).ok()
+    }
+
+    /// Waits for the next message for at most `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::channel::RecvTimeoutError;
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (addr, h) = threadlet::spawn_actor(|mb: threadlet::Mailbox<&str>| {
+    ///         let first = mb.recv_timeout(Duration::from_millis(10));
+    ///         let second = mb.recv_timeout(Duration::from_secs(10));
+    ///         (first, second)
+    ///     });
+    ///     addr.send_after(Duration::from_millis(50), "late");
+    ///     assert_eq!(h.join().unwrap(), (Err(RecvTimeoutError::Timeout), Ok("late")));
+    /// });
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<M, RecvTimeoutError> {
+        self.recv_until(Some(Instant::now() + timeout))
+    }
+
+    /// Waits for the next message until `deadline`.
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<M, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<M, RecvTimeoutError> {
+        checkpoint();
         loop {
             {
                 let mut st = self.shared.state.lock();
                 if let Some(m) = st.queue.pop_front() {
-                    return Some(m);
+                    return Ok(m);
                 }
                 if st.addrs == 0 {
-                    return None;
+                    return Err(RecvTimeoutError::Disconnected);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    // A waiter left behind only costs a spurious wake later; clear it anyway.
+                    st.waiter = None;
+                    return Err(RecvTimeoutError::Timeout);
                 }
                 st.waiter = Some(Waiter::current());
             }
-            if park().is_err() {
-                return None;
+            let parked = match deadline {
+                None => park(),
+                Some(d) => park_until(d),
+            };
+            if parked.is_err() {
+                return Err(RecvTimeoutError::Disconnected);
             }
         }
     }
 
     /// Takes the next message if there is one, without waiting.
     pub fn try_recv(&self) -> Result<M, TryRecvError> {
+        checkpoint();
         let mut st = self.shared.state.lock();
         match st.queue.pop_front() {
             Some(m) => Ok(m),
@@ -213,6 +254,7 @@ impl<M> Addr<M> {
     /// `msg` back, if the actor has ended.
     #[inline]
     pub fn send(&self, msg: M) -> Result<(), SendError<M>> {
+        checkpoint();
         let waiter = {
             let mut st = self.shared.state.lock();
             if st.ended {
@@ -225,6 +267,19 @@ impl<M> Addr<M> {
             w.wake();
         }
         Ok(())
+    }
+
+    /// Delivers `msg` once `delay` has passed, without blocking the caller. From inside an actor
+    /// this costs one entry in the runtime's timer heap; elsewhere, a helper thread. If the actor
+    /// has ended by then, the message is dropped (there is no one to hand it back to).
+    pub fn send_after(&self, delay: Duration, msg: M)
+    where
+        M: Send + 'static,
+    {
+        let addr = self.clone();
+        call_at(Instant::now() + delay, move || {
+            let _ = addr.send(msg);
+        });
     }
 
     /// Whether the actor has ended (a send would fail).
@@ -261,7 +316,11 @@ impl<M> Drop for Addr<M> {
         let waiter = {
             let mut st = self.shared.state.lock();
             st.addrs -= 1;
-            if st.addrs == 0 { st.waiter.take() } else { None }
+            if st.addrs == 0 {
+                st.waiter.take()
+            } else {
+                None
+            }
         };
         if let Some(w) = waiter {
             w.wake();

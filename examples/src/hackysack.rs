@@ -67,7 +67,9 @@ fn player(
         match msg {
             Msg::Exit => return true,
             Msg::Sack => {
-                let circle = circle.get().expect("the circle is formed before the first kick");
+                let circle = circle
+                    .get()
+                    .expect("the circle is formed before the first kick");
                 let n = kicked.fetch_add(1, Ordering::Relaxed) + 1;
                 if n >= kicks {
                     for p in circle {
@@ -82,7 +84,9 @@ fn player(
                         to = rng.below(circle.len());
                     }
                 }
-                circle[to].send(Msg::Sack).expect("players stay until told to go home");
+                circle[to]
+                    .send(Msg::Sack)
+                    .expect("players stay until told to go home");
             }
         }
     }

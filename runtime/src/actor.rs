@@ -171,6 +171,8 @@ pub struct ActorCell {
     pub(crate) registry_slot: AtomicUsize,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
+    /// Times the actor was preempted (written by the worker running it).
+    pub(crate) preemptions: AtomicU64,
     /// The guard page below the actor's stack, set when it starts (for the overflow report).
     pub(crate) guard: Cell<(usize, usize)>,
     /// Touched only by the worker running the actor; see the module docs.
@@ -207,6 +209,7 @@ impl ActorCell {
             registry_slot: AtomicUsize::new(usize::MAX),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new((0, 0)),
+            preemptions: AtomicU64::new(0),
             body: UnsafeCell::new(Body::Unstarted(f)),
             shared,
         })

@@ -12,10 +12,13 @@
 use std::cell::Cell;
 use std::ptr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crate::actor::{ActorCell, ActorId, ActorRef, Suspend};
 use crate::runtime::Shared;
 use crate::sync::thread;
+use crate::timer::TimerAction;
 use crate::worker::Core;
 
 /// What one worker thread publishes about itself; lives on the worker thread's stack.
@@ -115,21 +118,117 @@ pub fn yield_now() {
     })
 }
 
-/// A preemption safe point: yields if the runtime asked this worker's running actor to.
+/// A preemption safe point: yields if the running actor's time slice is over, or if it has
+/// spent its tick budget (`Builder::preempt_ticks`). Does nothing on a plain thread.
 ///
-/// CPU-bound loops call it; it costs a thread-local read, one relaxed load and a branch when no
-/// preemption is due.
+/// CPU-bound loops call it, at any depth of their call stack: the whole stack of the actor is
+/// suspended and resumed later. With no preemption due it costs a thread-local read, a counter
+/// decrement, one relaxed load and a branch. Every mailbox and channel operation and
+/// [`yield_now`] are safe points too.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let n = rt.block_on(|| {
+///     let mut n = 0u64;
+///     for i in 0..1_000_000u64 {
+///         n = n.wrapping_add(i);
+///         threadlet_runtime::checkpoint(); // lets other actors run if this one hogs the worker
+///     }
+///     n
+/// });
+/// assert_eq!(n, 499_999_500_000);
+/// ```
 #[inline]
 pub fn checkpoint() {
     with_current(|cur| {
         if let Some((ctx, actor)) = cur {
+            let budget = ctx.core.tick_budget.get().wrapping_sub(1);
+            ctx.core.tick_budget.set(budget);
             let remote = &ctx.shared.remotes[ctx.index];
-            if remote.preempt_requested() && !ctx.cancelling.get() {
+            if (budget == 0 || remote.preempt_requested()) && !ctx.cancelling.get() {
                 remote.clear_preempt();
                 suspend(actor, Suspend::Preempted);
             }
         }
     })
+}
+
+/// How many times the running actor has been preempted so far (0 on a plain thread).
+pub fn preemptions() -> u64 {
+    with_current(|cur| cur.map_or(0, |(_, a)| a.preemptions.load(Ordering::Relaxed)))
+}
+
+/// Blocks the caller until woken or until `deadline`, whichever comes first: suspends an actor
+/// (a runtime timer wakes it; it holds no worker meanwhile), or parks a plain thread. Like
+/// [`park`], it may return early; callers loop and check the time.
+pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
+    let shared = with_current(|cur| cur.map(|(ctx, _)| ctx.shared.clone()));
+    match shared {
+        Some(shared) => {
+            let (timer, earliest) = shared
+                .timers
+                .add(deadline, TimerAction::Wake(Waiter::current()));
+            if earliest {
+                shared.monitor.kick();
+            }
+            let r = park();
+            timer.cancel(&shared.timers);
+            r
+        }
+        None => {
+            thread::park_timeout(deadline.saturating_duration_since(Instant::now()));
+            Ok(())
+        }
+    }
+}
+
+/// Suspends the running actor for at least `duration` (a plain thread sleeps). The actor holds
+/// no worker and no OS thread meanwhile.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let slept = rt.block_on(|| {
+///     let t = Instant::now();
+///     threadlet_runtime::sleep(Duration::from_millis(20));
+///     t.elapsed()
+/// });
+/// assert!(slept >= Duration::from_millis(20));
+/// ```
+pub fn sleep(duration: Duration) {
+    sleep_until(Instant::now() + duration)
+}
+
+/// Suspends the running actor until `deadline` (a plain thread sleeps).
+pub fn sleep_until(deadline: Instant) {
+    if current().is_none() {
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        return;
+    }
+    while Instant::now() < deadline {
+        if park_until(deadline).is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs `f` once `deadline` has passed, on the runtime's monitor thread when called from an
+/// actor (one heap entry, no thread), or on a new helper thread otherwise. `f` must not block.
+pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
+    match current_shared() {
+        Some(shared) => {
+            let (_timer, earliest) = shared.timers.add(deadline, TimerAction::Call(Box::new(f)));
+            if earliest {
+                shared.monitor.kick();
+            }
+        }
+        None => {
+            std::thread::spawn(move || {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                f();
+            });
+        }
+    }
 }
 
 /// The running actor's id, or `None` on a plain thread.

@@ -15,6 +15,8 @@
 //! | `join` | [`JoinHandle`] and [`JoinError`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
 //! | `guard` | the stack overflow reporter |
+//! | `monitor` | the monitor thread: time-slice preemption, long-run reports, firing timers |
+//! | `timer` | the heap of timers behind `sleep` and timeouts |
 //! | `stats` | per-worker counters |
 //! | `sync` | the std/loom switch used by the protocol code |
 //!
@@ -27,17 +29,23 @@ mod context;
 mod guard;
 mod idle;
 mod join;
+mod monitor;
 mod runtime;
 mod stack;
 mod stats;
 pub mod sync;
+mod timer;
 mod wake;
 mod worker;
 
 pub use actor::{ActorId, SpawnOptions};
-pub use context::{Cancelled, Waiter, checkpoint, current, current_name, park, yield_now};
+pub use context::{
+    Cancelled, Waiter, call_at, checkpoint, current, current_name, park, park_until, preemptions,
+    sleep, sleep_until, yield_now,
+};
 pub use join::{JoinError, JoinHandle};
-pub use runtime::{BuildError, Builder, Runtime, Scheduler, spawn, spawn_with};
+pub use monitor::{LONG_RUN_SLICES, LongRun};
+pub use runtime::{BuildError, Builder, DEFAULT_TIME_SLICE, Runtime, Scheduler, spawn, spawn_with};
 pub use stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{RuntimeStats, WorkerSnapshot};
 

@@ -27,6 +27,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::Parker;
@@ -36,8 +37,10 @@ use crate::actor::{ActorCell, ActorRef, SpawnOptions};
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
+use crate::monitor::{self, LongRun, LongRunHook, MonitorSignal, default_long_run_hook};
 use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, PAGE_SIZE, StackSlab};
 use crate::stats::RuntimeStats;
+use crate::timer::Timers;
 use crate::worker::{self, Remote};
 
 /// Which scheduler runs the actors.
@@ -126,11 +129,14 @@ pub(crate) fn check_stack_size(bytes: usize) -> Result<(), BuildError> {
 /// assert_eq!(rt.block_on(|| 6 * 7), 42);
 /// # Ok::<(), threadlet_runtime::BuildError>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Builder {
     workers: Option<usize>,
     stack_size: usize,
     scheduler: Scheduler,
+    time_slice: Option<Duration>,
+    preempt_ticks: Option<u32>,
+    long_run_hook: LongRunHook,
 }
 
 impl Default for Builder {
@@ -139,9 +145,28 @@ impl Default for Builder {
             workers: None,
             stack_size: DEFAULT_STACK_SIZE,
             scheduler: Scheduler::WorkStealing,
+            time_slice: Some(DEFAULT_TIME_SLICE),
+            preempt_ticks: None,
+            long_run_hook: default_long_run_hook(),
         }
     }
 }
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("stack_size", &self.stack_size)
+            .field("scheduler", &self.scheduler)
+            .field("time_slice", &self.time_slice)
+            .field("preempt_ticks", &self.preempt_ticks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default time slice: an actor that runs this long without blocking is asked to yield at
+/// its next safe point. Go uses the same 10 ms.
+pub const DEFAULT_TIME_SLICE: Duration = Duration::from_millis(10);
 
 impl Builder {
     /// Number of worker threads (default: one per CPU, `num_cpus::get()`).
@@ -160,6 +185,43 @@ impl Builder {
     /// Which scheduler runs the actors.
     pub fn scheduler(mut self, scheduler: Scheduler) -> Builder {
         self.scheduler = scheduler;
+        self
+    }
+
+    /// The time slice after which the monitor asks a running actor to yield at its next safe
+    /// point (default 10 ms; see `docs/preemption.md`). A zero duration turns time slices off.
+    pub fn time_slice(mut self, slice: Duration) -> Builder {
+        self.time_slice = (!slice.is_zero()).then_some(slice);
+        self
+    }
+
+    /// Deterministic preemption, like Stackless's `run(n)`: every safe point costs one tick, and
+    /// an actor that spends `n` ticks in one run yields. Combines with time slices; `0` turns
+    /// ticks off (the default).
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder()
+    ///     .workers(1)
+    ///     .preempt_ticks(100)
+    ///     .build()
+    ///     .unwrap();
+    /// let switches = rt.block_on(|| {
+    ///     for _ in 0..1000 {
+    ///         threadlet_runtime::checkpoint();
+    ///     }
+    ///     threadlet_runtime::preemptions()
+    /// });
+    /// assert_eq!(switches, 10);
+    /// ```
+    pub fn preempt_ticks(mut self, n: u32) -> Builder {
+        self.preempt_ticks = (n > 0).then_some(n);
+        self
+    }
+
+    /// What to do when an actor runs ten time slices without reaching a safe point (default:
+    /// print one line on stderr). Called on the monitor thread; it must not block.
+    pub fn on_long_run(mut self, hook: impl Fn(&LongRun) + Send + Sync + 'static) -> Builder {
+        self.long_run_hook = Arc::new(hook);
         self
     }
 
@@ -190,7 +252,19 @@ impl Builder {
             slab: StackSlab::new(self.stack_size),
             migratable_live: Mutex::new(Vec::new()),
             scheduler: self.scheduler,
+            config: Config {
+                time_slice: self.time_slice,
+                preempt_ticks: self.preempt_ticks,
+                long_run_hook: self.long_run_hook,
+            },
+            timers: Timers::default(),
+            monitor: Arc::new(MonitorSignal::default()),
         });
+        let weak = Arc::downgrade(&shared);
+        let monitor = thread::Builder::new()
+            .name("threadlet-monitor".into())
+            .spawn(move || monitor::run(weak))
+            .map_err(BuildError::Io)?;
         let mut threads = Vec::with_capacity(workers);
         for (index, (deque, parker)) in deques.into_iter().zip(parkers).enumerate() {
             let s = shared.clone();
@@ -201,12 +275,20 @@ impl Builder {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     // Stop the workers already started before reporting.
-                    drop(Runtime { shared, threads });
+                    drop(Runtime {
+                        shared,
+                        threads,
+                        monitor: Some(monitor),
+                    });
                     return Err(BuildError::Io(e));
                 }
             }
         }
-        Ok(Runtime { shared, threads })
+        Ok(Runtime {
+            shared,
+            threads,
+            monitor: Some(monitor),
+        })
     }
 }
 
@@ -221,6 +303,16 @@ pub(crate) struct Shared {
     migratable_live: Mutex<Vec<ActorRef>>,
     #[allow(dead_code)] // read once the single-lock baselines land
     scheduler: Scheduler,
+    pub(crate) config: Config,
+    pub(crate) timers: Timers,
+    pub(crate) monitor: Arc<MonitorSignal>,
+}
+
+/// Settings fixed when the runtime is built.
+pub(crate) struct Config {
+    pub(crate) time_slice: Option<Duration>,
+    pub(crate) preempt_ticks: Option<u32>,
+    pub(crate) long_run_hook: LongRunHook,
 }
 
 impl Shared {
@@ -349,6 +441,7 @@ fn drop_unstarted(actor: ActorRef) {
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
+    monitor: Option<thread::JoinHandle<()>>,
 }
 
 impl Runtime {
@@ -457,12 +550,14 @@ impl Drop for Runtime {
         for r in self.shared.remotes.iter() {
             r.unparker.unpark();
         }
-        for t in self.threads.drain(..) {
-            // A worker thread only ends by returning; a panic there is a bug in the runtime.
+        self.shared.monitor.kick();
+        for t in self.threads.drain(..).chain(self.monitor.take()) {
+            // A runtime thread only ends by returning; a panic there is a bug in the runtime.
             if t.join().is_err() && !thread::panicking() {
-                panic!("threadlet: a worker thread panicked");
+                panic!("threadlet: a runtime thread panicked");
             }
         }
+        self.shared.timers.clear();
         self.shared.drain_injector();
     }
 }

@@ -54,5 +54,11 @@ pub mod thread {
     #[cfg(loom)]
     pub use loom::thread::{Thread, current, park};
     #[cfg(not(loom))]
-    pub use std::thread::{Thread, current, park};
+    pub use std::thread::{Thread, current, park, park_timeout};
+
+    /// loom has no timed park; a model never times out, so a plain park is the same.
+    #[cfg(loom)]
+    pub fn park_timeout(_: std::time::Duration) {
+        loom::thread::park();
+    }
 }

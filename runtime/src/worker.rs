@@ -21,9 +21,10 @@
 //!
 //! # Finding work
 //!
-//! Each turn: every `GLOBAL_POLL_INTERVAL` turns the inbox and injector go first (so a busy
-//! local queue cannot starve them); otherwise `next`, `local`, `inbox`, `deque`, a batch from the
-//! injector. With none, the worker searches (see `idle.rs`): it steals half of a random
+//! Each turn: the `next` slot first; then, every `GLOBAL_POLL_INTERVAL` turns and after a
+//! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
+//! not started); otherwise the inbox (moved to the back of `local`), `local`, `deque`, a batch
+//! from the injector. With none, the worker searches (see `idle.rs`): it steals half of a random
 //! victim's deque, for up to `SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Shutdown
@@ -77,8 +78,10 @@ pub(crate) struct Remote {
     pub(crate) unparker: Unparker,
     /// Raised by the preemption monitor; read at safe points.
     preempt: AtomicBool,
-    /// Bumped each time this worker starts running an actor (for the monitor).
-    pub(crate) run_counter: AtomicU64,
+    /// The current time slice's number, or 0 while idle (see `monitor.rs`).
+    pub(crate) slice: AtomicU64,
+    /// The id of the actor running now (for the monitor's long-run report).
+    pub(crate) running_actor: AtomicU64,
     pub(crate) stats: WorkerStats,
 }
 
@@ -89,7 +92,8 @@ impl Remote {
             inbox: Injector::new(),
             unparker,
             preempt: AtomicBool::new(false),
-            run_counter: AtomicU64::new(0),
+            slice: AtomicU64::new(0),
+            running_actor: AtomicU64::new(0),
             stats: WorkerStats::default(),
         }
     }
@@ -104,7 +108,6 @@ impl Remote {
     }
 
     /// Asks the actor running on this worker to yield at its next safe point.
-    #[allow(dead_code)] // the preemption monitor (time slices) raises it
     pub(crate) fn request_preempt(&self) {
         self.preempt.store(true, Ordering::Relaxed);
     }
@@ -127,6 +130,13 @@ pub(crate) struct Core {
     live: RefCell<Vec<ActorRef>>,
     tick: Cell<u32>,
     rng: Cell<u64>,
+    /// Number of the current time slice (published in `Remote::slice` while running).
+    slice_id: Cell<u64>,
+    /// Safe points left in this run before a deterministic preemption (`preempt_ticks`).
+    pub(crate) tick_budget: Cell<u32>,
+    /// The last run ended in a preemption: look at the injector and the deque before the local
+    /// queue, so a preempted actor cannot starve actors that have not started yet.
+    preempted: Cell<bool>,
 }
 
 impl Core {
@@ -139,6 +149,9 @@ impl Core {
             live: RefCell::new(Vec::new()),
             tick: Cell::new(0),
             rng: Cell::new(seed | 1),
+            slice_id: Cell::new(0),
+            tick_budget: Cell::new(u32::MAX),
+            preempted: Cell::new(false),
         }
     }
 
@@ -200,54 +213,53 @@ impl WorkerLoop<'_> {
 
     fn run(&self) {
         while !self.shared().is_shutdown() {
-            if let Some(actor) = self.next_local() {
-                self.run_actor(actor);
+            if let Some(actor) = self.core().next.take() {
+                self.run_actor(actor, true);
                 continue;
             }
+            if let Some(actor) = self.next_local() {
+                self.run_actor(actor, false);
+                continue;
+            }
+            self.remote().slice.store(0, Ordering::Relaxed);
             if let Some(actor) = self.search() {
-                self.run_actor(actor);
+                self.run_actor(actor, false);
             }
         }
     }
 
-    /// Work this worker can take without stealing, in the order of the module docs.
+    /// Work this worker can take without stealing, other than its next slot (which `run`
+    /// checks first), in the order of the module docs.
     fn next_local(&self) -> Option<ActorRef> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
-        if tick % GLOBAL_POLL_INTERVAL == 0 {
-            if let Some(a) = self.pop_inbox().or_else(|| self.pop_injector()) {
+        if tick % GLOBAL_POLL_INTERVAL == 0 || core.preempted.take() {
+            if let Some(a) = self.pop_injector().or_else(|| core.deque.pop()) {
                 return Some(a);
             }
         }
-        if let Some(a) = core.next.take() {
-            return Some(a);
-        }
+        self.drain_inbox();
         if let Some(a) = core.local.borrow_mut().pop_front() {
             return Some(a);
         }
-        self.pop_inbox()
-            .or_else(|| core.deque.pop())
-            .or_else(|| self.pop_injector())
+        core.deque.pop().or_else(|| self.pop_injector())
     }
 
-    /// Moves everything in the inbox to the local queue and returns the first.
-    fn pop_inbox(&self) -> Option<ActorRef> {
+    /// Moves every pinned actor woken from another thread to the back of the local queue.
+    fn drain_inbox(&self) {
         let inbox = &self.remote().inbox;
         if inbox.is_empty() {
-            return None;
+            return;
         }
-        let mut first = None;
         let mut local = self.core().local.borrow_mut();
         loop {
             match inbox.steal() {
-                Steal::Success(a) if first.is_none() => first = Some(a),
                 Steal::Success(a) => local.push_back(a),
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
         }
-        first
     }
 
     fn pop_injector(&self) -> Option<ActorRef> {
@@ -303,9 +315,9 @@ impl WorkerLoop<'_> {
         let mut searching = idle.try_start_searching();
         loop {
             for round in 0..SEARCH_ROUNDS {
-                let found =
-                    self.next_local()
-                        .or_else(|| if searching { self.steal() } else { None });
+                let found = self
+                    .next_local()
+                    .or_else(|| if searching { self.steal() } else { None });
                 if let Some(a) = found {
                     if searching && idle.stop_searching() {
                         shared.notify_parked();
@@ -349,8 +361,9 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Runs one actor until it parks, yields, is preempted or finishes.
-    fn run_actor(&self, actor: ActorRef) {
+    /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
+    /// slot continues the current time slice; any other starts a new one (see `monitor.rs`).
+    fn run_actor(&self, actor: ActorRef, from_next: bool) {
         actor.state.start_running();
         // SAFETY: we popped `actor` from a run queue, so we hold its one queue entry and the
         // wake protocol gives us exclusive access to its body until we hand it back (park,
@@ -368,8 +381,24 @@ impl WorkerLoop<'_> {
             return;
         };
         let remote = self.remote();
+        let core = self.core();
         remote.stats.bump(&remote.stats.actors_run);
-        remote.stats.bump(&remote.run_counter);
+        let was_idle = remote.slice.load(Ordering::Relaxed) == 0;
+        if !from_next || was_idle {
+            let slice = core.slice_id.get() + 1;
+            core.slice_id.set(slice);
+            remote.clear_preempt();
+            if was_idle {
+                // Leaving idle: the monitor may be asleep with no deadline (see `monitor.rs`).
+                remote.slice.store(slice, Ordering::SeqCst);
+                self.shared().monitor.worker_active();
+            } else {
+                remote.slice.store(slice, Ordering::Relaxed);
+            }
+        }
+        remote.running_actor.store(actor.id.0, Ordering::Relaxed);
+        core.tick_budget
+            .set(self.shared().config.preempt_ticks.unwrap_or(u32::MAX));
         self.ctx.current.set(Arc::as_ptr(&actor));
         loop {
             match coroutine.resume(()) {
@@ -380,8 +409,17 @@ impl WorkerLoop<'_> {
                 CoroutineResult::Yield(reason) => {
                     if reason == Suspend::Preempted {
                         remote.stats.bump(&remote.stats.preemptions);
+                        remote.stats.bump(&actor.preemptions);
+                        core.preempted.set(true);
+                        // The chain of wakes this actor was part of loses the slice too.
+                        if let Some(woken) = core.next.take() {
+                            core.local.borrow_mut().push_back(woken);
+                        }
                     }
                     actor.state.yielded();
+                    // Whoever was woken from another thread while this actor ran goes ahead
+                    // of it: a preempted actor waits one round, not two.
+                    self.drain_inbox();
                     self.push_yielded(actor.clone());
                     break;
                 }
@@ -486,7 +524,7 @@ impl WorkerLoop<'_> {
         self.ctx.cancelling.set(true);
         loop {
             let mut did_work = false;
-            while let Some(a) = self.next_local() {
+            while let Some(a) = self.core().next.take().or_else(|| self.next_local()) {
                 did_work = true;
                 self.drop_queued(a);
             }

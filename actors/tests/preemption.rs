@@ -1,0 +1,218 @@
+//! Preemption and fairness: behaviour, not timings.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use threadlet::{Mailbox, Runtime, RuntimeExt, channel};
+
+/// n! with wrapping multiplication and one safe point per multiplication, as in the seed's
+/// Stackless demo (`shared/seeds/003_*`). Returns (n! mod 2^64, times preempted).
+fn factorial(n: u64) -> (u64, u64) {
+    let mut acc = 1u64;
+    for i in 1..=n {
+        acc = acc.wrapping_mul(i);
+        threadlet::checkpoint();
+    }
+    (acc, threadlet::preemptions())
+}
+
+fn tick_runtime(workers: usize, ticks: u32) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
+        .preempt_ticks(ticks)
+        .time_slice(Duration::ZERO) // ticks only: the counts are exact
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn ticks_preempt_exactly_as_often_as_the_rule_says() {
+    for workers in [1, 2] {
+        for ticks in [100, 64, 1000] {
+            let rt = tick_runtime(workers, ticks);
+            let (a, b) = rt.block_on(|| {
+                let a = threadlet::spawn(|| factorial(512));
+                let b = threadlet::spawn(|| factorial(1024));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            let t = u64::from(ticks);
+            assert_eq!(
+                a.1,
+                512 / t,
+                "factorial(512), {ticks} ticks, {workers} workers"
+            );
+            assert_eq!(
+                b.1,
+                1024 / t,
+                "factorial(1024), {ticks} ticks, {workers} workers"
+            );
+            assert_eq!(a.0, (1..=512u64).fold(1u64, |x, i| x.wrapping_mul(i)));
+            let total: u64 = rt.stats().workers.iter().map(|w| w.preemptions).sum();
+            assert_eq!(total, 512 / t + 1024 / t);
+        }
+    }
+}
+
+#[test]
+fn mailbox_and_channel_operations_are_safe_points() {
+    let rt = tick_runtime(1, 10);
+    let preempted = rt.block_on(|| {
+        let (tx, rx) = channel::unbounded();
+        for i in 0..100 {
+            tx.send(i).unwrap(); // 100 safe points
+        }
+        let (addr, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.iter().count());
+        for i in 0..100 {
+            addr.send(i).unwrap(); // 100 more
+        }
+        drop(addr);
+        assert_eq!(h.join().unwrap(), 100);
+        assert_eq!(rx.try_iter_count(), 100);
+        threadlet::preemptions()
+    });
+    // Two hundred sends plus a hundred receives and the join's own work: at least 20 preemptions
+    // from the sends alone.
+    assert!(preempted >= 20, "preempted {preempted} times");
+}
+
+trait TryIterCount {
+    fn try_iter_count(&self) -> usize;
+}
+
+impl<T> TryIterCount for channel::Receiver<T> {
+    fn try_iter_count(&self) -> usize {
+        std::iter::from_fn(|| self.try_recv().ok()).count()
+    }
+}
+
+/// One worker, two actors spinning on `checkpoint()` and one echo actor: the echo actor answers
+/// while both spinners keep making progress.
+#[test]
+fn echo_answers_while_two_spinners_share_one_worker() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::from_millis(2))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let spinners: Vec<_> = (0..2)
+        .map(|i| {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            rt.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                    threadlet::checkpoint();
+                }
+            })
+        })
+        .collect();
+    let (echo, echo_done) = rt.spawn_actor(|mb: Mailbox<(u32, channel::Sender<u32>)>| {
+        for (n, reply) in &mb {
+            reply.send(n).unwrap();
+        }
+    });
+    let (tx, rx) = channel::unbounded();
+    let mut seen = [0u64; 2];
+    for n in 0..20 {
+        echo.send((n, tx.clone())).unwrap();
+        assert_eq!(
+            rx.recv(),
+            Ok(n),
+            "the echo actor answers from a busy worker"
+        );
+        for (i, c) in counts.iter().enumerate() {
+            seen[i] = c.load(Ordering::Relaxed);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for (i, c) in counts.iter().enumerate() {
+        let now = c.load(Ordering::Relaxed);
+        assert!(
+            now > seen[i] && seen[i] > 0,
+            "spinner {i} is still moving ({} -> {now})",
+            seen[i]
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(echo);
+    echo_done.join().unwrap();
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert!(rt.stats().total().preemptions > 0);
+}
+
+/// One worker, a ping-pong pair that wakes each other through the next slot forever, and a third
+/// actor: the pair shares one time slice, so the third runs.
+#[test]
+fn ping_pong_pair_cannot_starve_a_third_actor() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::from_millis(2))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rallies = Arc::new(AtomicU64::new(0));
+    let (stop2, rallies2) = (stop.clone(), rallies.clone());
+    let pair = rt.spawn(move || {
+        let (pong, pong_done) = threadlet::spawn_actor(|mb: Mailbox<threadlet::Addr<()>>| {
+            for reply in &mb {
+                if reply.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        let (me, my_mb) = {
+            let (addr, h) = threadlet::spawn_actor(move |mb: Mailbox<()>| {
+                let me = mb.addr();
+                while !stop2.load(Ordering::Relaxed) {
+                    pong.send(me.clone()).unwrap();
+                    mb.recv().unwrap();
+                    rallies2.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            (addr, h)
+        };
+        my_mb.join().unwrap();
+        drop(me);
+        pong_done.join().unwrap();
+    });
+    // Let the rally get going, then ask for a third actor on the same (only) worker.
+    while rallies.load(Ordering::Relaxed) < 1000 {
+        std::thread::yield_now();
+    }
+    let third = rt.spawn(|| 7);
+    assert_eq!(third.join().unwrap(), 7);
+    stop.store(true, Ordering::Relaxed);
+    pair.join().unwrap();
+}
+
+/// An actor that never reaches a safe point is reported once through the hook.
+#[test]
+fn long_runs_are_reported_once() {
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let r2 = reports.clone();
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::from_millis(2))
+        .on_long_run(move |r| r2.lock().unwrap().push(r.clone()))
+        .build()
+        .unwrap();
+    let id = rt.block_on(|| {
+        let h = threadlet::spawn(|| {
+            let t = std::time::Instant::now();
+            // Blocking the worker on purpose: no safe point for 100 ms (50 slices).
+            while t.elapsed() < Duration::from_millis(100) {
+                std::hint::spin_loop();
+            }
+            threadlet::current().unwrap()
+        });
+        h.join().unwrap()
+    });
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].actor, id);
+    assert!(reports[0].running_for >= Duration::from_millis(2) * threadlet::LONG_RUN_SLICES);
+}
