@@ -1,0 +1,133 @@
+//! Timers: sleep, receive timeouts and delayed sends, from actors and from plain threads.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use threadlet::channel::{self, RecvTimeoutError};
+use threadlet::{Mailbox, Runtime, RuntimeExt};
+
+#[test]
+fn a_hundred_thousand_sleepers_wake_no_earlier_than_their_deadlines() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let early = Arc::new(AtomicUsize::new(0));
+    let early2 = early.clone();
+    let woke = rt.block_on(move || {
+        let handles: Vec<_> = (0..100_000u64)
+            .map(|i| {
+                let early = early2.clone();
+                threadlet::spawn(move || {
+                    let d = Duration::from_millis(1 + i % 50);
+                    let t = Instant::now();
+                    threadlet::sleep(d);
+                    if t.elapsed() < d {
+                        early.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).count()
+    });
+    assert_eq!(woke, 100_000);
+    assert_eq!(early.load(Ordering::Relaxed), 0, "a timer fired early");
+}
+
+#[test]
+fn sleeping_actors_hold_no_worker() {
+    // One worker: while one actor sleeps for a long time, others run.
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    rt.block_on(|| {
+        let sleeper = threadlet::spawn(|| threadlet::sleep(Duration::from_millis(200)));
+        let t = Instant::now();
+        let quick = threadlet::spawn(|| 1 + 1);
+        assert_eq!(quick.join().unwrap(), 2);
+        assert!(t.elapsed() < Duration::from_millis(200), "the sleeper blocked the worker");
+        sleeper.join().unwrap();
+    });
+}
+
+#[test]
+fn mailbox_recv_timeout_in_an_actor() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    rt.block_on(|| {
+        let (addr, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| {
+            let t = Instant::now();
+            let first = mb.recv_timeout(Duration::from_millis(30));
+            assert!(t.elapsed() >= Duration::from_millis(30));
+            let second = mb.recv_timeout(Duration::from_secs(30));
+            let third = mb.recv_deadline(Instant::now() + Duration::from_secs(30));
+            (first, second, third)
+        });
+        threadlet::sleep(Duration::from_millis(60));
+        addr.send(1).unwrap();
+        drop(addr);
+        assert_eq!(
+            h.join().unwrap(),
+            (
+                Err(RecvTimeoutError::Timeout),
+                Ok(1),
+                Err(RecvTimeoutError::Disconnected)
+            )
+        );
+    });
+}
+
+#[test]
+fn channel_recv_timeout_from_actors_and_threads() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (tx, rx) = channel::bounded::<u32>(0);
+    // From a plain thread: times out, then gets a value an actor sends later.
+    let t = Instant::now();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_millis(20)),
+        Err(RecvTimeoutError::Timeout)
+    );
+    assert!(t.elapsed() >= Duration::from_millis(20));
+    let tx2 = tx.clone();
+    let sender = rt.spawn(move || {
+        threadlet::sleep(Duration::from_millis(10));
+        tx2.send(5).unwrap();
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(5));
+    sender.join().unwrap();
+    // From an actor: a rendezvous receive that times out leaves no stale waiter behind, so a
+    // later send still pairs with a later receive.
+    let rx2 = rx.clone();
+    let (timed_out_tx, timed_out) = channel::unbounded();
+    let h = rt.spawn(move || {
+        let a = rx2.recv_timeout(Duration::from_millis(10));
+        timed_out_tx.send(()).unwrap();
+        let b = rx2.recv_timeout(Duration::from_secs(30));
+        (a, b)
+    });
+    timed_out.recv().unwrap();
+    tx.send(9).unwrap();
+    assert_eq!(h.join().unwrap(), (Err(RecvTimeoutError::Timeout), Ok(9)));
+}
+
+#[test]
+fn send_after_delivers_no_earlier_than_the_delay() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<Instant>| {
+        let sent = mb.recv().unwrap();
+        (sent, Instant::now())
+    });
+    let a2 = addr.clone();
+    rt.block_on(move || a2.send_after(Duration::from_millis(40), Instant::now()));
+    let (sent, got) = h.join().unwrap();
+    assert!(got - sent >= Duration::from_millis(40));
+    // From a plain thread too (a helper thread does the waiting).
+    let (addr2, h2) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    let t = Instant::now();
+    addr2.send_after(Duration::from_millis(20), 3);
+    assert_eq!(h2.join().unwrap(), Some(3));
+    assert!(t.elapsed() >= Duration::from_millis(20));
+    drop(addr);
+}
+
+#[test]
+fn sleep_on_a_plain_thread_blocks_it() {
+    let t = Instant::now();
+    threadlet::sleep(Duration::from_millis(15));
+    assert!(t.elapsed() >= Duration::from_millis(15));
+}
