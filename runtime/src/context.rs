@@ -19,7 +19,7 @@ use crate::actor::{ActorCell, ActorId, ActorRef, Suspend};
 use crate::runtime::Shared;
 use crate::sync::thread;
 use crate::timer::TimerAction;
-use crate::worker::Core;
+use crate::worker::{Core, SafePoint};
 
 /// What one worker thread publishes about itself; lives on the worker thread's stack.
 pub(crate) struct WorkerContext {
@@ -34,6 +34,9 @@ pub(crate) struct WorkerContext {
 
 thread_local! {
     static WORKER: Cell<*const WorkerContext> = const { Cell::new(ptr::null()) };
+    /// This worker's safe-point words, for `checkpoint`'s inlined fast path. Written only by
+    /// `enter` and its guard, so its value is constant while actors run on this thread.
+    static SAFE_POINT: Cell<*const SafePoint> = const { Cell::new(ptr::null()) };
 }
 
 /// Publishes `ctx` as this thread's worker context until the guard drops.
@@ -41,10 +44,12 @@ pub(crate) fn enter(ctx: &WorkerContext) -> impl Drop + '_ {
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
+            SAFE_POINT.with(|p| p.set(ptr::null()));
             WORKER.with(|w| w.set(ptr::null()));
         }
     }
     WORKER.with(|w| w.set(ctx));
+    SAFE_POINT.with(|p| p.set(&ctx.shared.remotes[ctx.index].safe_point));
     Exit
 }
 
@@ -122,8 +127,8 @@ pub fn yield_now() {
 /// spent its tick budget (`Builder::preempt_ticks`). Does nothing on a plain thread.
 ///
 /// CPU-bound loops call it, at any depth of their call stack: the whole stack of the actor is
-/// suspended and resumed later. With no preemption due it costs a thread-local read, a counter
-/// decrement, one relaxed load and a branch. Every mailbox and channel operation and
+/// suspended and resumed later. With no preemption due it is inlined and costs a thread-local
+/// read, a counter decrement, one relaxed load and a branch. Every mailbox and channel operation and
 /// [`yield_now`] are safe points too.
 ///
 /// ```
@@ -140,13 +145,29 @@ pub fn yield_now() {
 /// ```
 #[inline]
 pub fn checkpoint() {
+    let sp = SAFE_POINT.with(|p| p.get());
+    // SAFETY: a non-null pointer was set by `enter` to this worker's `SafePoint`, inside the
+    // `Shared` that the worker context keeps alive until `enter`'s guard resets it. A stale copy
+    // (cached by a migratable actor's code across a move) points into a live worker of the same
+    // runtime, and both words are atomics, so using it is a benign race.
+    let Some(sp) = (unsafe { sp.as_ref() }) else {
+        return;
+    };
+    let budget = sp.budget.load(Ordering::Relaxed).wrapping_sub(1);
+    sp.budget.store(budget, Ordering::Relaxed);
+    if budget == 0 || sp.preempt.load(Ordering::Relaxed) {
+        checkpoint_slow();
+    }
+}
+
+/// A preemption is due: yield, unless this is not an actor or shutdown is unwinding it.
+#[cold]
+#[inline(never)]
+fn checkpoint_slow() {
     with_current(|cur| {
         if let Some((ctx, actor)) = cur {
-            let budget = ctx.core.tick_budget.get().wrapping_sub(1);
-            ctx.core.tick_budget.set(budget);
-            let remote = &ctx.shared.remotes[ctx.index];
-            if (budget == 0 || remote.preempt_requested()) && !ctx.cancelling.get() {
-                remote.clear_preempt();
+            if !ctx.cancelling.get() {
+                ctx.shared.remotes[ctx.index].clear_preempt();
                 suspend(actor, Suspend::Preempted);
             }
         }

@@ -46,7 +46,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
@@ -76,8 +76,8 @@ pub(crate) struct Remote {
     /// Pinned actors of this worker woken from other threads.
     pub(crate) inbox: Injector<ActorRef>,
     pub(crate) unparker: Unparker,
-    /// Raised by the preemption monitor; read at safe points.
-    preempt: AtomicBool,
+    /// What every safe point reads; see [`SafePoint`].
+    pub(crate) safe_point: SafePoint,
     /// The current time slice's number, or 0 while idle (see `monitor.rs`).
     pub(crate) slice: AtomicU64,
     /// The id of the actor running now (for the monitor's long-run report).
@@ -91,25 +91,23 @@ impl Remote {
             stealer,
             inbox: Injector::new(),
             unparker,
-            preempt: AtomicBool::new(false),
+            safe_point: SafePoint {
+                preempt: AtomicBool::new(false),
+                budget: AtomicU32::new(u32::MAX),
+            },
             slice: AtomicU64::new(0),
             running_actor: AtomicU64::new(0),
             stats: WorkerStats::default(),
         }
     }
 
-    #[inline]
-    pub(crate) fn preempt_requested(&self) -> bool {
-        self.preempt.load(Ordering::Relaxed)
-    }
-
     pub(crate) fn clear_preempt(&self) {
-        self.preempt.store(false, Ordering::Relaxed);
+        self.safe_point.preempt.store(false, Ordering::Relaxed);
     }
 
     /// Asks the actor running on this worker to yield at its next safe point.
     pub(crate) fn request_preempt(&self) {
-        self.preempt.store(true, Ordering::Relaxed);
+        self.safe_point.preempt.store(true, Ordering::Relaxed);
     }
 
     /// Hands a woken pinned actor to this worker from another thread.
@@ -118,6 +116,20 @@ impl Remote {
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
         self.unparker.unpark();
     }
+}
+
+/// The two words a safe point reads on its fast path, reachable from a thread-local pointer
+/// that is set once per worker thread (see `context::checkpoint`).
+///
+/// Both are atomics, though only this worker (and, for `preempt`, the monitor) writes them:
+/// a migratable actor's compiled code may have cached the thread-local address from before it
+/// moved, and reading or writing another worker's words must then be a benign race, not a data
+/// race.
+pub(crate) struct SafePoint {
+    /// Raised by the preemption monitor; lowered when a new time slice starts.
+    pub(crate) preempt: AtomicBool,
+    /// Safe points left in this run before a deterministic preemption (`preempt_ticks`).
+    pub(crate) budget: AtomicU32,
 }
 
 /// What only the worker thread touches; see the module docs.
@@ -132,8 +144,6 @@ pub(crate) struct Core {
     rng: Cell<u64>,
     /// Number of the current time slice (published in `Remote::slice` while running).
     slice_id: Cell<u64>,
-    /// Safe points left in this run before a deterministic preemption (`preempt_ticks`).
-    pub(crate) tick_budget: Cell<u32>,
     /// The last run ended in a preemption: look at the injector and the deque before the local
     /// queue, so a preempted actor cannot starve actors that have not started yet.
     preempted: Cell<bool>,
@@ -150,7 +160,6 @@ impl Core {
             tick: Cell::new(0),
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
-            tick_budget: Cell::new(u32::MAX),
             preempted: Cell::new(false),
         }
     }
@@ -397,8 +406,10 @@ impl WorkerLoop<'_> {
             }
         }
         remote.running_actor.store(actor.id.0, Ordering::Relaxed);
-        core.tick_budget
-            .set(self.shared().config.preempt_ticks.unwrap_or(u32::MAX));
+        remote.safe_point.budget.store(
+            self.shared().config.preempt_ticks.unwrap_or(u32::MAX),
+            Ordering::Relaxed,
+        );
         self.ctx.current.set(Arc::as_ptr(&actor));
         loop {
             match coroutine.resume(()) {
