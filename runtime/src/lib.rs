@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `runtime` | [`Builder`], [`Runtime`], the shared state, routing of spawns and wakes |
 //! | `worker` | one worker thread: its run queues, its loop, shutdown |
+//! | `baseline` | the single-lock baselines: `GlobalQueue` and `Gil` |
 //! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
@@ -25,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod baseline;
 mod context;
 mod guard;
 mod idle;

@@ -34,6 +34,7 @@ use crossbeam_utils::sync::Parker;
 use parking_lot::Mutex;
 
 use crate::actor::{ActorCell, ActorRef, SpawnOptions};
+use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
@@ -43,13 +44,19 @@ use crate::stats::RuntimeStats;
 use crate::timer::Timers;
 use crate::worker::{self, Remote};
 
-/// Which scheduler runs the actors.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which scheduler runs the actors. The two baselines exist to be measured against; see
+/// `baseline.rs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Scheduler {
     /// Per-worker run queues with work stealing (the default).
     #[default]
     WorkStealing,
+    /// Baseline: every run queue behind one global lock; no per-worker queues, no stealing.
+    GlobalQueue,
+    /// Baseline: work stealing, but a worker holds one global lock while it runs any actor,
+    /// released at every switch, like CPython's GIL.
+    Gil,
 }
 
 /// Why a runtime could not be built.
@@ -182,7 +189,7 @@ impl Builder {
         self
     }
 
-    /// Which scheduler runs the actors.
+    /// Which scheduler runs the actors (default: work stealing).
     pub fn scheduler(mut self, scheduler: Scheduler) -> Builder {
         self.scheduler = scheduler;
         self
@@ -252,6 +259,9 @@ impl Builder {
             slab: StackSlab::new(self.stack_size),
             migratable_live: Mutex::new(Vec::new()),
             scheduler: self.scheduler,
+            global_queue: (self.scheduler == Scheduler::GlobalQueue)
+                .then(|| GlobalQueue::new(workers)),
+            gil: Mutex::new(()),
             config: Config {
                 time_slice: self.time_slice,
                 preempt_ticks: self.preempt_ticks,
@@ -301,8 +311,11 @@ pub(crate) struct Shared {
     pub(crate) slab: StackSlab,
     /// Started migratable actors, for shutdown (pinned ones are in their worker's registry).
     migratable_live: Mutex<Vec<ActorRef>>,
-    #[allow(dead_code)] // read once the single-lock baselines land
-    scheduler: Scheduler,
+    pub(crate) scheduler: Scheduler,
+    /// All run queues, under `Scheduler::GlobalQueue`.
+    pub(crate) global_queue: Option<GlobalQueue>,
+    /// The global interpreter lock, under `Scheduler::Gil`.
+    pub(crate) gil: Mutex<()>,
     pub(crate) config: Config,
     pub(crate) timers: Timers,
     pub(crate) monitor: Arc<MonitorSignal>,
@@ -323,6 +336,11 @@ impl Shared {
     /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
     /// take it before it starts, or the injector when spawned from outside the runtime.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: ActorRef) {
+        if let Some(gq) = &self.global_queue {
+            gq.push_any(actor);
+            self.notify_parked();
+            return;
+        }
         let local = context::with_worker(|ctx| match ctx {
             Some(ctx) if std::ptr::eq(&*ctx.shared, &**self) => {
                 ctx.core.push_spawned(actor.clone());
@@ -343,6 +361,19 @@ impl Shared {
     /// docs of `actor.rs` for why pinned actors only go to their home worker.
     pub(crate) fn schedule_woken(&self, actor: ActorRef) {
         let home = actor.home();
+        if let Some(gq) = &self.global_queue {
+            match home {
+                Some(h) => {
+                    gq.push_pinned(h, actor);
+                    self.remotes[h].unparker.unpark();
+                }
+                None => {
+                    gq.push_any(actor);
+                    self.notify_parked();
+                }
+            }
+            return;
+        }
         let here = context::with_worker(|ctx| match ctx {
             Some(ctx) if std::ptr::eq(&*ctx.shared, self) => {
                 if home.is_none_or(|h| h == ctx.index) {
@@ -385,6 +416,9 @@ impl Shared {
 
     /// Whether any queue that thieves can reach holds work.
     pub(crate) fn any_stealable_work(&self) -> bool {
+        if let Some(gq) = &self.global_queue {
+            return gq.has_shared_work();
+        }
         !self.injector.is_empty() || self.remotes.iter().any(|r| !r.stealer.is_empty())
     }
 
@@ -412,6 +446,9 @@ impl Shared {
     /// Drops every actor left in the injector and in the workers' inboxes: unstarted ones with
     /// their closures; started ones were already unwound by their workers.
     fn drain_injector(&self) {
+        if let Some(gq) = &self.global_queue {
+            gq.drain().into_iter().for_each(drop_unstarted);
+        }
         let queues = std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
         for q in queues {
             loop {
@@ -458,6 +495,11 @@ impl Runtime {
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.shared.remotes.len()
+    }
+
+    /// The scheduler running the actors.
+    pub fn scheduler(&self) -> Scheduler {
+        self.shared.scheduler
     }
 
     /// The stack size actors get by default.

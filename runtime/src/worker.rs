@@ -55,7 +55,7 @@ use crossbeam_utils::sync::{Parker, Unparker};
 
 use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
 use crate::context::{self, WorkerContext};
-use crate::runtime::Shared;
+use crate::runtime::{Scheduler, Shared};
 use crate::stack::{OwnedStack, StackPool};
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
@@ -240,6 +240,9 @@ impl WorkerLoop<'_> {
     /// Work this worker can take without stealing, other than its next slot (which `run`
     /// checks first), in the order of the module docs.
     fn next_local(&self) -> Option<ActorRef> {
+        if let Some(gq) = &self.shared().global_queue {
+            return gq.pop(self.ctx.index);
+        }
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
@@ -411,6 +414,8 @@ impl WorkerLoop<'_> {
             Ordering::Relaxed,
         );
         self.ctx.current.set(Arc::as_ptr(&actor));
+        // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
+        let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
         loop {
             match coroutine.resume(()) {
                 CoroutineResult::Yield(Suspend::Park) => match actor.state.after_park() {
@@ -440,12 +445,20 @@ impl WorkerLoop<'_> {
                 }
             }
         }
+        drop(gil);
         self.ctx.current.set(std::ptr::null());
     }
 
     /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
     /// injector where any worker may take them.
     fn push_yielded(&self, actor: ActorRef) {
+        if let Some(gq) = &self.shared().global_queue {
+            match actor.home() {
+                Some(h) => gq.push_pinned(h, actor),
+                None => gq.push_any(actor),
+            }
+            return;
+        }
         if actor.migratable {
             self.shared().push_injector(actor);
         } else {

@@ -13,7 +13,7 @@
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
-use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::atomic::AtomicUsize;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use threadlet_runtime::__private::{AfterPark, WakeAction, WakeState};
@@ -27,25 +27,41 @@ enum Ran {
     Parked,
 }
 
+/// What the waited-for object guards: the condition, and whether the actor waits on it.
+#[derive(Default)]
+struct Cond {
+    ready: bool,
+    waiter: bool,
+}
+
 /// Two wakers race to wake an actor that is about to park on one condition.
 ///
-/// The actor runs steps 2-4 of the protocol (its waiter is always registered: both wakers wake
-/// it unconditionally, so the two `wake` calls really race each other and the worker's
-/// `after_park`). Each waker makes the condition true, then wakes; the one that gets
-/// `Schedule` pushes the actor.
+/// The actor runs steps 1-4 of the protocol: it registers as the waiter and checks the condition
+/// under the object's lock, then parks. Each waker makes the condition true under the lock and,
+/// if it finds the actor registered, wakes it after unlocking. The waiter is left in place, so
+/// both wakers may wake the actor and their two `wake` calls race each other and the worker's
+/// `after_park`. The one that gets `Schedule` pushes the actor.
+///
+/// A waker acts on the registration it read under the lock, as every caller of `wake` in the
+/// runtime does: `wake` begins with a plain load of the state, so a wake that is not ordered
+/// after the actor's `start_running` may read the state from before it and do nothing.
 #[test]
 fn racing_wakes_schedule_once_and_lose_nothing() {
     loom::model(|| {
         let state = Arc::new(WakeState::new_scheduled());
-        let cond = Arc::new(AtomicBool::new(false));
+        let cond = Arc::new(Mutex::new(Cond::default()));
         let pushes = Arc::new(AtomicUsize::new(0));
 
         let wakers: Vec<_> = (0..2)
             .map(|_| {
                 let (state, cond, pushes) = (state.clone(), cond.clone(), pushes.clone());
                 thread::spawn(move || {
-                    cond.store(true, Release);
-                    if state.wake() == WakeAction::Schedule {
+                    let waiter = {
+                        let mut c = cond.lock().unwrap();
+                        c.ready = true;
+                        c.waiter
+                    };
+                    if waiter && state.wake() == WakeAction::Schedule {
                         let before = pushes.fetch_add(1, AcqRel);
                         assert_eq!(before, 0, "actor pushed twice for one park");
                     }
@@ -56,9 +72,13 @@ fn racing_wakes_schedule_once_and_lose_nothing() {
         // The worker popped the actor (its spawn push) and resumes it.
         state.start_running();
         let ran = loop {
-            // Step 2: the condition, checked after the waiter is registered.
-            if cond.load(Acquire) {
-                break Ran::Done;
+            // Steps 1 and 2: register, then check the condition.
+            {
+                let mut c = cond.lock().unwrap();
+                c.waiter = true;
+                if c.ready {
+                    break Ran::Done;
+                }
             }
             // Step 3: `park`'s fast path.
             if state.take_notification() {
@@ -75,7 +95,7 @@ fn racing_wakes_schedule_once_and_lose_nothing() {
             w.join().unwrap();
         }
 
-        // Both wakers have made the condition true and woken the actor.
+        // Both wakers have made the condition true.
         let pushes = pushes.load(Acquire);
         match ran {
             // Never IDLE, so no wake could win IDLE -> SCHEDULED.
@@ -86,7 +106,7 @@ fn racing_wakes_schedule_once_and_lose_nothing() {
         if ran == Ran::Parked {
             // Whoever pops it resumes it, and it sees its condition.
             state.start_running();
-            assert!(cond.load(Acquire));
+            assert!(cond.lock().unwrap().ready);
         }
         state.complete();
         assert_eq!(state.wake(), WakeAction::None);

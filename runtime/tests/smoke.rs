@@ -1,24 +1,61 @@
-use threadlet_runtime::{Runtime, spawn, yield_now};
+use threadlet_runtime::{Runtime, Scheduler, spawn, yield_now};
 
-#[test]
-fn block_on_returns_value() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    assert_eq!(rt.block_on(|| 40 + 2), 42);
+const SCHEDULERS: [Scheduler; 3] = [
+    Scheduler::WorkStealing,
+    Scheduler::GlobalQueue,
+    Scheduler::Gil,
+];
+
+fn runtime(workers: usize, scheduler: Scheduler) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
+        .scheduler(scheduler)
+        .build()
+        .unwrap()
 }
 
 #[test]
-fn many_spawns_join() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    let total = rt.block_on(|| {
-        let hs: Vec<_> = (0..10_000u64)
-            .map(|i| {
-                spawn(move || {
-                    yield_now();
-                    i
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
-    });
-    assert_eq!(total, 10_000 * 9_999 / 2);
+fn block_on_returns_value() {
+    for s in SCHEDULERS {
+        let rt = runtime(2, s);
+        assert_eq!(rt.scheduler(), s);
+        assert_eq!(rt.block_on(|| 40 + 2), 42);
+    }
+}
+
+#[test]
+fn many_spawns_yield_and_join() {
+    for s in SCHEDULERS {
+        for workers in [1, 2] {
+            let rt = runtime(workers, s);
+            let total = rt.block_on(|| {
+                let hs: Vec<_> = (0..10_000u64)
+                    .map(|i| {
+                        spawn(move || {
+                            yield_now();
+                            i
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+            });
+            assert_eq!(total, 10_000 * 9_999 / 2, "{s:?} on {workers} workers");
+        }
+    }
+}
+
+#[test]
+fn nested_spawns_form_a_tree() {
+    fn tree(depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let l = spawn(move || tree(depth - 1));
+        let r = spawn(move || tree(depth - 1));
+        l.join().unwrap() + r.join().unwrap()
+    }
+    for s in SCHEDULERS {
+        let rt = runtime(2, s);
+        assert_eq!(rt.block_on(|| tree(12)), 4096, "{s:?}");
+    }
 }
