@@ -49,12 +49,13 @@ impl Rng {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        ((self.0 >> 32) * n as u64 >> 32) as usize
+        (((self.0 >> 32) * n as u64) >> 32) as usize
     }
 }
 
 /// One player: wait for the sack, kick it on, until told to go home. Returns `true` when it went
-/// home on `Exit`.
+/// home on `Exit`. If the chosen player is gone (it could not start: the runtime ran out of
+/// stacks), the game cannot go on: everybody is sent home and the kicker reports the loss.
 fn player(
     me: usize,
     mb: Mailbox<Msg>,
@@ -96,7 +97,17 @@ fn player(
 /// Plays one game; call it from inside an actor (for example in `Runtime::block_on`).
 ///
 /// `kicks` must be at least 1: the first kick into the circle counts as one.
+///
+/// # Panics
+///
+/// If the game could not be played to the end; [`try_play`] returns the reason instead.
 pub fn play(players: usize, kicks: u64) -> Report {
+    try_play(players, kicks).unwrap_or_else(|e| panic!("hackysack: {e}"))
+}
+
+/// Plays one game, or says why it could not be finished (a player that could not start, for
+/// example when the kernel's map count limits the number of guarded stacks).
+pub fn try_play(players: usize, kicks: u64) -> Result<Report, String> {
     assert!(players >= 1 && kicks >= 1, "need a player and a kick");
     let start = Instant::now();
     let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
@@ -116,19 +127,31 @@ pub fn play(players: usize, kicks: u64) -> Report {
     let setup = start.elapsed();
 
     let game_start = Instant::now();
-    first.send(Msg::Sack).expect("player 0 is waiting");
+    if first.send(Msg::Sack).is_err() {
+        // Player 0 never started; send everybody home so the joins below end.
+        for p in circle.get().expect("set above") {
+            let _ = p.send(Msg::Exit);
+        }
+    }
     drop(first);
-    let went_home = handles
-        .into_iter()
-        .map(|h| h.join().expect("players do not panic"))
-        .filter(|&home| home)
-        .count();
+    let mut went_home = 0;
+    let mut failure = None;
+    for h in handles {
+        match h.join() {
+            Ok(true) => went_home += 1,
+            Ok(false) => {}
+            Err(e) => failure = failure.or(Some(e.to_string())),
+        }
+    }
     let game = game_start.elapsed();
-    Report {
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Report {
         players,
         kicks: kicked.load(Ordering::Relaxed),
         went_home,
         setup,
         game,
-    }
+    })
 }

@@ -165,11 +165,11 @@ pub fn checkpoint() {
 #[inline(never)]
 fn checkpoint_slow() {
     with_current(|cur| {
-        if let Some((ctx, actor)) = cur {
-            if !ctx.cancelling.get() {
-                ctx.shared.remotes[ctx.index].clear_preempt();
-                suspend(actor, Suspend::Preempted);
-            }
+        if let Some((ctx, actor)) = cur
+            && !ctx.cancelling.get()
+        {
+            ctx.shared.remotes[ctx.index].clear_preempt();
+            suspend(actor, Suspend::Preempted);
         }
     })
 }

@@ -120,7 +120,7 @@ pub(crate) fn check_stack_size(bytes: usize) -> Result<(), BuildError> {
             minimum: MIN_STACK_SIZE,
         });
     }
-    if bytes % PAGE_SIZE != 0 {
+    if !bytes.is_multiple_of(PAGE_SIZE) {
         return Err(BuildError::StackNotPageAligned {
             requested: bytes,
             page_size: PAGE_SIZE,

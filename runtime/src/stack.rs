@@ -154,7 +154,7 @@ impl StackSlab {
     /// Creates a slab of stacks with `size` usable bytes each. `size` must be page aligned and at
     /// least [`MIN_STACK_SIZE`]; the builder checks both.
     pub fn new(size: usize) -> StackSlab {
-        debug_assert!(size >= MIN_STACK_SIZE && size % PAGE_SIZE == 0);
+        debug_assert!(size >= MIN_STACK_SIZE && size.is_multiple_of(PAGE_SIZE));
         StackSlab {
             size,
             guard: probe_guard_kind(),

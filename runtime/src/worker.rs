@@ -246,10 +246,10 @@ impl WorkerLoop<'_> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
-        if tick % GLOBAL_POLL_INTERVAL == 0 || core.preempted.take() {
-            if let Some(a) = self.pop_injector().or_else(|| core.deque.pop()) {
-                return Some(a);
-            }
+        if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || core.preempted.take())
+            && let Some(a) = self.pop_injector().or_else(|| core.deque.pop())
+        {
+            return Some(a);
         }
         self.drain_inbox();
         if let Some(a) = core.local.borrow_mut().pop_front() {
@@ -382,10 +382,10 @@ impl WorkerLoop<'_> {
         // yield, finish). A pinned started actor only enters this worker's queues, so its
         // coroutine is resumed on its home thread.
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(_) = body {
-            if !self.start(&actor, body) {
-                return;
-            }
+        if let Body::Unstarted(_) = body
+            && !self.start(&actor, body)
+        {
+            return;
         }
         let Body::Running(coroutine) = body else {
             // A finished actor is never scheduled: its wakes are no-ops.
