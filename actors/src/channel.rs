@@ -179,13 +179,24 @@ impl<T> Slot<T> {
         })
     }
 
-    /// Completes the slot; the caller holds the channel lock and wakes `waiter` after it.
+    /// Completes the slot with `value`, returning what it held; the caller holds the channel
+    /// lock and wakes `waiter` after it.
     fn complete(&self, to: fn(Option<T>) -> Cell<T>, value: Option<T>) -> Option<T> {
+        let mut old = None;
+        self.complete_with(|held| {
+            old = held;
+            to(value)
+        });
+        old
+    }
+
+    /// Completes the slot with what `f` makes of the value it held, under the slot's lock.
+    fn complete_with(&self, f: impl FnOnce(Option<T>) -> Cell<T>) {
         let mut cell = self.cell.lock();
-        let Cell::Waiting(old) = std::mem::replace(&mut *cell, to(value)) else {
+        let Cell::Waiting(held) = std::mem::replace(&mut *cell, Cell::Waiting(None)) else {
             unreachable!("a channel slot is completed once");
         };
-        old
+        *cell = f(held);
     }
 }
 
@@ -499,8 +510,9 @@ impl<T> Drop for Receiver<T> {
                 return;
             }
             for s in std::mem::take(&mut st.waiting_senders) {
-                let v = s.complete(Cell::Disconnected, None);
-                *s.cell.lock() = Cell::Disconnected(v);
+                // The value goes back to its sender in the same step that completes the slot,
+                // so a sender waking in between never sees a completed slot without its value.
+                s.complete_with(Cell::Disconnected);
                 s.waiter.wake();
             }
             std::mem::take(&mut st.buffer)

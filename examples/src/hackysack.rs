@@ -140,7 +140,16 @@ pub fn try_play(players: usize, kicks: u64) -> Result<Report, String> {
         match h.join() {
             Ok(true) => went_home += 1,
             Ok(false) => {}
-            Err(e) => failure = failure.or(Some(e.to_string())),
+            Err(e) => {
+                if failure.is_none() {
+                    // A player that never started may have taken the sack with it: the game
+                    // cannot end by itself, so send everybody home.
+                    for p in circle.get().expect("set above") {
+                        let _ = p.send(Msg::Exit);
+                    }
+                    failure = Some(e.to_string());
+                }
+            }
         }
     }
     let game = game_start.elapsed();

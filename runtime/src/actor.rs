@@ -98,14 +98,14 @@ impl ActorStack {
 pub(crate) type ActorCoroutine = Coroutine<(), Suspend, (), ActorStack>;
 pub(crate) type ActorYielder = Yielder<(), Suspend>;
 
-/// An actor's entry: called on its own stack with `None`, or on the worker's stack with the
-/// error that kept the actor from starting (it then only reports the error to its joiner).
-pub(crate) type StartFn = Box<dyn FnOnce(Option<std::io::Error>) + Send>;
+/// An actor's entry, run on its own stack when it starts.
+pub(crate) type StartFn = Box<dyn FnOnce() + Send>;
 
 /// What an actor runs.
 pub(crate) enum Body {
-    /// Not started: a `Send` closure, which may run on any worker.
-    Unstarted(StartFn),
+    /// Not started: a `Send` closure, which may run on any worker, and the stack it will run on
+    /// (taken at spawn, so that an actor that exists can always start).
+    Unstarted(StartFn, ActorStack),
     /// Started: a coroutine, suspended or running, with its stack.
     Running(ActorCoroutine),
     /// Finished or cancelled.
@@ -198,6 +198,7 @@ impl ActorCell {
         id: ActorId,
         opts: SpawnOptions,
         f: StartFn,
+        stack: ActorStack,
     ) -> Arc<ActorCell> {
         Arc::new(ActorCell {
             id,
@@ -210,7 +211,7 @@ impl ActorCell {
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new((0, 0)),
             preemptions: AtomicU64::new(0),
-            body: UnsafeCell::new(Body::Unstarted(f)),
+            body: UnsafeCell::new(Body::Unstarted(f, stack)),
             shared,
         })
     }

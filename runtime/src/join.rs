@@ -9,7 +9,6 @@
 
 use std::any::Any;
 use std::fmt;
-use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
@@ -23,8 +22,6 @@ pub enum JoinError {
     Panicked(Box<dyn Any + Send + 'static>),
     /// The actor was dropped before finishing: the runtime shut down first.
     Cancelled,
-    /// The actor could not start (no stack could be mapped for it).
-    Spawn(io::Error),
 }
 
 impl JoinError {
@@ -66,7 +63,6 @@ impl fmt::Debug for JoinError {
                 .field(&self.panic_message().unwrap_or("<non-string payload>"))
                 .finish(),
             JoinError::Cancelled => f.write_str("Cancelled"),
-            JoinError::Spawn(e) => f.debug_tuple("Spawn").field(e).finish(),
         }
     }
 }
@@ -79,7 +75,6 @@ impl fmt::Display for JoinError {
                 None => f.write_str("actor panicked"),
             },
             JoinError::Cancelled => f.write_str("actor cancelled by runtime shutdown"),
-            JoinError::Spawn(e) => write!(f, "actor could not start: {e}"),
         }
     }
 }
@@ -138,11 +133,7 @@ where
         slot: Mutex::new(Slot::Pending(None)),
     });
     let completer = Completer(Some(packet.clone()));
-    let start: StartFn = Box::new(move |failed: Option<io::Error>| {
-        if let Some(e) = failed {
-            completer.complete(Err(JoinError::Spawn(e)));
-            return;
-        }
+    let start: StartFn = Box::new(move || {
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(v) => completer.complete(Ok(v)),
             // Shutdown's forced unwind passes through here: let it go on to the coroutine's
@@ -169,8 +160,8 @@ pub struct JoinHandle<R> {
 impl<R> JoinHandle<R> {
     /// Waits for the actor to finish: suspends the calling actor, or blocks a plain thread.
     ///
-    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), it
-    /// could not start, or the runtime shut down first.
+    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), or
+    /// the runtime shut down first.
     pub fn join(self) -> Result<R, JoinError> {
         loop {
             {

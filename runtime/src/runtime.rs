@@ -30,16 +30,16 @@ use std::thread;
 use std::time::Duration;
 
 use crossbeam_deque::{Injector, Steal, Worker as Deque};
-use crossbeam_utils::sync::Parker;
+use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorRef, SpawnOptions};
+use crate::actor::{ActorCell, ActorRef, ActorStack, Body, SpawnOptions};
 use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
 use crate::monitor::{self, LongRun, LongRunHook, MonitorSignal, default_long_run_hook};
-use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, PAGE_SIZE, StackSlab};
+use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, OwnedStack, PAGE_SIZE, StackSlab};
 use crate::stats::RuntimeStats;
 use crate::timer::Timers;
 use crate::worker::{self, Remote};
@@ -276,29 +276,35 @@ impl Builder {
             .spawn(move || monitor::run(weak))
             .map_err(BuildError::Io)?;
         let mut threads = Vec::with_capacity(workers);
+        // The two shutdown meeting points (steps 4 and 5 in `worker.rs`): each worker holds one
+        // share of each; a worker that failed to start drops its shares with its closure.
+        let meet = (WaitGroup::new(), WaitGroup::new());
+        let mut failed = None;
         for (index, (deque, parker)) in deques.into_iter().zip(parkers).enumerate() {
             let s = shared.clone();
+            let meet = (meet.0.clone(), meet.1.clone());
             let spawned = thread::Builder::new()
                 .name(format!("threadlet-worker-{index}"))
-                .spawn(move || worker::run(s, index, deque, parker));
+                .spawn(move || worker::run(s, index, deque, parker, meet));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
-                    // Stop the workers already started before reporting.
-                    drop(Runtime {
-                        shared,
-                        threads,
-                        monitor: Some(monitor),
-                    });
-                    return Err(BuildError::Io(e));
+                    failed = Some(e);
+                    break;
                 }
             }
         }
-        Ok(Runtime {
+        drop(meet);
+        let rt = Runtime {
             shared,
             threads,
             monitor: Some(monitor),
-        })
+        };
+        match failed {
+            // Dropping `rt` stops the workers already started.
+            Some(e) => Err(BuildError::Io(e)),
+            None => Ok(rt),
+        }
     }
 }
 
@@ -462,15 +468,20 @@ impl Shared {
     }
 }
 
-/// Drops an actor taken from a queue after its workers have gone.
+/// Drops an actor taken from a queue after its workers have gone (or while they go).
 fn drop_unstarted(actor: ActorRef) {
-    // SAFETY: we took the actor's one queue entry and no worker runs any more (or, for the
-    // shutdown race in `push_injector`, the actor was never started: its body is a `Send`
-    // closure that any thread may drop), so nothing else touches its body.
+    // SAFETY: we took the actor's one queue entry, which gives us its body as in `run_actor`.
+    // An unstarted body is a `Send` closure and a stack no code runs on, which any thread may
+    // drop; a started one is left alone (its home worker unwinds it through its registry).
     let body = unsafe { &mut *actor.body.get() };
-    if let crate::actor::Body::Unstarted(_) = body {
+    if let Body::Unstarted(..) = body {
         actor.state.complete();
-        drop(std::mem::replace(body, crate::actor::Body::Done));
+        if let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) {
+            drop(f);
+            if let ActorStack::Pooled(s) = stack {
+                actor.shared.slab.put_one(s);
+            }
+        }
     }
 }
 
@@ -520,16 +531,17 @@ impl Runtime {
         R: Send + 'static,
     {
         spawn_on(&self.shared, SpawnOptions::default(), f)
+            .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
     }
 
-    /// Spawns an actor with options; fails only if an option is invalid.
+    /// Spawns an actor with options; fails if an option is invalid or no stack can be had.
     pub fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
         check_options(&opts)?;
-        Ok(spawn_on(&self.shared, opts, f))
+        spawn_on(&self.shared, opts, f)
     }
 
     /// Runs `f` as an actor and blocks the calling thread until it returns its value.
@@ -612,23 +624,41 @@ fn check_options(opts: &SpawnOptions) -> io::Result<()> {
     Ok(())
 }
 
-fn spawn_on<F, R>(shared: &Arc<Shared>, opts: SpawnOptions, f: F) -> JoinHandle<R>
+/// Takes the new actor's stack: from the spawning worker's warm pool, from the slab when
+/// spawned from outside, or a mapping of its own for a custom size.
+fn take_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<ActorStack> {
+    if let Some(size) = opts.stack_size
+        && size != shared.slab.stack_size()
+    {
+        return OwnedStack::new(size).map(ActorStack::Owned);
+    }
+    context::with_worker(|ctx| match ctx {
+        Some(ctx) if std::ptr::eq(&*ctx.shared, shared) => ctx.core.take_stack(&shared.slab),
+        _ => shared.slab.take_one(),
+    })
+    .map(ActorStack::Pooled)
+}
+
+fn spawn_on<F, R>(shared: &Arc<Shared>, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
+    let stack = take_stack(shared, &opts)?;
     let id = crate::actor::ActorId::next();
     let (start, handle) = join::entry(id, f);
-    let cell = ActorCell::new(shared.clone(), id, opts, start);
+    let cell = ActorCell::new(shared.clone(), id, opts, start, stack);
     shared.spawn_cell(cell);
-    handle
+    Ok(handle)
 }
 
-/// Spawns an actor on the current runtime (from inside an actor).
+/// Spawns an actor on the current runtime (from inside an actor). Spawning is a preemption
+/// safe point.
 ///
 /// # Panics
 ///
-/// When called outside any runtime; use [`Runtime::spawn`] there.
+/// When called outside any runtime (use [`Runtime::spawn`] there), or when no stack can be had
+/// for the actor ([`spawn_with`] returns that error instead).
 ///
 /// ```
 /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
@@ -644,7 +674,9 @@ where
 {
     let shared = context::current_shared()
         .expect("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn");
+    context::checkpoint();
     spawn_on(&shared, SpawnOptions::default(), f)
+        .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
 }
 
 /// Spawns an actor with options on the current runtime; fails if an option is invalid or when
@@ -655,8 +687,9 @@ where
     R: Send + 'static,
 {
     check_options(&opts)?;
+    context::checkpoint();
     let shared = context::current_shared().ok_or_else(|| {
         io::Error::other("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn")
     })?;
-    Ok(spawn_on(&shared, opts, f))
+    spawn_on(&shared, opts, f)
 }

@@ -144,6 +144,8 @@ pub struct StackSlab {
     dirty: Mutex<VecDeque<DirtyBatch>>,
     /// Stacks in `dirty`, read without the lock by idle workers.
     dirty_len: AtomicUsize,
+    /// Stacks for actors spawned from outside the runtime.
+    outside: Mutex<Vec<Stack>>,
     /// Every chunk ever mapped, for `Drop`.
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Stacks carved so far (for stats and tests).
@@ -163,6 +165,7 @@ impl StackSlab {
             free: Mutex::new(Vec::new()),
             dirty: Mutex::new(VecDeque::new()),
             dirty_len: AtomicUsize::new(0),
+            outside: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
             carved: AtomicUsize::new(0),
         }
@@ -181,6 +184,22 @@ impl StackSlab {
     /// Stacks carved so far.
     pub fn carved(&self) -> usize {
         self.carved.load(Ordering::Relaxed)
+    }
+
+    /// One stack, for an actor spawned from outside the runtime (no worker pool at hand), from
+    /// a small pool kept for such spawns.
+    pub fn take_one(&self) -> io::Result<Stack> {
+        let mut outside = self.outside.lock();
+        if let Some(s) = outside.pop() {
+            return Ok(s);
+        }
+        self.refill(&mut outside)?;
+        Ok(outside.pop().expect("refill yields at least one stack"))
+    }
+
+    /// Returns one stack that never ran (an unstarted actor dropped at shutdown).
+    pub fn put_one(&self, stack: Stack) {
+        self.give_back(std::iter::once(stack));
     }
 
     /// Moves up to `POOL_BATCH` stacks into `out`, carving a new chunk when the free list is empty.

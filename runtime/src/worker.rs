@@ -21,7 +21,7 @@
 //!
 //! # Finding work
 //!
-//! Each turn: the `next` slot first; then, every `GLOBAL_POLL_INTERVAL` turns and after a
+//! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
 //! not started); otherwise the inbox (moved to the back of `local`), `local`, `deque`, a batch
 //! from the injector. With none, the worker searches (see `idle.rs`): it steals half of a random
@@ -34,16 +34,21 @@
 //!    are never interrupted mid-run) and sets `cancelling`, so that any park inside an actor now
 //!    fails at once instead of suspending.
 //! 3. It drops every queued actor that has not started (its closure's destructors run; its join
-//!    handle reports `Cancelled`) and force-unwinds, on this thread, every started actor in its
-//!    registry, so destructors on their stacks run and stacks return to the pool. Unwinding can
-//!    wake or spawn actors; the worker repeats 3 until its queues and registry are empty.
-//! 4. Migratable started actors live in a shared registry; each exiting worker unwinds what is
-//!    left there.
-//! 5. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
+//!    handle reports `Cancelled`) and force-unwinds, on this thread, every started pinned actor
+//!    in its registry, so destructors on their stacks run and stacks return to the pool.
+//!    Unwinding can wake or spawn actors; the worker repeats 3 until its queues and registry
+//!    are empty.
+//! 4. Migratable started actors live in a shared registry and may be running on any worker, so
+//!    they wait for a barrier that every worker reaches only after it has stopped running
+//!    actors. Then the workers take them out of the registry one by one and unwind them, and
+//!    meet at a second barrier, so that no worker thread exits while migratable code runs.
+//! 5. Each worker repeats 3 for what step 4 queued, and exits.
+//! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
 //!    the injector after their owner had finished.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -51,12 +56,12 @@ use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
-use crossbeam_utils::sync::{Parker, Unparker};
+use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
 use crate::context::{self, WorkerContext};
 use crate::runtime::{Scheduler, Shared};
-use crate::stack::{OwnedStack, StackPool};
+use crate::stack::{Stack, StackPool, StackSlab};
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
@@ -64,6 +69,12 @@ use crate::wake::AfterPark;
 /// so that a worker busy with local ping-pong still picks up outside work. 61 is Go's choice: a
 /// prime, so it does not fall into step with periodic workloads.
 const GLOBAL_POLL_INTERVAL: u32 = 61;
+
+/// Consecutive runs out of the next slot before the worker looks at its queues again. Without a
+/// cap, two actors waking each other would keep everything queued behind them waiting (until
+/// their shared time slice ends, or forever with time slices off). Tokio caps its LIFO slot at
+/// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
+const MAX_NEXT_RUNS: u32 = 3;
 
 /// Rounds of stealing attempts before an idle worker parks. Waking a parked thread costs about
 /// 10 us here against well under 1 us for a spinning one, so a short spin pays for itself when
@@ -176,6 +187,11 @@ impl Core {
         self.deque.push(actor);
     }
 
+    /// A stack for an actor spawned on this worker, from its warm pool.
+    pub(crate) fn take_stack(&self, slab: &StackSlab) -> io::Result<Stack> {
+        self.pool.borrow_mut().take(slab)
+    }
+
     fn rand(&self) -> u64 {
         // xorshift64: victims only need to be spread, not unpredictable.
         let mut x = self.rng.get();
@@ -188,7 +204,13 @@ impl Core {
 }
 
 /// The worker thread's entry point.
-pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Deque<ActorRef>, parker: Parker) {
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    index: usize,
+    deque: Deque<ActorRef>,
+    parker: Parker,
+    meet: (WaitGroup, WaitGroup),
+) {
     let ctx = WorkerContext {
         core: Core::new(deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
         shared,
@@ -199,7 +221,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, deque: Deque<ActorRef>, par
     let _entered = context::enter(&ctx);
     let worker = WorkerLoop { ctx: &ctx, parker };
     worker.run();
-    worker.shutdown();
+    worker.shutdown(meet);
 }
 
 struct WorkerLoop<'a> {
@@ -221,11 +243,18 @@ impl WorkerLoop<'_> {
     }
 
     fn run(&self) {
+        let mut next_runs = 0;
         while !self.shared().is_shutdown() {
             if let Some(actor) = self.core().next.take() {
-                self.run_actor(actor, true);
-                continue;
+                if next_runs < MAX_NEXT_RUNS {
+                    next_runs += 1;
+                    self.run_actor(actor, true);
+                    continue;
+                }
+                // A long chain of wakes through the next slot: let the queues have a turn.
+                self.core().local.borrow_mut().push_back(actor);
             }
+            next_runs = 0;
             if let Some(actor) = self.next_local() {
                 self.run_actor(actor, false);
                 continue;
@@ -382,10 +411,8 @@ impl WorkerLoop<'_> {
         // yield, finish). A pinned started actor only enters this worker's queues, so its
         // coroutine is resumed on its home thread.
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(_) = body
-            && !self.start(&actor, body)
-        {
-            return;
+        if let Body::Unstarted(..) = body {
+            self.start(&actor, body);
         }
         let Body::Running(coroutine) = body else {
             // A finished actor is never scheduled: its wakes are no-ops.
@@ -466,39 +493,19 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
-    /// (no stack); its join handle then reports why.
-    fn start(&self, actor: &ActorRef, body: &mut Body) -> bool {
-        let Body::Unstarted(f) = std::mem::replace(body, Body::Done) else {
+    /// Gives a new actor its coroutine, on the stack it got at spawn, and pins it.
+    fn start(&self, actor: &ActorRef, body: &mut Body) {
+        let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) else {
             unreachable!("start() on a started actor");
         };
         let shared = self.shared();
-        let stack = match actor.stack_size {
-            Some(size) if size != shared.slab.stack_size() => {
-                OwnedStack::new(size).map(ActorStack::Owned)
-            }
-            _ => self
-                .core()
-                .pool
-                .borrow_mut()
-                .take(&shared.slab)
-                .map(ActorStack::Pooled),
-        };
-        let stack = match stack {
-            Ok(s) => s,
-            Err(e) => {
-                actor.state.complete();
-                f(Some(e));
-                return false;
-            }
-        };
         actor.guard.set(stack.guard_range());
         let cell: *const ActorCell = Arc::as_ptr(actor);
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
-            f(None);
+            f();
         });
         *body = Body::Running(coroutine);
         if actor.migratable {
@@ -509,7 +516,6 @@ impl WorkerLoop<'_> {
             actor.registry_slot.store(live.len(), Ordering::Relaxed);
             live.push(actor.clone());
         }
-        true
     }
 
     /// The coroutine returned: recycle its stack, leave the registry, make wakes no-ops.
@@ -526,7 +532,7 @@ impl WorkerLoop<'_> {
         actor.state.complete();
     }
 
-    fn recycle(&self, stack: ActorStack) {
+    pub(crate) fn recycle(&self, stack: ActorStack) {
         match stack {
             ActorStack::Pooled(s) => self.core().pool.borrow_mut().put(s, &self.shared().slab),
             ActorStack::Owned(s) => drop(s),
@@ -543,9 +549,30 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Steps 2 to 4 of the shutdown protocol (module docs).
-    fn shutdown(&self) {
+    /// Steps 2 to 5 of the shutdown protocol (module docs).
+    fn shutdown(&self, (stopped, unwound): (WaitGroup, WaitGroup)) {
         self.ctx.cancelling.set(true);
+        // Step 3: this worker's queues and its pinned actors.
+        self.drain_and_unwind_pinned();
+        // Step 4: once no worker runs actors any more, the migratable ones. The second wait
+        // keeps every worker thread alive while migratable code runs (it may have cached a
+        // thread-local address of any of them, see `context::checkpoint`).
+        stopped.wait();
+        while let Some(a) = self.shared().take_migratable() {
+            self.unwind(&a);
+        }
+        unwound.wait();
+        // Step 5: whatever that unwinding queued here.
+        self.drain_and_unwind_pinned();
+        self.core()
+            .pool
+            .borrow_mut()
+            .drain_into(&self.shared().slab);
+    }
+
+    /// Drops this worker's queued unstarted actors and unwinds its pinned ones, until unwinding
+    /// queues nothing more.
+    fn drain_and_unwind_pinned(&self) {
         loop {
             let mut did_work = false;
             while let Some(a) = self.core().next.take().or_else(|| self.next_local()) {
@@ -557,18 +584,10 @@ impl WorkerLoop<'_> {
                 did_work = true;
                 self.unwind(&a);
             }
-            while let Some(a) = self.shared().take_migratable() {
-                did_work = true;
-                self.unwind(&a);
-            }
             if !did_work {
                 break;
             }
         }
-        self.core()
-            .pool
-            .borrow_mut()
-            .drain_into(&self.shared().slab);
     }
 
     /// A queued actor at shutdown: an unstarted one is dropped with its closure; a started one
@@ -576,19 +595,23 @@ impl WorkerLoop<'_> {
     fn drop_queued(&self, actor: ActorRef) {
         // SAFETY: popped from a run queue, so we own the body (as in `run_actor`).
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(_) = body {
+        if let Body::Unstarted(..) = body {
             actor.state.complete();
-            drop(std::mem::replace(body, Body::Done));
+            if let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) {
+                drop(f);
+                self.recycle(stack);
+            }
         }
     }
 
     /// Force-unwinds a started actor's stack on this thread, running its destructors.
     fn unwind(&self, actor: &ActorRef) {
         actor.state.complete();
-        // SAFETY: at shutdown every other worker has stopped running actors of this registry:
-        // a pinned actor is in its home worker's registry only (this one), and a migratable
-        // actor is taken out of the shared registry by exactly one worker. The actor is not
-        // running (this worker runs nothing else now), so we have exclusive access to its body.
+        // SAFETY: nobody else can be running or unwinding this actor. A pinned actor is in its
+        // home worker's registry only (this worker's), and only its home worker runs it; this
+        // worker runs no actor any more. A migratable actor is unwound only after every worker
+        // has passed the first shutdown barrier, so no worker runs any actor, and it is taken
+        // out of the shared registry by exactly one worker.
         let body = unsafe { &mut *actor.body.get() };
         let Body::Running(mut coroutine) = std::mem::replace(body, Body::Done) else {
             return;

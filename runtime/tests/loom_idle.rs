@@ -16,10 +16,13 @@
 //! both workers sleep, every thread would block for good and loom would report a deadlock.
 #![cfg(loom)]
 
+// std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
+// test binary, hiding which model failed and how.
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, fence};
-use loom::sync::{Arc, Condvar, Mutex};
+use loom::sync::{Condvar, Mutex};
 use loom::thread;
 use threadlet_runtime::__private::Idle;
 
@@ -49,8 +52,9 @@ impl Parker {
 
 struct Shared {
     idle: Idle,
-    /// The injector: how many items it holds. Pushes, pops and the emptiness check are
-    /// `SeqCst`, as in `crossbeam_deque::Injector`.
+    /// The injector: how many items it holds. Pushes and pops are `SeqCst` read-modify-writes,
+    /// as in `crossbeam_deque::Injector`; see `try_pop` and `any_stealable_work` for the
+    /// emptiness checks.
     queue: AtomicUsize,
     taken: AtomicUsize,
     shutdown: AtomicBool,

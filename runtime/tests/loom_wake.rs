@@ -11,12 +11,23 @@
 //! it is never left `IDLE` with its condition true and nobody pushing it (a lost wakeup).
 #![cfg(loom)]
 
+// std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
+// test binary, hiding which model failed and how.
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
+use loom::sync::Mutex;
 use loom::sync::atomic::AtomicUsize;
-use loom::sync::{Arc, Mutex};
 use loom::thread;
 use threadlet_runtime::__private::{AfterPark, WakeAction, WakeState};
+
+/// Runs `f` under loom with at most `preemption_bound` preemptions per execution, unless
+/// `LOOM_MAX_PREEMPTIONS` sets another bound (or is large, to explore every execution).
+fn model(preemption_bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(preemption_bound);
+    builder.check(f);
+}
 
 /// How one run of the actor on the worker ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,9 +56,12 @@ struct Cond {
 /// A waker acts on the registration it read under the lock, as every caller of `wake` in the
 /// runtime does: `wake` begins with a plain load of the state, so a wake that is not ordered
 /// after the actor's `start_running` may read the state from before it and do nothing.
+///
+/// Five preemptions take about two seconds; the unbounded search takes about a minute and finds
+/// nothing more.
 #[test]
 fn racing_wakes_schedule_once_and_lose_nothing() {
-    loom::model(|| {
+    model(5, || {
         let state = Arc::new(WakeState::new_scheduled());
         let cond = Arc::new(Mutex::new(Cond::default()));
         let pushes = Arc::new(AtomicUsize::new(0));
@@ -128,9 +142,12 @@ struct Slot {
 /// then wakes it after unlocking. The worker is the model's main thread: after the actor parks
 /// it sleeps until the actor is pushed again, so a lost wakeup leaves it asleep forever, which
 /// loom reports as a deadlock.
+///
+/// Four preemptions take about five seconds; the unbounded search takes about two minutes and
+/// finds nothing more.
 #[test]
 fn repeated_parks_are_each_woken_once() {
-    loom::model(|| {
+    model(4, || {
         let state = Arc::new(WakeState::new_scheduled());
         let slot = Arc::new(Mutex::new(Slot::default()));
         let pushes = Arc::new(AtomicUsize::new(0));

@@ -1,0 +1,98 @@
+//! Loom models of the mailbox send/receive wake protocol (`mailbox.rs`), run against the
+//! shipped `Mailbox` and `Addr`:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p threadlet --test loom_mailbox --release
+//! ```
+//!
+//! The receiver is a plain loom thread: outside an actor `Waiter::current()` is the thread and
+//! `park()` is `thread::park`, both loom's under `cfg(loom)`. A lost wakeup leaves the receiver
+//! parked for good with every other thread finished, which loom reports as a deadlock.
+#![cfg(loom)]
+
+// std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
+// test binary, hiding which model failed and how.
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+
+use loom::sync::atomic::AtomicUsize;
+use loom::thread;
+use threadlet::channel::TryRecvError;
+
+/// Two senders send one message each and drop their addresses while the receiver calls `recv`
+/// three times: both messages arrive exactly once, then `None` once every `Addr` is gone.
+#[test]
+fn two_senders_then_disconnect() {
+    loom::model(|| {
+        let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
+        // Dropping a mailbox locks it, which panics again (and aborts the test binary) while a
+        // failing execution unwinds; so it is only dropped on success, below.
+        let mb = ManuallyDrop::new(mb);
+        let senders: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|msg| {
+                let addr = addr.clone();
+                thread::spawn(move || {
+                    addr.send(msg).unwrap();
+                    drop(addr);
+                })
+            })
+            .collect();
+        drop(addr);
+
+        let mut got = [mb.recv().unwrap(), mb.recv().unwrap()];
+        got.sort_unstable();
+        assert_eq!(got, [1, 2]);
+        assert_eq!(mb.recv(), None);
+
+        for s in senders {
+            s.join().unwrap();
+        }
+        assert_eq!(mb.try_recv(), Err(TryRecvError::Disconnected));
+        drop(ManuallyDrop::into_inner(mb));
+    });
+}
+
+/// A message that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A send racing the mailbox's drop (the actor ending): the message is either accepted and
+/// dropped with the mailbox, or handed back to the sender, so it is dropped exactly once, and
+/// by the time the mailbox is gone, while an address still lives. Every send after the end
+/// fails and hands its message back.
+#[test]
+fn send_racing_the_end_conserves_the_message() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (addr, mb) = threadlet::__mailbox_for_tests::<Counted>();
+        let sender = {
+            let drops = drops.clone();
+            thread::spawn(move || {
+                if addr.send(Counted(drops)).is_err() {
+                    // Handed back (and dropped here): the actor had ended.
+                    assert!(addr.is_closed());
+                }
+                addr
+            })
+        };
+        drop(mb);
+        let addr = sender.join().unwrap();
+        assert_eq!(drops.load(SeqCst), 1, "message not dropped exactly once");
+        assert!(addr.is_closed());
+        let late = Arc::new(AtomicUsize::new(0));
+        let back = addr.send(Counted(late.clone())).unwrap_err().into_inner();
+        assert_eq!(late.load(SeqCst), 0);
+        drop(back);
+        drop(addr);
+        assert_eq!(late.load(SeqCst), 1);
+        assert_eq!(drops.load(SeqCst), 1);
+    });
+}
