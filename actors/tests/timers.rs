@@ -41,7 +41,10 @@ fn sleeping_actors_hold_no_worker() {
         let t = Instant::now();
         let quick = threadlet::spawn(|| 1 + 1);
         assert_eq!(quick.join().unwrap(), 2);
-        assert!(t.elapsed() < Duration::from_millis(200), "the sleeper blocked the worker");
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "the sleeper blocked the worker"
+        );
         sleeper.join().unwrap();
     });
 }

@@ -185,7 +185,7 @@ pub struct ActorCell {
 // actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a
 // time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
 // ever resumed or dropped on its home worker's thread: every wake of it is routed there
-// (`Shared::schedule`), thieves never see it (it never enters a stealable queue), and shutdown
+// (`Shared::schedule_woken`), thieves never see it (it never enters a stealable queue), and shutdown
 // unwinds it on that thread. A migratable coroutine may move, on the promise its spawner made
 // in `SpawnOptions::migratable`.
 unsafe impl Send for ActorCell {}

@@ -10,7 +10,8 @@
 //!
 //! The handler runs on the thread's alternate signal stack, which the standard library sets up
 //! for every thread it spawns (worker threads included); it only reads a thread-local pointer
-//! and the actor's immutable fields, formats into a fixed buffer and calls `write(2)`, all of
+//! and fields of the actor that do not change while it runs (its id, name, stack size, and the
+//! guard range written before its first resume), formats into a fixed buffer and calls `write(2)`, all of
 //! which are async-signal-safe.
 
 use std::mem::MaybeUninit;
@@ -98,7 +99,7 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) 
     }
 }
 
-/// Writes "threadlet: actor #N (name) overflowed its stack of K KiB; ..." to stderr without
+/// Writes "threadlet: actor #N 'name' overflowed its stack of K KiB; ..." to stderr without
 /// allocating.
 fn report(actor: &crate::actor::ActorCell) {
     let mut buf = Buffer::new();

@@ -29,9 +29,10 @@
 //! counts (a `SeqCst` read-modify-write) and its re-check of the queues, are ordered in the one
 //! `SeqCst` total order. Take a producer and the last searcher W:
 //!
-//! * the producer reads `searching == 0`: W's decrement came first, so W is in the sleeper list
-//!   (both happen under the lock, before the decrement is visible) and the producer wakes a
-//!   sleeper. Some worker wakes and searches.
+//! * the producer reads `searching == 0`: W's decrement came first. W pushes itself on the
+//!   sleeper list in the same critical section as the decrement, and the producer takes that
+//!   lock before popping a sleeper, so it finds W (or another sleeper) and wakes it. Some worker
+//!   wakes and searches.
 //! * the producer reads `searching > 0`: W's decrement comes after the producer's push in the
 //!   total order, and W's re-check after that, so W's re-check sees the work.
 //!
@@ -40,7 +41,12 @@
 //! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
 //! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
 //!
-//! `tests/loom_idle.rs` checks this protocol with loom.
+//! The argument needs the queues' emptiness checks to take part in the `SeqCst` order: crossbeam
+//! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
+//! publish with `SeqCst` fences or read-modify-writes.
+//!
+//! `tests/loom_idle.rs` checks this protocol with loom (with one extra fence, since loom models
+//! `SeqCst` loads as acquire loads; see that file).
 
 use crate::sync::{AtomicUsize, Mutex, fence};
 use std::sync::atomic::Ordering::SeqCst;

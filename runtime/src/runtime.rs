@@ -4,7 +4,7 @@
 //! # The data path
 //!
 //! ```text
-//!  spawn ─▶ Shared::spawn ─▶ worker deque (inside an actor) or injector (outside)
+//!  spawn ─▶ Shared::spawn_cell ─▶ worker deque (inside an actor) or injector (outside)
 //!                                   │
 //!                                   ▼
 //!                     worker loop (worker.rs) pops or steals it,
@@ -79,7 +79,8 @@ pub enum BuildError {
         /// The page size it must be a multiple of.
         page_size: usize,
     },
-    /// The operating system refused a thread or a mapping.
+    /// The operating system refused a thread, or the machine is not supported (pages other
+    /// than 4 KiB).
     Io(io::Error),
 }
 
@@ -239,6 +240,16 @@ impl Builder {
             return Err(BuildError::ZeroWorkers);
         }
         check_stack_size(self.stack_size)?;
+        // SAFETY: `sysconf` only reads a system constant.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if page != PAGE_SIZE as libc::c_long {
+            return Err(BuildError::Io(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "threadlet needs 4 KiB pages for its stack guards; this machine has {page}"
+                ),
+            )));
+        }
         crate::guard::install_overflow_reporter();
 
         let mut deques = Vec::with_capacity(workers);

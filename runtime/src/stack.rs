@@ -24,7 +24,7 @@
 //! `vm.max_map_count` (65,530 by default) caps a process at about 32,700 of them. Linux 6.13
 //! added `madvise(MADV_GUARD_INSTALL)`, which marks pages as guards inside the page tables
 //! without splitting the mapping, so a million guarded stacks fit in one VMA per chunk. The slab
-//! probes for it on first use and falls back to `mprotect`, refusing (with an error that names
+//! probes for it when it is created (once per process) and falls back to `mprotect`, refusing (with an error that names
 //! the sysctl) before the map count would run out.
 
 use std::collections::VecDeque;
@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// Page size assumed for guards and alignment. Checked against `sysconf` at slab creation.
+/// Page size assumed for guards and alignment; `Builder::build` refuses machines whose page
+/// size differs.
 pub const PAGE_SIZE: usize = 4096;
 
 /// Size of the guard below every stack.

@@ -1,6 +1,7 @@
 //! Per-worker counters: cheap enough to leave on, readable at any time.
 //!
-//! Each counter has one writer (its worker) except `remote_wakes`, so most updates are a relaxed
+//! Each counter has one writer (its worker) except `remote_wakes` and `wakeups`, which other
+//! threads bump with `fetch_add`, so most updates are a relaxed
 //! load and store, not a locked read-modify-write. Readers see values that may lag by a few
 //! events, which is what counters are for.
 

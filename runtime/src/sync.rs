@@ -2,7 +2,8 @@
 //!
 //! Normal builds use `std` atomics and `parking_lot`; under `RUSTFLAGS="--cfg loom"` the same
 //! code runs against `loom`'s model-checked versions, so the models in `tests/loom_*.rs` test the
-//! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`, `park`)
+//! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`,
+//! `context`'s parking)
 //! and the mailbox and channel state in the `threadlet` crate go through this shim.
 
 #[cfg(loom)]

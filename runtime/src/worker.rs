@@ -65,8 +65,9 @@ use crate::stack::{Stack, StackPool, StackSlab};
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
-/// Every this many turns a worker looks at its inbox and the injector before its local queues,
-/// so that a worker busy with local ping-pong still picks up outside work. 61 is Go's choice: a
+/// Every this many turns a worker looks at the injector and its deque before its local queue,
+/// so that a worker busy with pinned actors still starts new ones. (The inbox is drained every
+/// turn; the next slot is capped by `MAX_NEXT_RUNS`.) 61 is Go's choice: a
 /// prime, so it does not fall into step with periodic workloads.
 const GLOBAL_POLL_INTERVAL: u32 = 61;
 
@@ -617,7 +618,9 @@ impl WorkerLoop<'_> {
             return;
         };
         self.ctx.current.set(Arc::as_ptr(actor));
-        // A destructor that panics must not take the worker down with it.
+        // A panic other than corosensei's forced unwind can come out of the coroutine (an actor
+        // that caught the unwind and panicked anew); it must not take the worker down. (A
+        // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
         self.ctx.current.set(std::ptr::null());
         if unwound.is_ok() {
