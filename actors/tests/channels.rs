@@ -12,10 +12,24 @@ use std::time::Duration;
 use threadlet::channel::{
     self, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError,
 };
-use threadlet::{Runtime, RuntimeExt};
+use threadlet::{Runtime, RuntimeExt, Scheduler};
 
-fn runtime(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
+/// One runtime per scheduler: the channel semantics must not depend on which one runs the
+/// actors.
+fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
+    [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ]
+    .into_iter()
+    .map(move |s| {
+        Runtime::builder()
+            .workers(workers)
+            .scheduler(s)
+            .build()
+            .unwrap()
+    })
 }
 
 /// A value that counts its drops, to check that nothing is leaked or dropped twice.
@@ -36,32 +50,33 @@ const HANDOFFS: usize = 200;
 /// The receiver checks, before each `recv`, that no more sends have returned than values it has
 /// taken: a rendezvous send only returns once a receiver took its value.
 fn rendezvous_actor_to_actor(workers: usize) {
-    let rt = runtime(workers);
-    rt.block_on(|| {
-        let (tx, rx) = channel::bounded::<usize>(0);
-        let completed = Arc::new(AtomicUsize::new(0));
-        let c = completed.clone();
-        let sender = threadlet::spawn(move || {
+    for rt in runtimes(workers) {
+        rt.block_on(|| {
+            let (tx, rx) = channel::bounded::<usize>(0);
+            let completed = Arc::new(AtomicUsize::new(0));
+            let c = completed.clone();
+            let sender = threadlet::spawn(move || {
+                for i in 0..HANDOFFS {
+                    tx.send(i).unwrap();
+                    c.fetch_add(1, SeqCst);
+                }
+            });
             for i in 0..HANDOFFS {
-                tx.send(i).unwrap();
-                c.fetch_add(1, SeqCst);
+                // Let the sender run ahead if it (wrongly) could.
+                for _ in 0..3 {
+                    threadlet::yield_now();
+                }
+                let done = completed.load(SeqCst);
+                assert!(
+                    done <= i,
+                    "{done} sends returned but only {i} values were taken"
+                );
+                assert_eq!(rx.recv(), Ok(i));
             }
+            sender.join().unwrap();
+            assert_eq!(completed.load(SeqCst), HANDOFFS);
         });
-        for i in 0..HANDOFFS {
-            // Let the sender run ahead if it (wrongly) could.
-            for _ in 0..3 {
-                threadlet::yield_now();
-            }
-            let done = completed.load(SeqCst);
-            assert!(
-                done <= i,
-                "{done} sends returned but only {i} values were taken"
-            );
-            assert_eq!(rx.recv(), Ok(i));
-        }
-        sender.join().unwrap();
-        assert_eq!(completed.load(SeqCst), HANDOFFS);
-    });
+    }
 }
 
 #[test]
@@ -77,41 +92,42 @@ fn rendezvous_hand_off_between_actors_two_workers() {
 /// A log of events: "sent i" (logged after `send` returned) never comes before the receiver
 /// started its `i`-th `recv`.
 fn rendezvous_event_order(workers: usize) {
-    let rt = runtime(workers);
-    let log = rt.block_on(|| {
-        let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let (tx, rx) = channel::bounded::<u32>(0);
-        let l = log.clone();
-        let sender = threadlet::spawn(move || {
-            for i in 0..2 {
-                l.lock().unwrap().push(format!("send {i}"));
-                tx.send(i).unwrap();
-                l.lock().unwrap().push(format!("sent {i}"));
+    for rt in runtimes(workers) {
+        let log = rt.block_on(|| {
+            let log = Arc::new(Mutex::new(Vec::<String>::new()));
+            let (tx, rx) = channel::bounded::<u32>(0);
+            let l = log.clone();
+            let sender = threadlet::spawn(move || {
+                for i in 0..2 {
+                    l.lock().unwrap().push(format!("send {i}"));
+                    tx.send(i).unwrap();
+                    l.lock().unwrap().push(format!("sent {i}"));
+                }
+            });
+            for _ in 0..2 {
+                log.lock().unwrap().push("recv".into());
+                let v = rx.recv().unwrap();
+                log.lock().unwrap().push(format!("got {v}"));
             }
+            sender.join().unwrap();
+            Arc::try_unwrap(log).unwrap().into_inner().unwrap()
         });
-        for _ in 0..2 {
-            log.lock().unwrap().push("recv".into());
-            let v = rx.recv().unwrap();
-            log.lock().unwrap().push(format!("got {v}"));
+        // Whatever the interleaving, "sent i" never comes before the receiver asked for value i.
+        let pos = |s: &str| log.iter().position(|e| e == s).unwrap();
+        for i in 0..2 {
+            let nth_recv = log
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| *e == "recv")
+                .nth(i)
+                .unwrap()
+                .0;
+            assert!(nth_recv < pos(&format!("sent {i}")), "log: {log:?}");
+            assert!(
+                pos(&format!("send {i}")) < pos(&format!("got {i}")),
+                "log: {log:?}"
+            );
         }
-        sender.join().unwrap();
-        Arc::try_unwrap(log).unwrap().into_inner().unwrap()
-    });
-    // Whatever the interleaving, "sent i" never comes before the receiver asked for value i.
-    let pos = |s: &str| log.iter().position(|e| e == s).unwrap();
-    for i in 0..2 {
-        let nth_recv = log
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| *e == "recv")
-            .nth(i)
-            .unwrap()
-            .0;
-        assert!(nth_recv < pos(&format!("sent {i}")), "log: {log:?}");
-        assert!(
-            pos(&format!("send {i}")) < pos(&format!("got {i}")),
-            "log: {log:?}"
-        );
     }
 }
 
@@ -160,72 +176,74 @@ fn rendezvous_between_plain_threads_without_a_runtime() {
 /// Plain threads next to a running runtime, with the receiver checking hand-off order.
 #[test]
 fn rendezvous_between_plain_threads_with_a_runtime_running() {
-    let rt = runtime(2);
-    let (tx, rx) = channel::bounded::<usize>(0);
-    let completed = Arc::new(AtomicUsize::new(0));
-    let c = completed.clone();
-    let sender = thread::spawn(move || {
+    for rt in runtimes(2) {
+        let (tx, rx) = channel::bounded::<usize>(0);
+        let completed = Arc::new(AtomicUsize::new(0));
+        let c = completed.clone();
+        let sender = thread::spawn(move || {
+            for i in 0..HANDOFFS {
+                tx.send(i).unwrap();
+                c.fetch_add(1, SeqCst);
+            }
+        });
+        // Meanwhile the runtime runs actors as usual.
+        let busy = rt.spawn(|| {
+            let hs: Vec<_> = (0..100u64).map(|i| threadlet::spawn(move || i)).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+        });
         for i in 0..HANDOFFS {
-            tx.send(i).unwrap();
-            c.fetch_add(1, SeqCst);
+            if i % 50 == 0 {
+                thread::sleep(Duration::from_millis(2));
+            }
+            thread::yield_now();
+            let done = completed.load(SeqCst);
+            assert!(
+                done <= i,
+                "{done} sends returned but only {i} values were taken"
+            );
+            assert_eq!(rx.recv(), Ok(i));
         }
-    });
-    // Meanwhile the runtime runs actors as usual.
-    let busy = rt.spawn(|| {
-        let hs: Vec<_> = (0..100u64).map(|i| threadlet::spawn(move || i)).collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
-    });
-    for i in 0..HANDOFFS {
-        if i % 50 == 0 {
-            thread::sleep(Duration::from_millis(2));
-        }
-        thread::yield_now();
-        let done = completed.load(SeqCst);
-        assert!(
-            done <= i,
-            "{done} sends returned but only {i} values were taken"
-        );
-        assert_eq!(rx.recv(), Ok(i));
+        sender.join().unwrap();
+        assert_eq!(busy.join().unwrap(), 99 * 100 / 2);
     }
-    sender.join().unwrap();
-    assert_eq!(busy.join().unwrap(), 99 * 100 / 2);
 }
 
 /// An actor sends, a plain thread receives.
 fn rendezvous_actor_to_thread(workers: usize) {
-    let rt = runtime(workers);
-    let (tx, rx) = channel::bounded::<usize>(0);
-    let completed = Arc::new(AtomicUsize::new(0));
-    let entered = Arc::new(AtomicBool::new(false));
-    let (c, e) = (completed.clone(), entered.clone());
-    let sender = rt.spawn(move || {
-        e.store(true, SeqCst);
-        for i in 0..HANDOFFS {
-            tx.send(i).unwrap();
-            c.fetch_add(1, SeqCst);
+    for rt in runtimes(workers) {
+        let (tx, rx) = channel::bounded::<usize>(0);
+        let completed = Arc::new(AtomicUsize::new(0));
+        let entered = Arc::new(AtomicBool::new(false));
+        let (c, e) = (completed.clone(), entered.clone());
+        let sender = rt.spawn(move || {
+            e.store(true, SeqCst);
+            for i in 0..HANDOFFS {
+                tx.send(i).unwrap();
+                c.fetch_add(1, SeqCst);
+            }
+        });
+        while !entered.load(SeqCst) {
+            thread::yield_now();
         }
-    });
-    while !entered.load(SeqCst) {
-        thread::yield_now();
-    }
-    // The actor is (or soon will be) parked in its first send; it must not get past it.
-    thread::sleep(Duration::from_millis(20));
-    assert_eq!(
-        completed.load(SeqCst),
-        0,
-        "a rendezvous send returned early"
-    );
-    for i in 0..HANDOFFS {
-        thread::yield_now();
-        let done = completed.load(SeqCst);
-        assert!(
-            done <= i,
-            "{done} sends returned but only {i} values were taken"
+        // The actor is (or soon will be) parked in its first send; it must not get past it.
+        thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            completed.load(SeqCst),
+            0,
+            "a rendezvous send returned early"
         );
-        assert_eq!(rx.recv(), Ok(i));
+        for i in 0..HANDOFFS {
+            thread::yield_now();
+            let done = completed.load(SeqCst);
+            assert!(
+                done <= i,
+                "{done} sends returned but only {i} values were taken"
+            );
+            assert_eq!(rx.recv(), Ok(i));
+        }
+        sender.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
     }
-    sender.join().unwrap();
-    assert_eq!(rx.recv(), Err(RecvError));
 }
 
 #[test]
@@ -240,34 +258,35 @@ fn rendezvous_actor_sends_plain_thread_receives_two_workers() {
 
 /// A plain thread sends, an actor receives.
 fn rendezvous_thread_to_actor(workers: usize) {
-    let rt = runtime(workers);
-    let (tx, rx) = channel::bounded::<usize>(0);
-    let completed = Arc::new(AtomicUsize::new(0));
-    let c = completed.clone();
-    let sender = thread::spawn(move || {
-        for i in 0..HANDOFFS {
-            tx.send(i).unwrap();
-            c.fetch_add(1, SeqCst);
-        }
-    });
-    let receiver = rt.spawn(move || {
-        for i in 0..HANDOFFS {
-            if i % 50 == 0 {
-                // Blocks this worker's OS thread a moment: time for a wrong sender to run on.
-                thread::sleep(Duration::from_millis(2));
+    for rt in runtimes(workers) {
+        let (tx, rx) = channel::bounded::<usize>(0);
+        let completed = Arc::new(AtomicUsize::new(0));
+        let c = completed.clone();
+        let sender = thread::spawn(move || {
+            for i in 0..HANDOFFS {
+                tx.send(i).unwrap();
+                c.fetch_add(1, SeqCst);
             }
-            threadlet::yield_now();
-            let done = completed.load(SeqCst);
-            assert!(
-                done <= i,
-                "{done} sends returned but only {i} values were taken"
-            );
-            assert_eq!(rx.recv(), Ok(i));
-        }
-        rx.recv()
-    });
-    sender.join().unwrap();
-    assert_eq!(receiver.join().unwrap(), Err(RecvError));
+        });
+        let receiver = rt.spawn(move || {
+            for i in 0..HANDOFFS {
+                if i % 50 == 0 {
+                    // Blocks this worker's OS thread a moment: time for a wrong sender to run on.
+                    thread::sleep(Duration::from_millis(2));
+                }
+                threadlet::yield_now();
+                let done = completed.load(SeqCst);
+                assert!(
+                    done <= i,
+                    "{done} sends returned but only {i} values were taken"
+                );
+                assert_eq!(rx.recv(), Ok(i));
+            }
+            rx.recv()
+        });
+        sender.join().unwrap();
+        assert_eq!(receiver.join().unwrap(), Err(RecvError));
+    }
 }
 
 #[test]
@@ -283,25 +302,26 @@ fn rendezvous_plain_thread_sends_actor_receives_two_workers() {
 /// `try_send` on a rendezvous channel succeeds only when a receiver is waiting.
 #[test]
 fn rendezvous_try_send_needs_a_waiting_receiver() {
-    let rt = runtime(1);
-    rt.block_on(|| {
-        let (tx, rx) = channel::bounded::<u32>(0);
-        assert_eq!(tx.capacity(), Some(0));
-        assert!(matches!(tx.try_send(1), Err(TrySendError::Full(1))));
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    for rt in runtimes(1) {
+        rt.block_on(|| {
+            let (tx, rx) = channel::bounded::<u32>(0);
+            assert_eq!(tx.capacity(), Some(0));
+            assert!(matches!(tx.try_send(1), Err(TrySendError::Full(1))));
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 
-        let (ready_tx, ready_rx) = channel::unbounded::<()>();
-        let receiver = threadlet::spawn(move || {
-            ready_tx.send(()).unwrap();
-            rx.recv()
+            let (ready_tx, ready_rx) = channel::unbounded::<()>();
+            let receiver = threadlet::spawn(move || {
+                ready_tx.send(()).unwrap();
+                rx.recv()
+            });
+            // One worker: once we hear from the receiver it has parked in `recv`.
+            ready_rx.recv().unwrap();
+            tx.try_send(2).unwrap();
+            assert_eq!(receiver.join().unwrap(), Ok(2));
+            // The receiver is gone now.
+            assert!(matches!(tx.try_send(3), Err(TrySendError::Disconnected(3))));
         });
-        // One worker: once we hear from the receiver it has parked in `recv`.
-        ready_rx.recv().unwrap();
-        tx.try_send(2).unwrap();
-        assert_eq!(receiver.join().unwrap(), Ok(2));
-        // The receiver is gone now.
-        assert!(matches!(tx.try_send(3), Err(TrySendError::Disconnected(3))));
-    });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,51 +329,52 @@ fn rendezvous_try_send_needs_a_waiting_receiver() {
 // ---------------------------------------------------------------------------------------------
 
 fn bounded_full_and_empty(workers: usize) {
-    let rt = runtime(workers);
-    rt.block_on(|| {
-        const CAP: usize = 3;
-        let (tx, rx) = channel::bounded::<usize>(CAP);
-        assert_eq!(tx.capacity(), Some(CAP));
-        assert!(rx.is_empty());
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-        for i in 0..CAP {
-            tx.try_send(i).unwrap();
-        }
-        assert_eq!(tx.len(), CAP);
-        assert_eq!(rx.len(), CAP);
-        match tx.try_send(99) {
-            Err(TrySendError::Full(v)) => assert_eq!(v, 99),
-            other => panic!("expected Full, got {other:?}"),
-        }
+    for rt in runtimes(workers) {
+        rt.block_on(|| {
+            const CAP: usize = 3;
+            let (tx, rx) = channel::bounded::<usize>(CAP);
+            assert_eq!(tx.capacity(), Some(CAP));
+            assert!(rx.is_empty());
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+            for i in 0..CAP {
+                tx.try_send(i).unwrap();
+            }
+            assert_eq!(tx.len(), CAP);
+            assert_eq!(rx.len(), CAP);
+            match tx.try_send(99) {
+                Err(TrySendError::Full(v)) => assert_eq!(v, 99),
+                other => panic!("expected Full, got {other:?}"),
+            }
 
-        // A send on the full channel waits until a receiver takes one.
-        let (ready_tx, ready_rx) = channel::unbounded::<()>();
-        let done = Arc::new(AtomicBool::new(false));
-        let d = done.clone();
-        let tx2 = tx.clone();
-        let blocked = threadlet::spawn(move || {
-            ready_tx.send(()).unwrap();
-            tx2.send(CAP).unwrap();
-            d.store(true, SeqCst);
+            // A send on the full channel waits until a receiver takes one.
+            let (ready_tx, ready_rx) = channel::unbounded::<()>();
+            let done = Arc::new(AtomicBool::new(false));
+            let d = done.clone();
+            let tx2 = tx.clone();
+            let blocked = threadlet::spawn(move || {
+                ready_tx.send(()).unwrap();
+                tx2.send(CAP).unwrap();
+                d.store(true, SeqCst);
+            });
+            ready_rx.recv().unwrap();
+            for _ in 0..10 {
+                threadlet::yield_now();
+            }
+            assert!(!done.load(SeqCst), "a send on a full channel returned");
+            assert_eq!(tx.len(), CAP);
+
+            assert_eq!(rx.recv(), Ok(0));
+            blocked.join().unwrap();
+            assert!(done.load(SeqCst));
+            // The waiting value moved in behind the others: FIFO, still at capacity.
+            assert_eq!(tx.len(), CAP);
+            for i in 1..=CAP {
+                assert_eq!(rx.recv(), Ok(i));
+            }
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+            assert!(tx.is_empty());
         });
-        ready_rx.recv().unwrap();
-        for _ in 0..10 {
-            threadlet::yield_now();
-        }
-        assert!(!done.load(SeqCst), "a send on a full channel returned");
-        assert_eq!(tx.len(), CAP);
-
-        assert_eq!(rx.recv(), Ok(0));
-        blocked.join().unwrap();
-        assert!(done.load(SeqCst));
-        // The waiting value moved in behind the others: FIFO, still at capacity.
-        assert_eq!(tx.len(), CAP);
-        for i in 1..=CAP {
-            assert_eq!(rx.recv(), Ok(i));
-        }
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-        assert!(tx.is_empty());
-    });
+    }
 }
 
 #[test]
@@ -369,55 +390,57 @@ fn bounded_full_and_empty_two_workers() {
 /// A plain thread blocked on a full channel resumes when an actor takes a value.
 #[test]
 fn bounded_blocked_plain_thread_sender_resumes() {
-    let rt = runtime(2);
-    let (tx, rx) = channel::bounded::<u32>(1);
-    tx.send(0).unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    let d = done.clone();
-    let sender = thread::spawn(move || {
-        tx.send(1).unwrap();
-        d.store(true, SeqCst);
-        tx.send(2).unwrap();
-    });
-    thread::sleep(Duration::from_millis(20));
-    assert!(!done.load(SeqCst), "a send on a full channel returned");
-    let got = rt
-        .spawn(move || rx.iter().collect::<Vec<_>>())
-        .join()
-        .unwrap();
-    assert_eq!(got, vec![0, 1, 2]);
-    sender.join().unwrap();
+    for rt in runtimes(2) {
+        let (tx, rx) = channel::bounded::<u32>(1);
+        tx.send(0).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let sender = thread::spawn(move || {
+            tx.send(1).unwrap();
+            d.store(true, SeqCst);
+            tx.send(2).unwrap();
+        });
+        thread::sleep(Duration::from_millis(20));
+        assert!(!done.load(SeqCst), "a send on a full channel returned");
+        let got = rt
+            .spawn(move || rx.iter().collect::<Vec<_>>())
+            .join()
+            .unwrap();
+        assert_eq!(got, vec![0, 1, 2]);
+        sender.join().unwrap();
+    }
 }
 
 /// Capacity is respected with a fast sender and a slow receiver: the buffer never holds more
 /// than `cap` values.
 #[test]
 fn bounded_buffer_never_exceeds_capacity() {
-    let rt = runtime(2);
-    rt.block_on(|| {
-        const CAP: usize = 4;
-        let (tx, rx) = channel::bounded::<usize>(CAP);
-        let probe = tx.clone();
-        let sender = threadlet::spawn(move || {
-            for i in 0..2_000 {
-                tx.send(i).unwrap();
+    for rt in runtimes(2) {
+        rt.block_on(|| {
+            const CAP: usize = 4;
+            let (tx, rx) = channel::bounded::<usize>(CAP);
+            let probe = tx.clone();
+            let sender = threadlet::spawn(move || {
+                for i in 0..2_000 {
+                    tx.send(i).unwrap();
+                }
+            });
+            let mut next = 0;
+            while let Ok(v) = rx.recv() {
+                assert_eq!(v, next);
+                next += 1;
+                assert!(probe.len() <= CAP, "buffer holds {} > {CAP}", probe.len());
+                if next % 7 == 0 {
+                    threadlet::yield_now();
+                }
+                if next == 2_000 {
+                    break;
+                }
             }
+            sender.join().unwrap();
+            assert_eq!(next, 2_000);
         });
-        let mut next = 0;
-        while let Ok(v) = rx.recv() {
-            assert_eq!(v, next);
-            next += 1;
-            assert!(probe.len() <= CAP, "buffer holds {} > {CAP}", probe.len());
-            if next % 7 == 0 {
-                threadlet::yield_now();
-            }
-            if next == 2_000 {
-                break;
-            }
-        }
-        sender.join().unwrap();
-        assert_eq!(next, 2_000);
-    });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,32 +450,33 @@ fn bounded_buffer_never_exceeds_capacity() {
 /// On one worker, a send that waited would deadlock: nobody receives until the sends are done.
 #[test]
 fn unbounded_never_blocks_an_actor() {
-    let rt = runtime(1);
-    rt.block_on(|| {
-        const N: usize = 50_000;
-        let (tx, rx) = channel::unbounded::<usize>();
-        assert_eq!(tx.capacity(), None);
-        for i in 0..N {
-            if i % 2 == 0 {
-                tx.send(i).unwrap();
-            } else {
-                tx.try_send(i).unwrap();
+    for rt in runtimes(1) {
+        rt.block_on(|| {
+            const N: usize = 50_000;
+            let (tx, rx) = channel::unbounded::<usize>();
+            assert_eq!(tx.capacity(), None);
+            for i in 0..N {
+                if i % 2 == 0 {
+                    tx.send(i).unwrap();
+                } else {
+                    tx.try_send(i).unwrap();
+                }
             }
-        }
-        assert_eq!(rx.len(), N);
-        // Also from another actor while we do not receive.
-        let tx2 = tx.clone();
-        threadlet::spawn(move || {
-            for i in N..2 * N {
-                tx2.send(i).unwrap();
-            }
-        })
-        .join()
-        .unwrap();
-        drop(tx);
-        let got: Vec<usize> = rx.iter().collect();
-        assert_eq!(got, (0..2 * N).collect::<Vec<_>>());
-    });
+            assert_eq!(rx.len(), N);
+            // Also from another actor while we do not receive.
+            let tx2 = tx.clone();
+            threadlet::spawn(move || {
+                for i in N..2 * N {
+                    tx2.send(i).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            drop(tx);
+            let got: Vec<usize> = rx.iter().collect();
+            assert_eq!(got, (0..2 * N).collect::<Vec<_>>());
+        });
+    }
 }
 
 #[test]
@@ -490,52 +514,54 @@ fn recv_fails_after_senders_gone(cap: Option<usize>) {
 
 #[test]
 fn recv_fails_after_all_senders_dropped_and_buffer_drained() {
-    let rt = runtime(1);
-    // Inside an actor and on a plain thread.
-    rt.block_on(|| {
+    for rt in runtimes(1) {
+        // Inside an actor and on a plain thread.
+        rt.block_on(|| {
+            recv_fails_after_senders_gone(Some(2));
+            recv_fails_after_senders_gone(Some(8));
+            recv_fails_after_senders_gone(None);
+        });
         recv_fails_after_senders_gone(Some(2));
-        recv_fails_after_senders_gone(Some(8));
         recv_fails_after_senders_gone(None);
-    });
-    recv_fails_after_senders_gone(Some(2));
-    recv_fails_after_senders_gone(None);
+    }
 }
 
 /// Receivers parked on an empty channel (actors and a plain thread) all wake with `RecvError`
 /// when the last sender goes.
 fn parked_receivers_wake_on_disconnect(workers: usize, cap: usize) {
-    let rt = runtime(workers);
-    let (tx, rx) = channel::bounded::<u32>(cap);
-    let parked = Arc::new(AtomicUsize::new(0));
-    let actors: Vec<_> = (0..8)
-        .map(|_| {
-            let (rx, p) = (rx.clone(), parked.clone());
-            rt.spawn(move || {
-                p.fetch_add(1, SeqCst);
-                rx.recv()
+    for rt in runtimes(workers) {
+        let (tx, rx) = channel::bounded::<u32>(cap);
+        let parked = Arc::new(AtomicUsize::new(0));
+        let actors: Vec<_> = (0..8)
+            .map(|_| {
+                let (rx, p) = (rx.clone(), parked.clone());
+                rt.spawn(move || {
+                    p.fetch_add(1, SeqCst);
+                    rx.recv()
+                })
             })
-        })
-        .collect();
-    let (rx2, p) = (rx.clone(), parked.clone());
-    let plain = thread::spawn(move || {
-        p.fetch_add(1, SeqCst);
-        rx2.recv()
-    });
-    drop(rx);
-    while parked.load(SeqCst) < 9 {
-        thread::yield_now();
+            .collect();
+        let (rx2, p) = (rx.clone(), parked.clone());
+        let plain = thread::spawn(move || {
+            p.fetch_add(1, SeqCst);
+            rx2.recv()
+        });
+        drop(rx);
+        while parked.load(SeqCst) < 9 {
+            thread::yield_now();
+        }
+        thread::sleep(Duration::from_millis(10));
+        let tx2 = tx.clone();
+        drop(tx);
+        // One sender left: still nothing to receive. Then it goes.
+        thread::sleep(Duration::from_millis(5));
+        assert!(actors.iter().all(|h| !h.is_finished()));
+        drop(tx2);
+        for h in actors {
+            assert_eq!(h.join().unwrap(), Err(RecvError));
+        }
+        assert_eq!(plain.join().unwrap(), Err(RecvError));
     }
-    thread::sleep(Duration::from_millis(10));
-    let tx2 = tx.clone();
-    drop(tx);
-    // One sender left: still nothing to receive. Then it goes.
-    thread::sleep(Duration::from_millis(5));
-    assert!(actors.iter().all(|h| !h.is_finished()));
-    drop(tx2);
-    for h in actors {
-        assert_eq!(h.join().unwrap(), Err(RecvError));
-    }
-    assert_eq!(plain.join().unwrap(), Err(RecvError));
 }
 
 #[test]
@@ -581,37 +607,38 @@ fn send_fails_with_value_back_after_all_receivers_dropped() {
 
 /// A sender *parked* in `send` when the last receiver drops gets its value back.
 fn blocked_sender_gets_value_back_actor(workers: usize, cap: usize) {
-    let rt = runtime(workers);
-    rt.block_on(move || {
-        let (tx, rx) = channel::bounded::<String>(cap);
-        for i in 0..cap {
-            tx.send(format!("buffered {i}")).unwrap();
-        }
-        let (ready_tx, ready_rx) = channel::unbounded::<()>();
-        let senders: Vec<_> = (0..3)
-            .map(|i| {
-                let (tx, ready_tx) = (tx.clone(), ready_tx.clone());
-                threadlet::spawn(move || {
-                    ready_tx.send(()).unwrap();
-                    tx.send(format!("blocked {i}"))
+    for rt in runtimes(workers) {
+        rt.block_on(move || {
+            let (tx, rx) = channel::bounded::<String>(cap);
+            for i in 0..cap {
+                tx.send(format!("buffered {i}")).unwrap();
+            }
+            let (ready_tx, ready_rx) = channel::unbounded::<()>();
+            let senders: Vec<_> = (0..3)
+                .map(|i| {
+                    let (tx, ready_tx) = (tx.clone(), ready_tx.clone());
+                    threadlet::spawn(move || {
+                        ready_tx.send(()).unwrap();
+                        tx.send(format!("blocked {i}"))
+                    })
                 })
-            })
-            .collect();
-        drop(tx);
-        for _ in 0..3 {
-            ready_rx.recv().unwrap();
-        }
-        // On one worker each sender has parked by now; on two, yield to give them time.
-        for _ in 0..20 {
-            threadlet::yield_now();
-        }
-        assert!(senders.iter().all(|h| !h.is_finished()));
-        drop(rx);
-        for (i, h) in senders.into_iter().enumerate() {
-            let err = h.join().unwrap().unwrap_err();
-            assert_eq!(err.into_inner(), format!("blocked {i}"));
-        }
-    });
+                .collect();
+            drop(tx);
+            for _ in 0..3 {
+                ready_rx.recv().unwrap();
+            }
+            // On one worker each sender has parked by now; on two, yield to give them time.
+            for _ in 0..20 {
+                threadlet::yield_now();
+            }
+            assert!(senders.iter().all(|h| !h.is_finished()));
+            drop(rx);
+            for (i, h) in senders.into_iter().enumerate() {
+                let err = h.join().unwrap().unwrap_err();
+                assert_eq!(err.into_inner(), format!("blocked {i}"));
+            }
+        });
+    }
 }
 
 #[test]
@@ -637,27 +664,28 @@ fn blocked_actor_sender_gets_value_back_bounded_two_workers() {
 /// A plain thread parked in `send` when an actor drops the last receiver gets its value back.
 #[test]
 fn blocked_plain_thread_sender_gets_value_back() {
-    let rt = runtime(2);
-    for cap in [0, 1] {
-        let (tx, rx) = channel::bounded::<Vec<u8>>(cap);
-        for _ in 0..cap {
-            tx.send(vec![0]).unwrap();
+    for rt in runtimes(2) {
+        for cap in [0, 1] {
+            let (tx, rx) = channel::bounded::<Vec<u8>>(cap);
+            for _ in 0..cap {
+                tx.send(vec![0]).unwrap();
+            }
+            let entered = Arc::new(AtomicBool::new(false));
+            let e = entered.clone();
+            let sender = thread::spawn(move || {
+                e.store(true, SeqCst);
+                tx.send(vec![1, 2, 3])
+            });
+            while !entered.load(SeqCst) {
+                thread::yield_now();
+            }
+            thread::sleep(Duration::from_millis(20));
+            assert!(!sender.is_finished());
+            // An actor holds the last receiver and drops it.
+            rt.spawn(move || drop(rx)).join().unwrap();
+            let err = sender.join().unwrap().unwrap_err();
+            assert_eq!(err.into_inner(), vec![1, 2, 3]);
         }
-        let entered = Arc::new(AtomicBool::new(false));
-        let e = entered.clone();
-        let sender = thread::spawn(move || {
-            e.store(true, SeqCst);
-            tx.send(vec![1, 2, 3])
-        });
-        while !entered.load(SeqCst) {
-            thread::yield_now();
-        }
-        thread::sleep(Duration::from_millis(20));
-        assert!(!sender.is_finished());
-        // An actor holds the last receiver and drops it.
-        rt.spawn(move || drop(rx)).join().unwrap();
-        let err = sender.join().unwrap().unwrap_err();
-        assert_eq!(err.into_inner(), vec![1, 2, 3]);
     }
 }
 
@@ -699,39 +727,40 @@ fn make(cap: Option<usize>) -> (Sender<u64>, Receiver<u64>) {
 fn mpmc_actors(workers: usize, cap: Option<usize>) {
     const SENDERS: u64 = 4;
     const RECEIVERS: usize = 4;
-    let rt = runtime(workers);
-    let received = rt.block_on(move || {
-        let (tx, rx) = make(cap);
-        let receivers: Vec<_> = (0..RECEIVERS)
-            .map(|_| {
-                let rx = rx.clone();
-                threadlet::spawn(move || rx.iter().collect::<Vec<u64>>())
-            })
-            .collect();
-        drop(rx);
-        let senders: Vec<_> = (0..SENDERS)
-            .map(|s| {
-                let tx = tx.clone();
-                threadlet::spawn(move || {
-                    for seq in 0..PER_SENDER {
-                        tx.send(s << 32 | seq).unwrap();
-                        if seq % 97 == 0 {
-                            threadlet::yield_now();
-                        }
-                    }
+    for rt in runtimes(workers) {
+        let received = rt.block_on(move || {
+            let (tx, rx) = make(cap);
+            let receivers: Vec<_> = (0..RECEIVERS)
+                .map(|_| {
+                    let rx = rx.clone();
+                    threadlet::spawn(move || rx.iter().collect::<Vec<u64>>())
                 })
-            })
-            .collect();
-        drop(tx);
-        for s in senders {
-            s.join().unwrap();
-        }
-        receivers
-            .into_iter()
-            .map(|r| r.join().unwrap())
-            .collect::<Vec<_>>()
-    });
-    check_exactly_once(received, SENDERS);
+                .collect();
+            drop(rx);
+            let senders: Vec<_> = (0..SENDERS)
+                .map(|s| {
+                    let tx = tx.clone();
+                    threadlet::spawn(move || {
+                        for seq in 0..PER_SENDER {
+                            tx.send(s << 32 | seq).unwrap();
+                            if seq % 97 == 0 {
+                                threadlet::yield_now();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            drop(tx);
+            for s in senders {
+                s.join().unwrap();
+            }
+            receivers
+                .into_iter()
+                .map(|r| r.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        check_exactly_once(received, SENDERS);
+    }
 }
 
 #[test]
@@ -762,36 +791,37 @@ fn mpmc_unbounded_two_workers() {
 /// Senders and receivers of both kinds on one channel: two actors and two plain threads each.
 fn mpmc_mixed(workers: usize, cap: Option<usize>) {
     const SENDERS: u64 = 4;
-    let rt = runtime(workers);
-    let (tx, rx) = make(cap);
-    let send_body = |s: u64, tx: Sender<u64>| {
-        move || {
-            for seq in 0..PER_SENDER {
-                tx.send(s << 32 | seq).unwrap();
+    for rt in runtimes(workers) {
+        let (tx, rx) = make(cap);
+        let send_body = |s: u64, tx: Sender<u64>| {
+            move || {
+                for seq in 0..PER_SENDER {
+                    tx.send(s << 32 | seq).unwrap();
+                }
             }
-        }
-    };
-    let recv_body = |rx: Receiver<u64>| move || rx.iter().collect::<Vec<u64>>();
+        };
+        let recv_body = |rx: Receiver<u64>| move || rx.iter().collect::<Vec<u64>>();
 
-    let actor_rx: Vec<_> = (0..2).map(|_| rt.spawn(recv_body(rx.clone()))).collect();
-    let thread_rx: Vec<_> = (0..2)
-        .map(|_| thread::spawn(recv_body(rx.clone())))
-        .collect();
-    drop(rx);
-    let actor_tx: Vec<_> = (0..2).map(|s| rt.spawn(send_body(s, tx.clone()))).collect();
-    let thread_tx: Vec<_> = (2..4)
-        .map(|s| thread::spawn(send_body(s, tx.clone())))
-        .collect();
-    drop(tx);
-    for h in actor_tx {
-        h.join().unwrap();
+        let actor_rx: Vec<_> = (0..2).map(|_| rt.spawn(recv_body(rx.clone()))).collect();
+        let thread_rx: Vec<_> = (0..2)
+            .map(|_| thread::spawn(recv_body(rx.clone())))
+            .collect();
+        drop(rx);
+        let actor_tx: Vec<_> = (0..2).map(|s| rt.spawn(send_body(s, tx.clone()))).collect();
+        let thread_tx: Vec<_> = (2..4)
+            .map(|s| thread::spawn(send_body(s, tx.clone())))
+            .collect();
+        drop(tx);
+        for h in actor_tx {
+            h.join().unwrap();
+        }
+        for h in thread_tx {
+            h.join().unwrap();
+        }
+        let mut received: Vec<Vec<u64>> = actor_rx.into_iter().map(|h| h.join().unwrap()).collect();
+        received.extend(thread_rx.into_iter().map(|h| h.join().unwrap()));
+        check_exactly_once(received, SENDERS);
     }
-    for h in thread_tx {
-        h.join().unwrap();
-    }
-    let mut received: Vec<Vec<u64>> = actor_rx.into_iter().map(|h| h.join().unwrap()).collect();
-    received.extend(thread_rx.into_iter().map(|h| h.join().unwrap()));
-    check_exactly_once(received, SENDERS);
 }
 
 #[test]
@@ -813,43 +843,45 @@ fn mpmc_mixed_actors_and_threads_bounded_two_workers() {
 /// buffer when everything is dropped.
 #[test]
 fn values_are_dropped_exactly_once() {
-    let rt = runtime(2);
-    let drops = Arc::new(AtomicUsize::new(0));
-    let d = drops.clone();
-    rt.block_on(move || {
-        let (tx, rx) = channel::bounded::<Counted>(8);
-        let sender = threadlet::spawn(move || {
-            for i in 0..1_000 {
-                tx.send(Counted(i, d.clone())).unwrap();
+    for rt in runtimes(2) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = drops.clone();
+        rt.block_on(move || {
+            let (tx, rx) = channel::bounded::<Counted>(8);
+            let sender = threadlet::spawn(move || {
+                for i in 0..1_000 {
+                    tx.send(Counted(i, d.clone())).unwrap();
+                }
+                // Leave some behind in the buffer.
+            });
+            let mut sum = 0;
+            for _ in 0..992 {
+                sum += rx.recv().unwrap().0;
             }
-            // Leave some behind in the buffer.
+            sender.join().unwrap();
+            assert_eq!(rx.len(), 8);
+            assert_eq!(sum, (0..992).sum::<u64>());
         });
-        let mut sum = 0;
-        for _ in 0..992 {
-            sum += rx.recv().unwrap().0;
-        }
-        sender.join().unwrap();
-        assert_eq!(rx.len(), 8);
-        assert_eq!(sum, (0..992).sum::<u64>());
-    });
-    assert_eq!(drops.load(SeqCst), 1_000);
+        assert_eq!(drops.load(SeqCst), 1_000);
+    }
 }
 
 /// Make sure `RuntimeExt` is what spawns actors from outside in these tests.
 #[test]
 fn spawn_actor_from_outside_feeds_a_channel() {
-    let rt = runtime(2);
-    let (tx, rx) = channel::bounded::<u32>(0);
-    let (addr, h) = rt.spawn_actor(move |mb: threadlet::Mailbox<u32>| {
-        for v in &mb {
-            tx.send(v * 2).unwrap();
+    for rt in runtimes(2) {
+        let (tx, rx) = channel::bounded::<u32>(0);
+        let (addr, h) = rt.spawn_actor(move |mb: threadlet::Mailbox<u32>| {
+            for v in &mb {
+                tx.send(v * 2).unwrap();
+            }
+        });
+        for i in 0..10 {
+            addr.send(i).unwrap();
+            assert_eq!(rx.recv(), Ok(i * 2));
         }
-    });
-    for i in 0..10 {
-        addr.send(i).unwrap();
-        assert_eq!(rx.recv(), Ok(i * 2));
+        drop(addr);
+        h.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
     }
-    drop(addr);
-    h.join().unwrap();
-    assert_eq!(rx.recv(), Err(RecvError));
 }

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use threadlet::{Addr, Mailbox, Runtime, channel};
+use threadlet::{Addr, Mailbox, Runtime, Scheduler, channel};
 
 const ACTORS: usize = 1_000;
 const NEIGHBOURS: usize = 8;
@@ -145,11 +145,25 @@ fn play(seed: u64) -> Outcome {
 }
 
 fn conservation(workers: usize, seed: u64) {
-    let rt = Runtime::builder().workers(workers).build().unwrap();
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        conservation_on(workers, scheduler, seed);
+    }
+}
+
+fn conservation_on(workers: usize, scheduler: Scheduler, seed: u64) {
+    let rt = Runtime::builder()
+        .workers(workers)
+        .scheduler(scheduler)
+        .build()
+        .unwrap();
     let start = Instant::now();
     let out = rt.block_on(move || play(seed));
     eprintln!(
-        "conservation on {workers} worker(s): {DELIVERIES} deliveries in {:?}",
+        "conservation on {workers} worker(s), {scheduler:?}: {DELIVERIES} deliveries in {:?}",
         start.elapsed()
     );
     let lost: Vec<usize> = (0..MESSAGES).filter(|&i| out.seen[i] == 0).collect();

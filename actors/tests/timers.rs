@@ -5,11 +5,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use threadlet::channel::{self, RecvTimeoutError};
-use threadlet::{Mailbox, Runtime, RuntimeExt};
+use threadlet::{Mailbox, Runtime, RuntimeExt, Scheduler};
 
 #[test]
 fn a_hundred_thousand_sleepers_wake_no_earlier_than_their_deadlines() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
+    for s in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        sleepers(s);
+    }
+}
+
+fn sleepers(scheduler: Scheduler) {
+    let rt = Runtime::builder()
+        .workers(2)
+        .scheduler(scheduler)
+        .build()
+        .unwrap();
     let early = Arc::new(AtomicUsize::new(0));
     let early2 = early.clone();
     let woke = rt.block_on(move || {
@@ -51,7 +65,21 @@ fn sleeping_actors_hold_no_worker() {
 
 #[test]
 fn mailbox_recv_timeout_in_an_actor() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
+    for s in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        mailbox_recv_timeout(s);
+    }
+}
+
+fn mailbox_recv_timeout(scheduler: Scheduler) {
+    let rt = Runtime::builder()
+        .workers(2)
+        .scheduler(scheduler)
+        .build()
+        .unwrap();
     rt.block_on(|| {
         let (addr, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| {
             let t = Instant::now();
