@@ -391,19 +391,17 @@ impl Shared {
             }
             return;
         }
-        let here = context::with_worker(|ctx| match ctx {
-            Some(ctx) if std::ptr::eq(&*ctx.shared, self) => {
-                if home.is_none_or(|h| h == ctx.index) {
-                    ctx.core.push_next(actor.clone());
-                    None
-                } else {
-                    Some(actor.clone())
-                }
+        // The actor moves into the closure and comes back only if it must go elsewhere.
+        let elsewhere = context::with_worker(move |ctx| match ctx {
+            Some(ctx)
+                if std::ptr::eq(&*ctx.shared, self) && home.is_none_or(|h| h == ctx.index) =>
+            {
+                ctx.core.push_next(actor);
+                None
             }
-            _ => Some(actor.clone()),
+            _ => Some(actor),
         });
-        drop(actor);
-        if let Some(actor) = here {
+        if let Some(actor) = elsewhere {
             match home {
                 Some(h) => self.remotes[h].push_inbox(actor),
                 None => self.push_injector(actor),
