@@ -4,10 +4,12 @@
 //! operation, not the cost of entering the runtime. Where a partner actor is needed it is set up
 //! before the loop and torn down after it.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use threadlet::{Mailbox, Runtime, channel};
+use threadlet::{Addr, Mailbox, Runtime, RuntimeExt, channel};
 
 /// Spawn an empty actor and join it, with warm pooled stacks.
 fn spawn_join(c: &mut Criterion) {
@@ -95,6 +97,98 @@ fn round_trips(c: &mut Criterion) {
     mailbox_round_trip(c, "mailbox_round_trip/2_workers", 2);
 }
 
+/// Message round trip between two actors that are certainly on different workers, so that every
+/// message wakes an actor pinned to the other thread. (`mailbox_round_trip/2_workers` leaves
+/// the placement to the scheduler.)
+///
+/// The pinger starts the echo actor and then spins, with no safe point, until the echo actor has
+/// started: its own worker is busy all that time, so only the other worker can have stolen and
+/// started it, and a started actor stays where it started. The echo actor returns its thread,
+/// which is checked.
+fn cross_worker_round_trip(c: &mut Criterion) {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    c.bench_function("mailbox_round_trip/cross_worker", |b| {
+        b.iter_custom(|iters| {
+            let (me_addr, me) = rt.spawn_actor(move |mb: Mailbox<u64>| {
+                let (echo, h) = spawn_echo_elsewhere();
+                let reply = mb.addr();
+                let start = Instant::now();
+                for i in 0..iters {
+                    echo.send((i, reply.clone())).unwrap();
+                    mb.recv().unwrap();
+                }
+                let took = start.elapsed();
+                drop(echo);
+                let echo_thread = h.join().unwrap();
+                assert_ne!(
+                    echo_thread,
+                    std::thread::current().id(),
+                    "the two actors shared a worker"
+                );
+                took
+            });
+            let took = me.join().unwrap();
+            drop(me_addr);
+            took
+        })
+    });
+}
+
+/// Spawns an echo actor and makes sure that another worker started it (see
+/// `cross_worker_round_trip`). The other worker is not always woken for the new actor while this
+/// one spins (seen with 2 workers), so an attempt gives up after 20 ms (well under the monitor's
+/// long-run report), lets the echo actor run here and end, and tries again.
+#[allow(clippy::type_complexity)]
+fn spawn_echo_elsewhere() -> (
+    Addr<(u64, Addr<u64>)>,
+    threadlet::JoinHandle<std::thread::ThreadId>,
+) {
+    for _ in 0..200 {
+        let started = Arc::new(AtomicBool::new(false));
+        let flag = started.clone();
+        let (echo, h) = threadlet::spawn_actor(move |mb: Mailbox<(u64, Addr<u64>)>| {
+            flag.store(true, Ordering::Release);
+            for (n, reply) in &mb {
+                reply.send(n).unwrap();
+            }
+            std::thread::current().id()
+        });
+        let deadline = Instant::now() + Duration::from_millis(20);
+        while !started.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        if started.load(Ordering::Acquire) {
+            return (echo, h);
+        }
+        drop(echo);
+        h.join().unwrap();
+    }
+    panic!("no other worker started the echo actor in 200 attempts");
+}
+
+/// `threadlet::checkpoint()` in a loop inside an actor, with no preemption due (time slices
+/// off, no tick budget): the cost a CPU-bound loop pays per safe point.
+fn checkpoint(c: &mut Criterion) {
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .build()
+        .unwrap();
+    c.bench_function("checkpoint/no_preemption_due", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(move || {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    threadlet::checkpoint();
+                }
+                let took = start.elapsed();
+                assert_eq!(threadlet::preemptions(), 0, "no preemption was due");
+                took
+            })
+        })
+    });
+}
+
 /// Rendezvous channel hand-off: one value from one actor to another through `bounded(0)`.
 fn rendezvous(c: &mut Criterion) {
     let rt = Runtime::builder().workers(1).build().unwrap();
@@ -126,6 +220,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = spawn_join, yield_now, round_trips, rendezvous
+    targets = spawn_join, yield_now, round_trips, cross_worker_round_trip, rendezvous, checkpoint
 }
 criterion_main!(benches);

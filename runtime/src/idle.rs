@@ -14,8 +14,11 @@
 //!    stops searching ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one
 //!    parked worker, because more work may be waiting where it did not look;
 //! 3. parks: under the lock, it leaves the unparked (and searching) count and joins the sleeper
-//!    list ([`Idle::park`]). If it was the last searcher, it then checks every queue once more
-//!    and wakes a worker (maybe itself) if any holds work;
+//!    list ([`Idle::park`]). It then checks every stealable queue once more and wakes a worker
+//!    (maybe itself) if any holds work. Every parking worker re-checks, searching or not: a
+//!    worker that could not become a searcher may find that the searchers it counted on have
+//!    since found work and stopped searching, and a producer that saw it still unparked did not
+//!    wake anyone;
 //! 4. sleeps on its own `Parker` until woken, then rejoins the unparked count
 //!    ([`Idle::unpark_self`]).
 //!
@@ -36,8 +39,12 @@
 //! * the producer reads `searching > 0`: W's decrement comes after the producer's push in the
 //!   total order, and W's re-check after that, so W's re-check sees the work.
 //!
-//! A worker parked while not searching relies on the searchers, and the last searcher to park
-//! always re-checks, so work never sits in a queue while every worker sleeps. Work for a
+//! The same holds for any parking worker W and the producer's read of `unparked`: either the
+//! producer sees W parked (and, nobody searching, wakes a sleeper), or W's decrement comes after
+//! the push and W's re-check sees the work. So work never sits in a stealable queue while the
+//! workers that could take it sleep. (An earlier version re-checked only in the last searcher;
+//! a worker that was awake but not searching when the last searcher found work and stopped
+//! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) Work for a
 //! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
 //! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
 //!
@@ -98,8 +105,8 @@ impl Idle {
         Self::searching(self.state.fetch_sub(1, SeqCst)) == 1
     }
 
-    /// Step 3: the worker `index` parks. `true` if it was the last searcher, in which case the
-    /// caller must re-check every queue and wake a worker if one holds work.
+    /// Step 3: the worker `index` parks. The caller must then re-check every stealable queue
+    /// and wake a worker if one holds work. Returns whether it was the last searcher.
     pub fn park(&self, index: usize, searching: bool) -> bool {
         let mut sleepers = self.sleepers.lock();
         let dec = UNPARKED_ONE + usize::from(searching);

@@ -588,6 +588,8 @@ impl Runtime {
                 .collect(),
             stacks_carved: self.shared.slab.carved(),
             madvise_guards: self.shared.slab.guard_kind() == crate::stack::GuardKind::Madvise,
+            searching: self.shared.idle.num_searching(),
+            parked: self.shared.idle.num_parked(),
         }
     }
 

@@ -78,6 +78,10 @@ pub struct RuntimeStats {
     /// Whether guard pages use `MADV_GUARD_INSTALL` (`false`: `mprotect`, capped by
     /// `vm.max_map_count`).
     pub madvise_guards: bool,
+    /// Workers searching for work now (idle protocol).
+    pub searching: usize,
+    /// Workers parked now (idle protocol).
+    pub parked: usize,
 }
 
 impl RuntimeStats {

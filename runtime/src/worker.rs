@@ -382,7 +382,8 @@ impl WorkerLoop<'_> {
             // and parks no longer than until the next batch is due.
             let trim_due = shared.slab.trim(Instant::now());
             // Park (steps 3 and 4 of the sleep protocol).
-            if idle.park(self.ctx.index, searching) && shared.any_stealable_work() {
+            idle.park(self.ctx.index, searching);
+            if shared.any_stealable_work() {
                 shared.notify_parked();
             }
             let stats = &self.remote().stats;

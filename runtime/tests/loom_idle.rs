@@ -137,8 +137,9 @@ fn worker(shared: &Shared, index: usize) {
             }
             return;
         }
-        // Step 3: park; the last searcher re-checks the queues.
-        if idle.park(index, searching) && shared.any_stealable_work() {
+        // Step 3: park, then re-check the queues (every parking worker does).
+        idle.park(index, searching);
+        if shared.any_stealable_work() {
             shared.notify_parked();
         }
         // Step 4: sleep, then rejoin the unparked count.

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every bench CLI scenario at a tiny size on every runtime, so that the CLI cannot rot.
+# Seconds in all after the release build; any wrong result exits non-zero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p threadlet-bench
+B="timeout 120 target/release/threadlet-bench"
+ALL=work-stealing,global-queue,gil,os-threads,tokio,sequential
+TL=work-stealing,global-queue,gil
+$B hackysack --players 50 --kicks 500 --runtime $ALL --workers 1,2 --repeat 1
+$B hackysack --players 50 --kicks 500 --runtime $TL --workers 2 --repeat 1 --migrate
+$B count --n 200000 --runtime $ALL --workers 1,2 --repeat 1
+$B count --n 200000 --ticks 100 --runtime $TL --workers 1 --repeat 1 --migrate
+$B factorial --actors 20 --times 5 --runtime $ALL --workers 1,2 --repeat 1
+$B pingpong --pairs 2 --round-trips 2000 --runtime $ALL --workers 1,2 --repeat 1
+$B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 2 --repeat 1 --migrate
+$B spawn --actors 2000 --runtime $ALL --workers 1,2 --repeat 1
+$B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate
+$B ring --actors 20 --hops 2000 --runtime $ALL --workers 1,2 --repeat 1
+$B ring --actors 20 --hops 2000 --runtime $TL --workers 2 --repeat 1 --migrate --json
+$B scaling --scenario all --workers 1,2 --runtime $TL,tokio --n 200000 --factorial-actors 20 \
+    --times 5 --players 10,100 --kicks 200 --repeat 1 --out "$(mktemp -d)"
+$B seeds --quick --repeat 1
+echo "bench smoke: every scenario ran"

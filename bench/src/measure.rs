@@ -1,0 +1,205 @@
+//! Repeating a run and reporting its median, and reading the process's resident memory.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::output::Out;
+use crate::runtimes::Rt;
+
+/// What one run of a scenario measured.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// The scenario's whole measured time.
+    pub total: Duration,
+    /// Operations done and the time they took, for `per_op_ns` (none: no operation defined).
+    ops: Option<(u64, Duration)>,
+    /// Scenario-specific fields, in order.
+    extra: Vec<(&'static str, Value)>,
+}
+
+impl Sample {
+    /// A sample of `total` with no operation defined.
+    pub fn new(total: Duration) -> Sample {
+        Sample {
+            total,
+            ops: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// `ops` operations took `over` (part of `total`, or all of it).
+    pub fn per_op(mut self, ops: u64, over: Duration) -> Sample {
+        self.ops = Some((ops, over));
+        self
+    }
+
+    /// Adds a field.
+    pub fn with(mut self, key: &'static str, value: impl Into<Value>) -> Sample {
+        self.extra.push((key, value.into()));
+        self
+    }
+
+    /// Adds a duration field in seconds.
+    pub fn with_secs(self, key: &'static str, d: Duration) -> Sample {
+        self.with(key, d.as_secs_f64())
+    }
+
+    /// `per_op_ns` of this sample.
+    pub fn per_op_ns(&self) -> Option<f64> {
+        self.ops
+            .filter(|&(n, _)| n > 0)
+            .map(|(n, d)| d.as_secs_f64() * 1e9 / n as f64)
+    }
+}
+
+/// What is being measured: the identifying fields of its record.
+pub struct Spec<'a> {
+    /// Scenario name.
+    pub scenario: &'a str,
+    /// Runtime.
+    pub runtime: Rt,
+    /// Worker count; `None` where the runtime has none (os-threads).
+    pub workers: Option<usize>,
+    /// `--migrate`, recorded for the threadlet runtimes only.
+    pub migrate: bool,
+    /// The scenario's parameters.
+    pub params: Vec<(&'static str, Value)>,
+}
+
+impl Spec<'_> {
+    /// A short label for progress and failure lines.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} {}", self.scenario, self.runtime);
+        if let Some(w) = self.workers {
+            s += &format!(" workers={w}");
+        }
+        for (k, v) in &self.params {
+            s += &format!(" {k}={v}");
+        }
+        if self.migrate && self.runtime.scheduler().is_some() {
+            s += " migrate";
+        }
+        s
+    }
+}
+
+/// A finished measurement: the JSON object that is printed.
+pub type Record = Map<String, Value>;
+
+/// Runs `run` `repeat` times and reports the median run (by total time; with an even count the
+/// lower of the two middle runs, so that every field comes from one real run). A run that
+/// fails prints one line and ends the measurement; `None` is returned.
+pub fn measure(
+    out: &mut Out,
+    spec: Spec<'_>,
+    repeat: usize,
+    run: impl FnMut() -> Result<Sample, String>,
+) -> Option<Record> {
+    measure_then(out, spec, repeat, run, |_| {})
+}
+
+/// [`measure`], letting `edit` add fields to the record before it is printed.
+pub fn measure_then(
+    out: &mut Out,
+    spec: Spec<'_>,
+    repeat: usize,
+    mut run: impl FnMut() -> Result<Sample, String>,
+    edit: impl FnOnce(&mut Record),
+) -> Option<Record> {
+    out.progress(&spec.label());
+    let mut samples = Vec::with_capacity(repeat);
+    for _ in 0..repeat.max(1) {
+        match run() {
+            Ok(s) => samples.push(s),
+            Err(e) => {
+                out.fail(&format!("fail: {}: {e}", spec.label()));
+                return None;
+            }
+        }
+    }
+    samples.sort_by_key(|s| s.total);
+    let min = samples[0].total;
+    let max = samples[samples.len() - 1].total;
+    let median = samples.swap_remove((samples.len() - 1) / 2);
+
+    let mut rec = Map::new();
+    rec.insert("scenario".into(), json!(spec.scenario));
+    rec.insert("runtime".into(), json!(spec.runtime.name()));
+    rec.insert("workers".into(), json!(spec.workers));
+    for (k, v) in spec.params {
+        rec.insert(k.into(), v);
+    }
+    if spec.runtime.scheduler().is_some() {
+        rec.insert("migrate".into(), json!(spec.migrate));
+    }
+    rec.insert("total_s".into(), json!(median.total.as_secs_f64()));
+    if let Some(ns) = median.per_op_ns() {
+        rec.insert("per_op_ns".into(), json!(ns));
+    }
+    for (k, v) in median.extra {
+        rec.insert(k.into(), v);
+    }
+    rec.insert("repeat".into(), json!(repeat));
+    rec.insert("min_s".into(), json!(min.as_secs_f64()));
+    rec.insert("max_s".into(), json!(max.as_secs_f64()));
+    edit(&mut rec);
+    out.record(&rec);
+    Some(rec)
+}
+
+/// Fails a run loudly on a wrong result: a benchmark that computed the wrong thing measured
+/// nothing.
+#[track_caller]
+pub fn check(ok: bool, what: impl FnOnce() -> String) {
+    if !ok {
+        panic!("wrong result: {}", what());
+    }
+}
+
+/// Resident memory of this process, from `/proc/self/status` (Linux).
+pub mod rss {
+    use serde_json::json;
+
+    use super::Sample;
+
+    fn status_kib(field: &str) -> Option<u64> {
+        let s = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = s.lines().find(|l| l.starts_with(field))?;
+        line[field.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Peak resident memory over one run: start it before the run, outside the timed region.
+    pub struct Window {
+        base: Option<u64>,
+        reset: bool,
+    }
+
+    impl Window {
+        /// Resets the kernel's peak-RSS mark (`/proc/self/clear_refs`, "5") and notes the
+        /// current RSS.
+        pub fn start() -> Window {
+            let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+            Window {
+                base: status_kib("VmRSS:"),
+                reset,
+            }
+        }
+
+        /// Adds `rss_bytes` (the peak during the run) and `rss_base_bytes` (before it) to the
+        /// sample; nothing where the peak could not be reset or read.
+        pub fn finish(self, s: Sample) -> Sample {
+            match (self.reset, status_kib("VmHWM:"), self.base) {
+                (true, Some(peak), Some(base)) => s
+                    .with("rss_bytes", json!(peak * 1024))
+                    .with("rss_base_bytes", json!(base * 1024)),
+                _ => s,
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! hackysack: the seed's `runit()` (`shared/seeds/000_*`). Spawn a circle of `players`, kick
+//! one sack `kicks` times from player to random other player, then send every player exit and
+//! wait for all of them.
+//!
+//! `total_s` = setup (spawning the circle) + game (first kick until every player went home:
+//! the players' first runs, the kicks, the exits and the joins); `per_op_ns` is game time per
+//! kick, so with few kicks per player it is dominated by starting and ending players.
+//! `rss_bytes` is the peak resident memory during the run.
+//!
+//! The threadlet version is `threadlet_examples::hackysack::play`; under `--migrate` a copy of
+//! it whose players are spawned migratable. The os-threads version is the seed's threaded
+//! hackysack (a thread and a `std::sync::mpsc` channel per player), the tokio one uses tasks and
+//! unbounded tokio channels.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+use threadlet::{Addr, JoinHandle, Mailbox};
+use threadlet_examples::hackysack::{Msg, Report};
+
+use crate::Opts;
+use crate::measure::{Sample, Spec, check, measure, rss};
+use crate::output::Out;
+use crate::runtimes::{self, Rt, RtConfig};
+
+/// hackysack's options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Players in the circle (one actor each).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub players: u64,
+    /// Kicks before everybody goes home.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kicks: u64,
+}
+
+/// Whether hackysack has a version for `rt`.
+pub fn supports(rt: Rt) -> bool {
+    rt != Rt::Sequential
+}
+
+/// The record's identifying fields.
+pub fn spec(
+    rt: Rt,
+    workers: Option<usize>,
+    migrate: bool,
+    players: u64,
+    kicks: u64,
+) -> Spec<'static> {
+    Spec {
+        scenario: "hackysack",
+        runtime: rt,
+        workers,
+        migrate,
+        params: vec![("players", json!(players)), ("kicks", json!(kicks))],
+    }
+}
+
+/// Every runtime and worker count of `opts`.
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    super::for_each(out, opts, "hackysack", supports, |out, rt, w| {
+        measure(
+            out,
+            spec(rt, w, opts.migrate, p.players, p.kicks),
+            opts.repeat,
+            || run(rt, w, opts.migrate, p.players as usize, p.kicks),
+        );
+    });
+    Ok(())
+}
+
+/// One game on `rt`.
+pub fn run(
+    rt: Rt,
+    workers: Option<usize>,
+    migrate: bool,
+    players: usize,
+    kicks: u64,
+) -> Result<Sample, String> {
+    match rt {
+        Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
+            let sched = rt.scheduler().expect("a threadlet runtime");
+            let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+            let window = rss::Window::start();
+            let report = runtime.block_on(move || play(players, kicks, migrate));
+            let s = window.finish(sample(report, players, kicks));
+            Ok(s.with("stats", runtimes::stats_json(&runtime.stats())))
+        }
+        Rt::OsThreads => {
+            let window = rss::Window::start();
+            let report = os_play(players, kicks)?;
+            Ok(window.finish(sample(report, players, kicks)))
+        }
+        Rt::Tokio => {
+            let runtime = runtimes::tokio(super::workers(workers));
+            let window = rss::Window::start();
+            let report = runtime
+                .block_on(runtime.spawn(tokio_play(players, kicks)))
+                .expect("the tokio hackysack driver does not panic");
+            Ok(window.finish(sample(report, players, kicks)))
+        }
+        Rt::Sequential => unreachable!("hackysack has no sequential version"),
+    }
+}
+
+/// Checks a game and turns it into a sample.
+fn sample(r: Report, players: usize, kicks: u64) -> Sample {
+    check(r.kicks == kicks, || {
+        format!("hackysack made {} kicks, asked for {kicks}", r.kicks)
+    });
+    check(r.went_home == players, || {
+        format!("{} of {players} players went home", r.went_home)
+    });
+    Sample::new(r.total())
+        .per_op(kicks, r.game)
+        .with_secs("setup_s", r.setup)
+        .with_secs("game_s", r.game)
+        .with(
+            "kicks_per_s",
+            kicks as f64 / r.game.as_secs_f64().max(1e-12),
+        )
+}
+
+/// One game with threadlet actors; call it inside an actor. Pinned players: the examples'
+/// `play`; migratable ones: the same game, with the players spawned migratable.
+pub fn play(players: usize, kicks: u64, migrate: bool) -> Report {
+    if migrate {
+        play_migratable(players, kicks)
+    } else {
+        threadlet_examples::hackysack::play(players, kicks)
+    }
+}
+
+/// `threadlet_examples::hackysack::play` line for line, but with migratable players.
+fn play_migratable(players: usize, kicks: u64) -> Report {
+    let start = Instant::now();
+    let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
+    let kicked = Arc::new(AtomicU64::new(0));
+    let mut addrs = Vec::with_capacity(players);
+    let mut handles: Vec<JoinHandle<bool>> = Vec::with_capacity(players);
+    for me in 0..players {
+        let (circle, kicked) = (circle.clone(), kicked.clone());
+        let (addr, h) = runtimes::actor(true, move |mb: Mailbox<Msg>| {
+            let mut rng = Rng::new(me);
+            while let Some(msg) = mb.recv() {
+                match msg {
+                    Msg::Exit => return true,
+                    Msg::Sack => {
+                        let circle = circle
+                            .get()
+                            .expect("the circle is formed before the first kick");
+                        if last_kick(&kicked, kicks) {
+                            for p in circle {
+                                let _ = p.send(Msg::Exit);
+                            }
+                        } else {
+                            let to = rng.other(me, circle.len());
+                            circle[to]
+                                .send(Msg::Sack)
+                                .expect("players stay until told to go home");
+                        }
+                    }
+                }
+            }
+            false
+        });
+        addrs.push(addr);
+        handles.push(h);
+    }
+    let first = addrs[0].clone();
+    circle
+        .set(addrs)
+        .unwrap_or_else(|_| unreachable!("set once"));
+    let setup = start.elapsed();
+    let game_start = Instant::now();
+    first.send(Msg::Sack).expect("player 0 is waiting");
+    drop(first);
+    let went_home = handles
+        .into_iter()
+        .map(|h| h.join().expect("players do not panic"))
+        .filter(|&home| home)
+        .count();
+    finish(players, &kicked, went_home, setup, game_start.elapsed())
+}
+
+/// Counts a kick; `true` when it was the last one (then everybody is sent home).
+fn last_kick(kicked: &AtomicU64, kicks: u64) -> bool {
+    kicked.fetch_add(1, Ordering::Relaxed) + 1 >= kicks
+}
+
+fn finish(
+    players: usize,
+    kicked: &AtomicU64,
+    went_home: usize,
+    setup: Duration,
+    game: Duration,
+) -> Report {
+    Report {
+        players,
+        kicks: kicked.load(Ordering::Relaxed),
+        went_home,
+        setup,
+        game,
+    }
+}
+
+/// The players' xorshift generator, seeded as in the examples.
+struct Rng(u64);
+
+impl Rng {
+    fn new(me: usize) -> Rng {
+        Rng(0x2545_F491_4F6C_DD1D ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9))
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (((self.0 >> 32) * n as u64) >> 32) as usize
+    }
+
+    /// A random player other than `me` (or `me` when alone).
+    fn other(&mut self, me: usize, n: usize) -> usize {
+        let mut to = self.below(n);
+        if n > 1 {
+            while to == me {
+                to = self.below(n);
+            }
+        }
+        to
+    }
+}
+
+/// The seed's threaded hackysack: a thread and a channel per player.
+fn os_play(players: usize, kicks: u64) -> Result<Report, String> {
+    let start = Instant::now();
+    let circle: Arc<OnceLock<Vec<mpsc::Sender<Msg>>>> = Arc::new(OnceLock::new());
+    let kicked = Arc::new(AtomicU64::new(0));
+    let mut senders = Vec::with_capacity(players);
+    let mut handles = Vec::with_capacity(players);
+    for me in 0..players {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let (circle, kicked) = (circle.clone(), kicked.clone());
+        let spawned = runtimes::os_thread("hackysack player", me, players, move || {
+            let mut rng = Rng::new(me);
+            while let Ok(msg) = rx.recv() {
+                match msg {
+                    Msg::Exit => return true,
+                    Msg::Sack => {
+                        let circle = circle
+                            .get()
+                            .expect("the circle is formed before the first kick");
+                        if last_kick(&kicked, kicks) {
+                            for p in circle {
+                                let _ = p.send(Msg::Exit);
+                            }
+                        } else {
+                            let to = rng.other(me, circle.len());
+                            circle[to]
+                                .send(Msg::Sack)
+                                .expect("players stay until told to go home");
+                        }
+                    }
+                }
+            }
+            false
+        });
+        match spawned {
+            Ok(h) => {
+                senders.push(tx);
+                handles.push(h);
+            }
+            Err(e) => {
+                // Close every channel: the players already started see it and return.
+                drop(senders);
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    let first = senders[0].clone();
+    circle
+        .set(senders)
+        .unwrap_or_else(|_| unreachable!("set once"));
+    let setup = start.elapsed();
+    let game_start = Instant::now();
+    first.send(Msg::Sack).expect("player 0 is waiting");
+    drop(first);
+    let went_home = handles
+        .into_iter()
+        .map(|h| h.join().expect("players do not panic"))
+        .filter(|&home| home)
+        .count();
+    Ok(finish(
+        players,
+        &kicked,
+        went_home,
+        setup,
+        game_start.elapsed(),
+    ))
+}
+
+/// hackysack with tokio tasks and unbounded tokio channels; run it as a task.
+async fn tokio_play(players: usize, kicks: u64) -> Report {
+    use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+    let start = Instant::now();
+    let circle: Arc<OnceLock<Vec<UnboundedSender<Msg>>>> = Arc::new(OnceLock::new());
+    let kicked = Arc::new(AtomicU64::new(0));
+    let mut senders = Vec::with_capacity(players);
+    let mut handles = Vec::with_capacity(players);
+    for me in 0..players {
+        let (tx, mut rx) = unbounded_channel::<Msg>();
+        let (circle, kicked) = (circle.clone(), kicked.clone());
+        handles.push(tokio::spawn(async move {
+            let mut rng = Rng::new(me);
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Msg::Exit => return true,
+                    Msg::Sack => {
+                        let circle = circle
+                            .get()
+                            .expect("the circle is formed before the first kick");
+                        if last_kick(&kicked, kicks) {
+                            for p in circle {
+                                let _ = p.send(Msg::Exit);
+                            }
+                        } else {
+                            let to = rng.other(me, circle.len());
+                            circle[to]
+                                .send(Msg::Sack)
+                                .expect("players stay until told to go home");
+                        }
+                    }
+                }
+            }
+            false
+        }));
+        senders.push(tx);
+    }
+    let first = senders[0].clone();
+    circle
+        .set(senders)
+        .unwrap_or_else(|_| unreachable!("set once"));
+    let setup = start.elapsed();
+    let game_start = Instant::now();
+    first.send(Msg::Sack).expect("player 0 is waiting");
+    drop(first);
+    let mut went_home = 0;
+    for h in handles {
+        if h.await.expect("players do not panic") {
+            went_home += 1;
+        }
+    }
+    finish(players, &kicked, went_home, setup, game_start.elapsed())
+}

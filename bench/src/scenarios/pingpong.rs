@@ -1,0 +1,289 @@
+//! pingpong: message round trips between `pairs` pairs of actors. In each pair a pinger sends
+//! a number to its ponger's mailbox and waits for it to come back in its own, `round_trips`
+//! times.
+//!
+//! Setup is not timed: the pairs are spawned, each makes one warm-up round trip (so both actors
+//! have started, wherever the scheduler put them) and reports ready. The clock starts when the
+//! driver tells every pinger to go and stops when every actor is joined. `per_op_ns` is wall
+//! time per round trip over all pairs (`total / (pairs * round_trips)`): with one pair, the
+//! round-trip latency.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+use threadlet::{Addr, Mailbox, channel};
+
+use crate::Opts;
+use crate::measure::{Sample, Spec, check, measure};
+use crate::output::Out;
+use crate::runtimes::{self, Rt, RtConfig};
+
+/// pingpong's options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Pinger/ponger pairs playing at the same time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pairs: u64,
+    /// Round trips each pair makes.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub round_trips: u64,
+}
+
+/// Whether pingpong has a version for `rt`.
+pub fn supports(rt: Rt) -> bool {
+    rt != Rt::Sequential
+}
+
+/// Every runtime and worker count of `opts`.
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    super::for_each(out, opts, "pingpong", supports, |out, rt, w| {
+        let spec = Spec {
+            scenario: "pingpong",
+            runtime: rt,
+            workers: w,
+            migrate: opts.migrate,
+            params: vec![
+                ("pairs", json!(p.pairs)),
+                ("round_trips", json!(p.round_trips)),
+            ],
+        };
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
+    });
+    Ok(())
+}
+
+/// What one run found: its time, wrong replies, and messages the pongers echoed.
+struct Outcome {
+    took: Duration,
+    wrong: u64,
+    echoed: u64,
+}
+
+/// One run on `rt`.
+pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<Sample, String> {
+    let (pairs, rts) = (p.pairs as usize, p.round_trips);
+    let mut stats = None;
+    let o = match rt {
+        Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
+            let sched = rt.scheduler().expect("a threadlet runtime");
+            let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+            let o = runtime.block_on(move || threadlet_pairs(pairs, rts, migrate));
+            stats = Some(runtimes::stats_json(&runtime.stats()));
+            o
+        }
+        Rt::OsThreads => os_pairs(pairs, rts)?,
+        Rt::Tokio => {
+            let runtime = runtimes::tokio(super::workers(workers));
+            runtime
+                .block_on(runtime.spawn(tokio_pairs(pairs, rts)))
+                .expect("the tokio pingpong driver does not panic")
+        }
+        Rt::Sequential => unreachable!("pingpong has no sequential version"),
+    };
+    check(o.wrong == 0, || {
+        format!("{} replies were not the number sent", o.wrong)
+    });
+    let want = pairs as u64 * (rts + 1);
+    check(o.echoed == want, || {
+        format!("the pongers echoed {} messages, not {want}", o.echoed)
+    });
+    let s = Sample::new(o.took).per_op(pairs as u64 * rts, o.took);
+    Ok(match stats {
+        Some(st) => s.with("stats", st),
+        None => s,
+    })
+}
+
+/// The threadlet version; runs inside an actor.
+fn threadlet_pairs(pairs: usize, rts: u64, migrate: bool) -> Outcome {
+    let (ready_tx, ready_rx) = channel::unbounded::<()>();
+    let (go_tx, go_rx) = channel::unbounded::<()>();
+    let mut pingers = Vec::with_capacity(pairs);
+    let mut pongers = Vec::with_capacity(pairs);
+    for _ in 0..pairs {
+        // The ponger's address reaches the pinger through a one-slot channel.
+        let (to_pinger, from_driver) = channel::bounded::<Addr<u64>>(1);
+        let (ready_tx, go_rx) = (ready_tx.clone(), go_rx.clone());
+        let (pinger, ping_h) = runtimes::actor(migrate, move |mb: Mailbox<u64>| {
+            let ponger = from_driver
+                .recv()
+                .expect("the driver sends the ponger's address");
+            ponger.send(0).expect("the ponger waits");
+            let mut wrong = u64::from(mb.recv() != Some(0));
+            ready_tx.send(()).expect("the driver waits");
+            go_rx.recv().expect("the driver says go");
+            for i in 1..=rts {
+                ponger.send(i).expect("the ponger waits");
+                wrong += u64::from(mb.recv() != Some(i));
+            }
+            wrong
+        });
+        let (ponger, pong_h) = runtimes::actor(migrate, move |mb: Mailbox<u64>| {
+            let mut echoed = 0u64;
+            for n in &mb {
+                pinger.send(n).expect("the pinger waits for its reply");
+                echoed += 1;
+            }
+            echoed
+        });
+        to_pinger.send(ponger).expect("the pinger waits");
+        pingers.push(ping_h);
+        pongers.push(pong_h);
+    }
+    drop(ready_tx);
+    for _ in 0..pairs {
+        ready_rx.recv().expect("every pinger gets ready");
+    }
+    let start = Instant::now();
+    for _ in 0..pairs {
+        go_tx.send(()).expect("the pingers wait");
+    }
+    let wrong = pingers
+        .into_iter()
+        .map(|h| h.join().expect("pingers do not panic"))
+        .sum();
+    let echoed = pongers
+        .into_iter()
+        .map(|h| h.join().expect("pongers do not panic"))
+        .sum();
+    Outcome {
+        took: start.elapsed(),
+        wrong,
+        echoed,
+    }
+}
+
+/// Two OS threads per pair with `std::sync::mpsc` channels.
+fn os_pairs(pairs: usize, rts: u64) -> Result<Outcome, String> {
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let mut gos = Vec::with_capacity(pairs);
+    let mut threads = Vec::with_capacity(pairs);
+    let mut failed = None;
+    for i in 0..pairs {
+        let (ping_tx, ping_rx) = mpsc::channel::<u64>();
+        let (pong_tx, pong_rx) = mpsc::channel::<u64>();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let ready_tx = ready_tx.clone();
+        let ponger = runtimes::os_thread("ponger", 2 * i + 1, 2 * pairs, move || {
+            let mut echoed = 0u64;
+            for n in pong_rx.iter() {
+                if ping_tx.send(n).is_err() {
+                    break;
+                }
+                echoed += 1;
+            }
+            (0, echoed)
+        });
+        let ponger = match ponger {
+            Ok(h) => h,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        threads.push(ponger);
+        let pinger = runtimes::os_thread("pinger", 2 * i, 2 * pairs, move || {
+            pong_tx.send(0).expect("the ponger waits");
+            let mut wrong = u64::from(ping_rx.recv() != Ok(0));
+            ready_tx.send(()).expect("the driver waits");
+            if go_rx.recv().is_err() {
+                // The driver gave up (a thread could not be created): go home.
+                return (wrong, 0);
+            }
+            for i in 1..=rts {
+                pong_tx.send(i).expect("the ponger waits");
+                wrong += u64::from(ping_rx.recv() != Ok(i));
+            }
+            (wrong, 0)
+        });
+        match pinger {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+        gos.push(go_tx);
+    }
+    drop(ready_tx);
+    if let Some(e) = failed {
+        drop(gos);
+        for t in threads {
+            let _ = t.join();
+        }
+        return Err(e);
+    }
+    for _ in 0..pairs {
+        ready_rx.recv().expect("every pinger gets ready");
+    }
+    let start = Instant::now();
+    for go in &gos {
+        go.send(()).expect("the pingers wait");
+    }
+    let (mut wrong, mut echoed) = (0, 0);
+    for t in threads {
+        let (w, e) = t.join().expect("pingers and pongers do not panic");
+        wrong += w;
+        echoed += e;
+    }
+    Ok(Outcome {
+        took: start.elapsed(),
+        wrong,
+        echoed,
+    })
+}
+
+/// Two tokio tasks per pair with unbounded tokio channels; run it as a task.
+async fn tokio_pairs(pairs: usize, rts: u64) -> Outcome {
+    use tokio::sync::{mpsc::unbounded_channel, oneshot};
+    let (ready_tx, mut ready_rx) = unbounded_channel::<()>();
+    let mut gos = Vec::with_capacity(pairs);
+    let mut tasks = Vec::with_capacity(2 * pairs);
+    for _ in 0..pairs {
+        let (ping_tx, mut ping_rx) = unbounded_channel::<u64>();
+        let (pong_tx, mut pong_rx) = unbounded_channel::<u64>();
+        let (go_tx, go_rx) = oneshot::channel::<()>();
+        let ready_tx = ready_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            pong_tx.send(0).expect("the ponger waits");
+            let mut wrong = u64::from(ping_rx.recv().await != Some(0));
+            ready_tx.send(()).expect("the driver waits");
+            go_rx.await.expect("the driver says go");
+            for i in 1..=rts {
+                pong_tx.send(i).expect("the ponger waits");
+                wrong += u64::from(ping_rx.recv().await != Some(i));
+            }
+            (wrong, 0)
+        }));
+        tasks.push(tokio::spawn(async move {
+            let mut echoed = 0u64;
+            while let Some(n) = pong_rx.recv().await {
+                ping_tx.send(n).expect("the pinger waits for its reply");
+                echoed += 1;
+            }
+            (0, echoed)
+        }));
+        gos.push(go_tx);
+    }
+    drop(ready_tx);
+    for _ in 0..pairs {
+        ready_rx.recv().await.expect("every pinger gets ready");
+    }
+    let start = Instant::now();
+    for go in gos {
+        go.send(()).expect("the pingers wait");
+    }
+    let (mut wrong, mut echoed) = (0, 0);
+    for t in tasks {
+        let (w, e) = t.await.expect("pingers and pongers do not panic");
+        wrong += w;
+        echoed += e;
+    }
+    Outcome {
+        took: start.elapsed(),
+        wrong,
+        echoed,
+    }
+}

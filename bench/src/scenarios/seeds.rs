@@ -1,0 +1,321 @@
+//! seeds: every seed experiment (`shared/seeds/`) at its seed size, with the seed's own figure
+//! beside ours. The seeds ran Python (Stackless tasklets, CPython threads) on the hardware of
+//! their day, so the comparison says how far the idea carries, not who wins a fair race.
+//!
+//! | seed | experiment | ours |
+//! |---|---|---|
+//! | 000 | hackysack 10 players x 1000 kicks: tasklets 19.7 ms, OS threads 183 ms | work-stealing; os-threads |
+//! | 000 | hackysack 100,000 players x 1000 kicks: tasklets 1.07 s, mostly setup | work-stealing |
+//! | 000 | the same on OS threads: they failed at about 1,100 threads | os-threads at 10,000 players (a stated smaller size: 100,000 threads would exhaust the thread ids that every process on the machine shares), or where thread creation fails |
+//! | 003 | count(100M) twice: sequential 17.4 s, two GIL threads 53.2 s, two tasklets preempted every 100 ticks 25.3 s (1000 ticks: 17.7 s) | sequential; gil, 2 workers; work-stealing, 1 worker, ticks 100 and 1000; work-stealing and os-threads in parallel (no seed figure) |
+//! | 003 | 500 tasklets computing factorial(1024): 0.5 s; 500 threads 0.77 s | work-stealing; os-threads |
+//! | 003 | factorial(512) and factorial(1024) under stackless.run(100): switched 13 and 26 times | 1 worker, ticks 100, one tick per multiplication |
+//! | 001 | NSPR HTTP server, 1024 vs 811 req/s | not a CLI scenario: skipped, said so |
+//!
+//! `--quick` runs each at a stated fraction of its size (for smoke tests). `--runtime` is not
+//! used: each experiment names its runtimes.
+
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::measure::{Record, Sample, Spec, measure_then};
+use crate::output::{Out, secs};
+use crate::runtimes::{self, Rt, RtConfig};
+use crate::{Common, Opts};
+
+use super::{count, factorial, hackysack};
+
+/// seeds' options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Run every experiment at 1/100 of its seed size (hackysack: 1,000 players instead of
+    /// 100,000, 1,100 OS threads instead of 10,000; count: 1M instead of 100M), for a quick
+    /// check. Without it every experiment runs at its seed size, except hackysack on OS threads:
+    /// 10,000 players, not 100,000, since that many threads would use up the thread ids that
+    /// every process on the machine shares.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// A seed's figure: what it says, and its time in seconds where it has one.
+type Seed = (&'static str, Option<f64>);
+
+/// One row of the closing summary.
+struct Row {
+    experiment: String,
+    ours: String,
+    seed: String,
+}
+
+/// Runs every seed experiment.
+pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
+    if !common.runtime.is_empty() {
+        out.line("note: seeds ignores --runtime: each experiment names its runtimes");
+    }
+    let ncpu = num_cpus::get().max(1);
+    let opts = Opts::resolve(common, &[Rt::WorkStealing], vec![ncpu]);
+    let w = opts.workers[0];
+    let (repeat, migrate) = (opts.repeat, opts.migrate);
+    let q = p.quick;
+    if q {
+        out.line("note: --quick: every experiment at 1/100 of its seed size");
+    } else {
+        out.line(
+            "note: hackysack on OS threads runs 10,000 players, not the seed's 100,000: that many \
+             threads would use up the thread ids every process on this machine shares",
+        );
+    }
+    out.sweep(Some(14));
+    let mut rows = Vec::new();
+
+    // 000: hackysack.
+    let small = (10, 1000);
+    let big = if q { 1000 } else { 100_000 };
+    // OS threads at the seed's 100,000 would exhaust the machine's thread ids (pid_max is
+    // often 32,768, shared by every process), disturbing everything else that runs there.
+    let threads_big = if q { 1100 } else { 10_000 };
+    let games: [(usize, Rt, &str, Option<f64>); 4] = [
+        (
+            small.0,
+            Rt::WorkStealing,
+            "Stackless tasklets: 19.7 ms",
+            Some(0.0197),
+        ),
+        (
+            small.0,
+            Rt::OsThreads,
+            "Python OS threads: 183 ms",
+            Some(0.183),
+        ),
+        (
+            big,
+            Rt::WorkStealing,
+            "Stackless tasklets, 100,000 players: 1.07 s, mostly setup",
+            Some(1.07),
+        ),
+        (
+            threads_big,
+            Rt::OsThreads,
+            "Python OS threads: failed at about 1,100 threads",
+            None,
+        ),
+    ];
+    for (players, rt, seed, seed_s) in games {
+        let wk = rt.has_workers().then_some(w);
+        let name = format!("hackysack {players} players x {} kicks", small.1);
+        experiment(
+            out,
+            &mut rows,
+            &name,
+            seed,
+            seed_s,
+            hackysack::spec(rt, wk, migrate, players as u64, small.1),
+            repeat,
+            || hackysack::run(rt, wk, migrate, players, small.1),
+        );
+    }
+
+    // 003: count(100M) twice.
+    let n = if q { 1_000_000 } else { 100_000_000 };
+    // (runtime, workers, ticks, the seed's figure)
+    let counts: [(Rt, Option<usize>, u32, Seed); 6] = [
+        (
+            Rt::Sequential,
+            None,
+            0,
+            ("CPython, sequential: 17.4 s", Some(17.4)),
+        ),
+        (
+            Rt::Gil,
+            Some(2),
+            0,
+            ("CPython, two threads under the GIL: 53.2 s", Some(53.2)),
+        ),
+        (
+            Rt::WorkStealing,
+            Some(1),
+            100,
+            (
+                "Stackless, two tasklets preempted every 100 ticks: 25.3 s",
+                Some(25.3),
+            ),
+        ),
+        (
+            Rt::WorkStealing,
+            Some(1),
+            1000,
+            ("Stackless, every 1000 ticks: 17.7 s", Some(17.7)),
+        ),
+        (
+            Rt::WorkStealing,
+            Some(2),
+            0,
+            (
+                "(no seed figure: CPython cannot run them in parallel)",
+                None,
+            ),
+        ),
+        (
+            Rt::OsThreads,
+            None,
+            0,
+            (
+                "(no seed figure: CPython cannot run them in parallel)",
+                None,
+            ),
+        ),
+    ];
+    for (rt, wk, ticks, (seed, seed_s)) in counts {
+        let params = count::Params {
+            n,
+            actors: 2,
+            ticks,
+        };
+        let mut name = format!("count({n}) twice");
+        if ticks > 0 {
+            name += &format!(", preempted every {ticks} ticks");
+        }
+        experiment(
+            out,
+            &mut rows,
+            &name,
+            seed,
+            seed_s,
+            count::spec(rt, wk, migrate, &params),
+            repeat,
+            || count::run(rt, wk, migrate, &params),
+        );
+    }
+
+    // 003: 500 actors computing factorial(1024), once.
+    let facts: [(Rt, &str, f64); 3] = [
+        (Rt::WorkStealing, "Stackless, 500 tasklets: 0.5 s", 0.5),
+        (Rt::OsThreads, "Python, 500 threads: 0.77 s", 0.77),
+        (Rt::Sequential, "(seed: 500 tasklets 0.5 s)", 0.5),
+    ];
+    for (rt, seed, seed_s) in facts {
+        let wk = rt.has_workers().then_some(w);
+        let params = factorial::Params {
+            actors: 500,
+            n: 1024,
+            times: 1,
+            ticks: 0,
+        };
+        experiment(
+            out,
+            &mut rows,
+            "500 actors computing factorial(1024)",
+            seed,
+            Some(seed_s),
+            factorial::spec(rt, wk, migrate, &params),
+            repeat,
+            || factorial::run(rt, wk, migrate, &params),
+        );
+    }
+
+    // 003: forced switches under stackless.run(100).
+    let spec = Spec {
+        scenario: "factorial",
+        runtime: Rt::WorkStealing,
+        workers: Some(1),
+        migrate,
+        params: vec![
+            ("n", json!([512, 1024])),
+            ("ticks", json!(100)),
+            ("actors", json!(2)),
+        ],
+    };
+    let switches = experiment(
+        out,
+        &mut rows,
+        "factorial(512), factorial(1024): forced switches at 100 ticks",
+        "Stackless run(100): 13 and 26 switches (counting bytecodes)",
+        None,
+        spec,
+        repeat,
+        || {
+            let cfg = RtConfig {
+                ticks: 100,
+                no_time_slice: true,
+            };
+            let rt = runtimes::threadlet(threadlet::Scheduler::WorkStealing, 1, cfg);
+            let start = Instant::now();
+            let a = runtimes::spawn_on(&rt, migrate, || {
+                threadlet_examples::cpu::factorial(512);
+                threadlet::preemptions()
+            });
+            let b = runtimes::spawn_on(&rt, migrate, || {
+                threadlet_examples::cpu::factorial(1024);
+                threadlet::preemptions()
+            });
+            let switches = [a.join().expect("no panic"), b.join().expect("no panic")];
+            Ok(Sample::new(start.elapsed()).with("preemptions", json!(switches)))
+        },
+    );
+    if let (Some(rec), Some(row)) = (switches, rows.last_mut()) {
+        row.ours = format!(
+            "{} switches",
+            rec.get("preemptions")
+                .map(Value::to_string)
+                .unwrap_or_default()
+        );
+    }
+
+    // 001: not a CLI scenario.
+    out.line("skip: the NSPR HTTP server seed (001: 1024 vs 811 req/s on user-level threads vs pthreads) is not a CLI scenario");
+
+    if !out.is_json() {
+        println!();
+        let width = rows.iter().map(|r| r.experiment.len()).max().unwrap_or(0);
+        let ours_width = rows.iter().map(|r| r.ours.len()).max().unwrap_or(0);
+        println!("{:<width$}  {:<ours_width$}  seed", "experiment", "ours");
+        for r in rows {
+            println!(
+                "{:<width$}  {:<ours_width$}  {}",
+                r.experiment, r.ours, r.seed
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Measures one experiment, adding the seed's figure to its record and a row to the summary.
+#[allow(clippy::too_many_arguments)]
+fn experiment(
+    out: &mut Out,
+    rows: &mut Vec<Row>,
+    name: &str,
+    seed: &str,
+    seed_s: Option<f64>,
+    spec: Spec<'_>,
+    repeat: usize,
+    run: impl FnMut() -> Result<Sample, String>,
+) -> Option<Record> {
+    let who = match spec.workers {
+        Some(1) if spec.runtime != Rt::Sequential => format!("{}, 1 worker", spec.runtime),
+        Some(w) if spec.runtime != Rt::Sequential => format!("{}, {w} workers", spec.runtime),
+        _ => spec.runtime.to_string(),
+    };
+    let rec = measure_then(out, spec, repeat, run, |rec| {
+        rec.insert("experiment".into(), json!(name));
+        rec.insert("seed".into(), json!(seed));
+        if let Some(s) = seed_s {
+            rec.insert("seed_total_s".into(), json!(s));
+        }
+    });
+    let ours = match &rec {
+        Some(r) => {
+            let t = r.get("total_s").and_then(Value::as_f64).unwrap_or(0.0);
+            format!("{} ({who})", secs(t))
+        }
+        None => format!("failed ({who}), see above"),
+    };
+    rows.push(Row {
+        experiment: name.to_string(),
+        ours,
+        seed: seed.to_string(),
+    });
+    rec
+}

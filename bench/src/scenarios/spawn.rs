@@ -1,0 +1,122 @@
+//! spawn: spawn `actors` empty actors from one actor, then join them all.
+//!
+//! `total_s` covers the spawns and the joins (the handle vector is allocated before the clock
+//! starts); `per_op_ns` is wall time per actor (spawn + run + exit + join). `rss_bytes` is the
+//! peak resident memory during the run. The os-threads version starts an OS thread per actor
+//! from the main thread and reports the first thread that cannot be created; tokio spawns empty
+//! tasks from a task.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+
+use crate::Opts;
+use crate::measure::{Sample, Spec, check, measure, rss};
+use crate::output::Out;
+use crate::runtimes::{self, Rt, RtConfig};
+
+/// spawn's options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Empty actors to spawn and join.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub actors: u64,
+}
+
+/// Whether spawn has a version for `rt`.
+pub fn supports(rt: Rt) -> bool {
+    rt != Rt::Sequential
+}
+
+/// Every runtime and worker count of `opts`.
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    super::for_each(out, opts, "spawn", supports, |out, rt, w| {
+        let spec = Spec {
+            scenario: "spawn",
+            runtime: rt,
+            workers: w,
+            migrate: opts.migrate,
+            params: vec![("actors", json!(p.actors))],
+        };
+        measure(out, spec, opts.repeat, || {
+            run(rt, w, opts.migrate, p.actors as usize)
+        });
+    });
+    Ok(())
+}
+
+/// One run on `rt`.
+pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, n: usize) -> Result<Sample, String> {
+    let mut stats = None;
+    let window;
+    let (took, joined): (Duration, usize) = match rt {
+        Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
+            let sched = rt.scheduler().expect("a threadlet runtime");
+            let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+            window = rss::Window::start();
+            let r = runtime.block_on(move || {
+                let mut handles = Vec::with_capacity(n);
+                let start = Instant::now();
+                for _ in 0..n {
+                    handles.push(runtimes::spawn(migrate, || ()));
+                }
+                let joined = handles
+                    .into_iter()
+                    .map(|h| h.join())
+                    .filter(Result::is_ok)
+                    .count();
+                (start.elapsed(), joined)
+            });
+            stats = Some(runtimes::stats_json(&runtime.stats()));
+            r
+        }
+        Rt::OsThreads => {
+            window = rss::Window::start();
+            let mut handles = Vec::with_capacity(n);
+            let start = Instant::now();
+            for i in 0..n {
+                match runtimes::os_thread("empty", i, n, || ()) {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        for h in handles {
+                            let _ = h.join();
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            let joined = handles
+                .into_iter()
+                .map(|h| h.join())
+                .filter(Result::is_ok)
+                .count();
+            (start.elapsed(), joined)
+        }
+        Rt::Tokio => {
+            let runtime = runtimes::tokio(super::workers(workers));
+            window = rss::Window::start();
+            runtime
+                .block_on(runtime.spawn(async move {
+                    let mut handles = Vec::with_capacity(n);
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        handles.push(tokio::spawn(async {}));
+                    }
+                    let mut joined = 0;
+                    for h in handles {
+                        joined += usize::from(h.await.is_ok());
+                    }
+                    (start.elapsed(), joined)
+                }))
+                .expect("the tokio spawn driver does not panic")
+        }
+        Rt::Sequential => unreachable!("spawn has no sequential version"),
+    };
+    check(joined == n, || format!("{joined} of {n} actors joined"));
+    let s = window.finish(Sample::new(took).per_op(n as u64, took));
+    Ok(match stats {
+        Some(st) => s.with("stats", st),
+        None => s,
+    })
+}
