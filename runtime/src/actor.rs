@@ -19,7 +19,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use corosensei::{Coroutine, Yielder};
 
@@ -98,14 +98,17 @@ impl ActorStack {
 pub(crate) type ActorCoroutine = Coroutine<(), Suspend, (), ActorStack>;
 pub(crate) type ActorYielder = Yielder<(), Suspend>;
 
-/// An actor's entry, run on its own stack when it starts.
-pub(crate) type StartFn = Box<dyn FnOnce() + Send>;
+/// An actor's entry: called on its own stack with `None`, or, if no stack could be had when it
+/// was due to start (the kernel refused memory), on the worker's stack with that error, which it
+/// only reports to its joiner.
+pub(crate) type StartFn = Box<dyn FnOnce(Option<std::io::Error>) + Send>;
 
 /// What an actor runs.
 pub(crate) enum Body {
-    /// Not started: a `Send` closure, which may run on any worker, and the stack it will run on
-    /// (taken at spawn, so that an actor that exists can always start).
-    Unstarted(StartFn, ActorStack),
+    /// Not started: a `Send` closure, which may run on any worker. A stack of the runtime's size
+    /// is taken from the starting worker's pool when it first runs, so that short actors spawned
+    /// in bulk reuse a few warm stacks; a stack of a custom size was mapped at spawn.
+    Unstarted(StartFn, Option<OwnedStack>),
     /// Started: a coroutine, suspended or running, with its stack.
     Running(ActorCoroutine),
     /// Finished or cancelled.
@@ -144,7 +147,7 @@ impl SpawnOptions {
     /// # Safety
     ///
     /// The caller promises that whenever the actor suspends (any mailbox or channel operation,
-    /// `join`, `yield_now`, `checkpoint`, `sleep`) its stack holds nothing tied to the current OS
+    /// `join`, `spawn`, `yield_now`, `checkpoint`, `sleep`) its stack holds nothing tied to the current OS
     /// thread: no `thread_local!` borrow or reference into one, no `ThreadRng`, no guard of a
     /// lock that must be released by the thread that took it (`std::sync::MutexGuard`,
     /// `parking_lot` guards), no `Rc` shared with the thread, no OS handle with thread affinity.
@@ -173,6 +176,11 @@ pub struct ActorCell {
     pub(crate) yielder: Cell<*const ActorYielder>,
     /// Times the actor was preempted (written by the worker running it).
     pub(crate) preemptions: AtomicU64,
+    /// Set (release) when a worker starts the actor; from then on its body belongs to the
+    /// worker running it or to its registry, never to whoever pops a stale queue entry.
+    pub(crate) started: AtomicBool,
+    /// Holds a stack reservation in the slab (`StackSlab::reserve`), released by `end`.
+    reserved: bool,
     /// The guard page below the actor's stack, set when it starts (for the overflow report).
     pub(crate) guard: Cell<(usize, usize)>,
     /// Touched only by the worker running the actor; see the module docs.
@@ -198,7 +206,8 @@ impl ActorCell {
         id: ActorId,
         opts: SpawnOptions,
         f: StartFn,
-        stack: ActorStack,
+        stack: Option<OwnedStack>,
+        reserved: bool,
     ) -> Arc<ActorCell> {
         Arc::new(ActorCell {
             id,
@@ -211,6 +220,8 @@ impl ActorCell {
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new((0, 0)),
             preemptions: AtomicU64::new(0),
+            reserved,
+            started: AtomicBool::new(false),
             body: UnsafeCell::new(Body::Unstarted(f, stack)),
             shared,
         })
@@ -237,6 +248,15 @@ impl ActorCell {
     pub fn wake(self: &Arc<ActorCell>) {
         if self.state.wake() == WakeAction::Schedule {
             self.shared.schedule_woken(self.clone());
+        }
+    }
+
+    /// The actor has finished, was cancelled, or could not start: wakes become no-ops and its
+    /// stack reservation goes back. Called exactly once, by whoever holds its body.
+    pub(crate) fn end(&self) {
+        self.state.complete();
+        if self.reserved {
+            self.shared.slab.unreserve();
         }
     }
 

@@ -78,7 +78,7 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) 
         &PREVIOUS_SEGV
     };
     let prev = slot.load(Ordering::Acquire);
-    // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see `install`). Calling a
+    // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see `install_overflow_reporter`). Calling a
     // previous `SA_SIGINFO` handler with our arguments is what the kernel would have done.
     unsafe {
         if let Some(prev) = prev.as_ref() {

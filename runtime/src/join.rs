@@ -22,6 +22,9 @@ pub enum JoinError {
     Panicked(Box<dyn Any + Send + 'static>),
     /// The actor was dropped before finishing: the runtime shut down first.
     Cancelled,
+    /// The actor could not start: no stack could be mapped for it when it was due to run (the
+    /// kernel refused the memory). Messages already in its mailbox are dropped with it.
+    Spawn(std::io::Error),
 }
 
 impl JoinError {
@@ -63,6 +66,7 @@ impl fmt::Debug for JoinError {
                 .field(&self.panic_message().unwrap_or("<non-string payload>"))
                 .finish(),
             JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::Spawn(e) => f.debug_tuple("Spawn").field(e).finish(),
         }
     }
 }
@@ -75,6 +79,7 @@ impl fmt::Display for JoinError {
                 None => f.write_str("actor panicked"),
             },
             JoinError::Cancelled => f.write_str("actor cancelled by runtime shutdown"),
+            JoinError::Spawn(e) => write!(f, "actor could not start: {e}"),
         }
     }
 }
@@ -133,7 +138,11 @@ where
         slot: Mutex::new(Slot::Pending(None)),
     });
     let completer = Completer(Some(packet.clone()));
-    let start: StartFn = Box::new(move || {
+    let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
+        if let Some(e) = failed {
+            completer.complete(Err(JoinError::Spawn(e)));
+            return;
+        }
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(v) => completer.complete(Ok(v)),
             // Shutdown's forced unwind passes through here: let it go on to the coroutine's
@@ -160,8 +169,8 @@ pub struct JoinHandle<R> {
 impl<R> JoinHandle<R> {
     /// Waits for the actor to finish: suspends the calling actor, or blocks a plain thread.
     ///
-    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), or
-    /// the runtime shut down first.
+    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), the
+    /// runtime shut down first, or (when the kernel refused memory) it could not start.
     pub fn join(self) -> Result<R, JoinError> {
         loop {
             {

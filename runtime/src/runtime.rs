@@ -33,7 +33,7 @@ use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorRef, ActorStack, Body, SpawnOptions};
+use crate::actor::{ActorCell, ActorRef, Body, SpawnOptions};
 use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
@@ -287,7 +287,7 @@ impl Builder {
             .spawn(move || monitor::run(weak))
             .map_err(BuildError::Io)?;
         let mut threads = Vec::with_capacity(workers);
-        // The two shutdown meeting points (steps 4 and 5 in `worker.rs`): each worker holds one
+        // The two shutdown meeting points (step 4 in `worker.rs`): each worker holds one
         // share of each; a worker that failed to start drops its shares with its closure.
         let meet = (WaitGroup::new(), WaitGroup::new());
         let mut failed = None;
@@ -479,18 +479,19 @@ impl Shared {
 
 /// Drops an actor taken from a queue after its workers have gone (or while they go).
 fn drop_unstarted(actor: ActorRef) {
-    // SAFETY: we took the actor's one queue entry, which gives us its body as in `run_actor`.
-    // An unstarted body is a `Send` closure and a stack no code runs on, which any thread may
-    // drop; a started one is left alone (its home worker unwinds it through its registry).
+    // A started actor is left alone without touching its body: its worker, or the shutdown's
+    // migratable phase, unwinds it through its registry, possibly right now.
+    if actor.started.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: the actor has not started, so it is in no registry and cannot be woken (only a
+    // started actor parks); the queue entry we took was its only one, which gives us its body
+    // as in `run_actor`. An unstarted body is a `Send` closure (and maybe a stack no code ran
+    // on), which any thread may drop.
     let body = unsafe { &mut *actor.body.get() };
     if let Body::Unstarted(..) = body {
-        actor.state.complete();
-        if let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) {
-            drop(f);
-            if let ActorStack::Pooled(s) = stack {
-                actor.shared.slab.put_one(s);
-            }
-        }
+        drop(std::mem::replace(body, Body::Done));
+        actor.end();
     }
 }
 
@@ -635,19 +636,14 @@ fn check_options(opts: &SpawnOptions) -> io::Result<()> {
     Ok(())
 }
 
-/// Takes the new actor's stack: from the spawning worker's warm pool, from the slab when
-/// spawned from outside, or a mapping of its own for a custom size.
-fn take_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<ActorStack> {
-    if let Some(size) = opts.stack_size
-        && size != shared.slab.stack_size()
-    {
-        return OwnedStack::new(size).map(ActorStack::Owned);
+/// Maps the new actor's stack now if it has a custom size; one of the runtime's size is taken
+/// from a worker's pool when the actor first runs, against a reservation where guards are
+/// capped (see `StackSlab::reserve`).
+fn prepare_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<(Option<OwnedStack>, bool)> {
+    match opts.stack_size {
+        Some(size) if size != shared.slab.stack_size() => Ok((Some(OwnedStack::new(size)?), false)),
+        _ => Ok((None, shared.slab.reserve()?)),
     }
-    context::with_worker(|ctx| match ctx {
-        Some(ctx) if std::ptr::eq(&*ctx.shared, shared) => ctx.core.take_stack(&shared.slab),
-        _ => shared.slab.take_one(),
-    })
-    .map(ActorStack::Pooled)
 }
 
 fn spawn_on<F, R>(shared: &Arc<Shared>, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
@@ -655,10 +651,10 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let stack = take_stack(shared, &opts)?;
+    let (stack, reserved) = prepare_stack(shared, &opts)?;
     let id = crate::actor::ActorId::next();
     let (start, handle) = join::entry(id, f);
-    let cell = ActorCell::new(shared.clone(), id, opts, start, stack);
+    let cell = ActorCell::new(shared.clone(), id, opts, start, stack, reserved);
     shared.spawn_cell(cell);
     Ok(handle)
 }

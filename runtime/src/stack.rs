@@ -75,6 +75,10 @@ struct DirtyBatch {
 /// How many stacks a worker takes from (or gives to) the slab's free list at once.
 const POOL_BATCH: usize = 64;
 
+/// Stacks kept out of reservations under `mprotect` guards, for the chunks that workers carve
+/// before they need them (a chunk per worker, generously).
+const RESERVE_HEADROOM: usize = 64 * STACKS_PER_CHUNK;
+
 /// `madvise` advice that installs guard markers (Linux 6.13+); not yet in the `libc` crate.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
@@ -138,6 +142,8 @@ pub struct StackSlab {
     /// Stacks guarded with `mprotect` so far, against `mprotect_limit`.
     mprotect_guarded: AtomicUsize,
     mprotect_limit: usize,
+    /// Live actors holding a reservation (`mprotect` guards only).
+    reserved: AtomicUsize,
     /// Stacks returned by workers with their pages released.
     free: Mutex<Vec<Stack>>,
     /// Batches of stacks returned by workers with their pages still resident, oldest first,
@@ -145,8 +151,6 @@ pub struct StackSlab {
     dirty: Mutex<VecDeque<DirtyBatch>>,
     /// Stacks in `dirty`, read without the lock by idle workers.
     dirty_len: AtomicUsize,
-    /// Stacks for actors spawned from outside the runtime.
-    outside: Mutex<Vec<Stack>>,
     /// Every chunk ever mapped, for `Drop`.
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Stacks carved so far (for stats and tests).
@@ -162,11 +166,11 @@ impl StackSlab {
             size,
             guard: probe_guard_kind(),
             mprotect_guarded: AtomicUsize::new(0),
+            reserved: AtomicUsize::new(0),
             mprotect_limit: max_map_count() * MAP_COUNT_SHARE_PERCENT / 100 / 2,
             free: Mutex::new(Vec::new()),
             dirty: Mutex::new(VecDeque::new()),
             dirty_len: AtomicUsize::new(0),
-            outside: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
             carved: AtomicUsize::new(0),
         }
@@ -177,6 +181,38 @@ impl StackSlab {
         self.size
     }
 
+    /// Reserves a stack for an actor being spawned, so that it is sure to get one when it
+    /// starts (stacks are taken lazily, at the first run). Only `mprotect` guards have a hard
+    /// cap; there the reservation fails with the error that names `vm.max_map_count`. Returns
+    /// whether a reservation was taken (to be released with [`unreserve`](StackSlab::unreserve)).
+    pub fn reserve(&self) -> io::Result<bool> {
+        if self.guard == GuardKind::Madvise {
+            return Ok(false);
+        }
+        // Leave room for the chunks that workers carve ahead of need.
+        let cap = self.mprotect_limit.saturating_sub(RESERVE_HEADROOM);
+        if self.reserved.fetch_add(1, Ordering::Relaxed) >= cap {
+            self.reserved.fetch_sub(1, Ordering::Relaxed);
+            return Err(self.map_count_error());
+        }
+        Ok(true)
+    }
+
+    /// Releases a reservation taken by [`reserve`](StackSlab::reserve).
+    pub fn unreserve(&self) {
+        self.reserved.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn map_count_error(&self) -> io::Error {
+        io::Error::other(format!(
+            "threadlet: cannot guard more than {} stacks with mprotect: each costs two kernel \
+             mappings and vm.max_map_count is {}. Raise it (sysctl -w vm.max_map_count=N) or \
+             run on Linux 6.13+, whose MADV_GUARD_INSTALL needs no mapping per stack",
+            self.mprotect_limit.saturating_sub(RESERVE_HEADROOM),
+            max_map_count()
+        ))
+    }
+
     /// Which guard mechanism this slab uses.
     pub fn guard_kind(&self) -> GuardKind {
         self.guard
@@ -185,22 +221,6 @@ impl StackSlab {
     /// Stacks carved so far.
     pub fn carved(&self) -> usize {
         self.carved.load(Ordering::Relaxed)
-    }
-
-    /// One stack, for an actor spawned from outside the runtime (no worker pool at hand), from
-    /// a small pool kept for such spawns.
-    pub fn take_one(&self) -> io::Result<Stack> {
-        let mut outside = self.outside.lock();
-        if let Some(s) = outside.pop() {
-            return Ok(s);
-        }
-        self.refill(&mut outside)?;
-        Ok(outside.pop().expect("refill yields at least one stack"))
-    }
-
-    /// Returns one stack that never ran (an unstarted actor dropped at shutdown).
-    pub fn put_one(&self, stack: Stack) {
-        self.give_back(std::iter::once(stack));
     }
 
     /// Moves up to `POOL_BATCH` stacks into `out`, carving a new chunk when the free list is empty.
@@ -234,14 +254,7 @@ impl StackSlab {
             let before = self.mprotect_guarded.fetch_add(count, Ordering::Relaxed);
             if before + count > self.mprotect_limit {
                 self.mprotect_guarded.fetch_sub(count, Ordering::Relaxed);
-                return Err(io::Error::other(format!(
-                    "threadlet: cannot guard more than {} stacks with mprotect: each costs two \
-                     kernel mappings and vm.max_map_count is {}. Raise it \
-                     (sysctl -w vm.max_map_count=N) or run on Linux 6.13+, whose \
-                     MADV_GUARD_INSTALL needs no mapping per stack",
-                    self.mprotect_limit,
-                    max_map_count()
-                )));
+                return Err(self.map_count_error());
             }
         }
         let len = slot_size * count;

@@ -48,7 +48,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -61,7 +60,7 @@ use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
 use crate::context::{self, WorkerContext};
 use crate::runtime::{Scheduler, Shared};
-use crate::stack::{Stack, StackPool, StackSlab};
+use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
@@ -186,11 +185,6 @@ impl Core {
     /// A new actor, stealable until it starts.
     pub(crate) fn push_spawned(&self, actor: ActorRef) {
         self.deque.push(actor);
-    }
-
-    /// A stack for an actor spawned on this worker, from its warm pool.
-    pub(crate) fn take_stack(&self, slab: &StackSlab) -> io::Result<Stack> {
-        self.pool.borrow_mut().take(slab)
     }
 
     fn rand(&self) -> u64 {
@@ -413,8 +407,10 @@ impl WorkerLoop<'_> {
         // yield, finish). A pinned started actor only enters this worker's queues, so its
         // coroutine is resumed on its home thread.
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(..) = body {
-            self.start(&actor, body);
+        if let Body::Unstarted(..) = body
+            && !self.start(&actor, body)
+        {
+            return;
         }
         let Body::Running(coroutine) = body else {
             // A finished actor is never scheduled: its wakes are no-ops.
@@ -495,21 +491,42 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Gives a new actor its coroutine, on the stack it got at spawn, and pins it.
-    fn start(&self, actor: &ActorRef, body: &mut Body) {
-        let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) else {
+    /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
+    /// (the kernel refused a stack); its join handle then reports why.
+    fn start(&self, actor: &ActorRef, body: &mut Body) -> bool {
+        let Body::Unstarted(f, owned) = std::mem::replace(body, Body::Done) else {
             unreachable!("start() on a started actor");
         };
         let shared = self.shared();
+        let stack = match owned {
+            Some(s) => Ok(ActorStack::Owned(s)),
+            None => self
+                .core()
+                .pool
+                .borrow_mut()
+                .take(&shared.slab)
+                .map(ActorStack::Pooled),
+        };
+        let stack = match stack {
+            Ok(s) => s,
+            Err(e) => {
+                actor.end();
+                // No actor runs now: the monitor must not charge this to the previous one.
+                self.remote().slice.store(0, Ordering::Relaxed);
+                f(Some(e));
+                return false;
+            }
+        };
         actor.guard.set(stack.guard_range());
         let cell: *const ActorCell = Arc::as_ptr(actor);
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
-            f();
+            f(None);
         });
         *body = Body::Running(coroutine);
+        actor.started.store(true, Ordering::Release);
         if actor.migratable {
             shared.register_migratable(actor.clone());
         } else {
@@ -518,6 +535,7 @@ impl WorkerLoop<'_> {
             actor.registry_slot.store(live.len(), Ordering::Relaxed);
             live.push(actor.clone());
         }
+        true
     }
 
     /// The coroutine returned: recycle its stack, leave the registry, make wakes no-ops.
@@ -531,10 +549,10 @@ impl WorkerLoop<'_> {
         } else {
             self.unregister_local(actor);
         }
-        actor.state.complete();
+        actor.end();
     }
 
-    pub(crate) fn recycle(&self, stack: ActorStack) {
+    fn recycle(&self, stack: ActorStack) {
         match stack {
             ActorStack::Pooled(s) => self.core().pool.borrow_mut().put(s, &self.shared().slab),
             ActorStack::Owned(s) => drop(s),
@@ -598,17 +616,15 @@ impl WorkerLoop<'_> {
         // SAFETY: popped from a run queue, so we own the body (as in `run_actor`).
         let body = unsafe { &mut *actor.body.get() };
         if let Body::Unstarted(..) = body {
-            actor.state.complete();
-            if let Body::Unstarted(f, stack) = std::mem::replace(body, Body::Done) {
-                drop(f);
-                self.recycle(stack);
-            }
+            drop(std::mem::replace(body, Body::Done));
+            actor.end();
         }
     }
 
     /// Force-unwinds a started actor's stack on this thread, running its destructors.
     fn unwind(&self, actor: &ActorRef) {
-        actor.state.complete();
+        // In a registry, so started and not ended yet: this is its one `end`.
+        actor.end();
         // SAFETY: nobody else can be running or unwinding this actor. A pinned actor is in its
         // home worker's registry only (this worker's), and only its home worker runs it; this
         // worker runs no actor any more. A migratable actor is unwound only after every worker
