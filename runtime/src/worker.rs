@@ -298,6 +298,31 @@ impl WorkerLoop<'_> {
         }
     }
 
+    /// At a preemption: moves the actors woken from other threads while the preempted one ran
+    /// to the *front* of the local queue, in wake order. They were waiting on a message, not on
+    /// the CPU, so they go ahead of actors queued only because they were preempted earlier: an
+    /// echo actor sharing a worker with CPU hogs then waits for the rest of one slice, not for
+    /// one slice per hog. A woken actor that hogs the CPU in turn is preempted and goes to the
+    /// back, so this cannot starve the hogs.
+    fn drain_inbox_to_front(&self) {
+        let inbox = &self.remote().inbox;
+        if inbox.is_empty() {
+            return;
+        }
+        let mut woken = Vec::new();
+        loop {
+            match inbox.steal() {
+                Steal::Success(a) => woken.push(a),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        let mut local = self.core().local.borrow_mut();
+        for a in woken.into_iter().rev() {
+            local.push_front(a);
+        }
+    }
+
     fn pop_injector(&self) -> Option<ActorRef> {
         loop {
             match self
@@ -459,8 +484,12 @@ impl WorkerLoop<'_> {
                     }
                     actor.state.yielded();
                     // Whoever was woken from another thread while this actor ran goes ahead
-                    // of it: a preempted actor waits one round, not two.
-                    self.drain_inbox();
+                    // of it (and, at a preemption, ahead of earlier preempted actors).
+                    if reason == Suspend::Preempted {
+                        self.drain_inbox_to_front();
+                    } else {
+                        self.drain_inbox();
+                    }
                     self.push_yielded(actor.clone());
                     break;
                 }
