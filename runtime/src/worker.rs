@@ -86,6 +86,9 @@ pub(crate) struct Remote {
     pub(crate) stealer: Stealer<ActorRef>,
     /// Pinned actors of this worker woken from other threads.
     pub(crate) inbox: Injector<ActorRef>,
+    /// Raised (release) after every push into `inbox`, lowered by the owner before it drains:
+    /// one relaxed load on the owner's hot path instead of the injector's two index loads.
+    inbox_hint: AtomicBool,
     pub(crate) unparker: Unparker,
     /// What every safe point reads; see [`SafePoint`].
     pub(crate) safe_point: SafePoint,
@@ -101,6 +104,7 @@ impl Remote {
         Remote {
             stealer,
             inbox: Injector::new(),
+            inbox_hint: AtomicBool::new(false),
             unparker,
             safe_point: SafePoint {
                 preempt: AtomicBool::new(false),
@@ -121,9 +125,17 @@ impl Remote {
         self.safe_point.preempt.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the inbox may hold actors; lowers the hint. A push that lands after the hint is
+    /// lowered raises it again (and unparks the owner), so none is missed for long: the owner
+    /// looks again at its next turn.
+    fn take_inbox_hint(&self) -> bool {
+        self.inbox_hint.load(Ordering::Relaxed) && self.inbox_hint.swap(false, Ordering::Acquire)
+    }
+
     /// Hands a woken pinned actor to this worker from another thread.
     pub(crate) fn push_inbox(&self, actor: ActorRef) {
         self.inbox.push(actor);
+        self.inbox_hint.store(true, Ordering::Release);
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
         self.unparker.unpark();
     }
@@ -284,10 +296,10 @@ impl WorkerLoop<'_> {
 
     /// Moves every pinned actor woken from another thread to the back of the local queue.
     fn drain_inbox(&self) {
-        let inbox = &self.remote().inbox;
-        if inbox.is_empty() {
+        if !self.remote().take_inbox_hint() {
             return;
         }
+        let inbox = &self.remote().inbox;
         let mut local = self.core().local.borrow_mut();
         loop {
             match inbox.steal() {
@@ -305,10 +317,10 @@ impl WorkerLoop<'_> {
     /// one slice per hog. A woken actor that hogs the CPU in turn is preempted and goes to the
     /// back, so this cannot starve the hogs.
     fn drain_inbox_to_front(&self) {
-        let inbox = &self.remote().inbox;
-        if inbox.is_empty() {
+        if !self.remote().take_inbox_hint() {
             return;
         }
+        let inbox = &self.remote().inbox;
         let mut woken = Vec::new();
         loop {
             match inbox.steal() {
