@@ -128,7 +128,8 @@ pub fn yield_now() {
 ///
 /// CPU-bound loops call it, at any depth of their call stack: the whole stack of the actor is
 /// suspended and resumed later. With no preemption due it is inlined and costs a thread-local
-/// read, a counter decrement, one relaxed load and a branch. Every mailbox and channel operation and
+/// read, one relaxed load and two branches (plus a counter decrement when the runtime counts
+/// ticks). Every mailbox and channel operation and
 /// [`yield_now`] are safe points too.
 ///
 /// ```
@@ -153,10 +154,14 @@ pub fn checkpoint() {
     let Some(sp) = (unsafe { sp.as_ref() }) else {
         return;
     };
-    let budget = sp.budget.load(Ordering::Relaxed).wrapping_sub(1);
-    sp.budget.store(budget, Ordering::Relaxed);
-    if budget == 0 || sp.preempt.load(Ordering::Relaxed) {
+    if sp.preempt.load(Ordering::Relaxed) {
         checkpoint_slow();
+    } else if sp.ticks {
+        let budget = sp.budget.load(Ordering::Relaxed).wrapping_sub(1);
+        sp.budget.store(budget, Ordering::Relaxed);
+        if budget == 0 {
+            checkpoint_slow();
+        }
     }
 }
 

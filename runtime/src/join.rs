@@ -168,10 +168,13 @@ pub struct JoinHandle<R> {
 
 impl<R> JoinHandle<R> {
     /// Waits for the actor to finish: suspends the calling actor, or blocks a plain thread.
+    /// Joining is a preemption safe point.
     ///
     /// Returns the actor's value, or why there is none: it panicked (the payload is kept), the
     /// runtime shut down first, or (when the kernel refused memory) it could not start.
     pub fn join(self) -> Result<R, JoinError> {
+        // A safe point: a loop joining many finished actors never suspends otherwise.
+        context::checkpoint();
         loop {
             {
                 let mut slot = self.packet.slot.lock();

@@ -258,7 +258,11 @@ impl Builder {
         for _ in 0..workers {
             let deque = Deque::new_lifo();
             let parker = Parker::new();
-            remotes.push(Remote::new(deque.stealer(), parker.unparker().clone()));
+            remotes.push(Remote::new(
+                deque.stealer(),
+                parker.unparker().clone(),
+                self.preempt_ticks.is_some(),
+            ));
             deques.push(deque);
             parkers.push(parker);
         }

@@ -100,7 +100,7 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(stealer: Stealer<ActorRef>, unparker: Unparker) -> Remote {
+    pub(crate) fn new(stealer: Stealer<ActorRef>, unparker: Unparker, ticks: bool) -> Remote {
         Remote {
             stealer,
             inbox: Injector::new(),
@@ -108,6 +108,7 @@ impl Remote {
             unparker,
             safe_point: SafePoint {
                 preempt: AtomicBool::new(false),
+                ticks,
                 budget: AtomicU32::new(u32::MAX),
             },
             slice: AtomicU64::new(0),
@@ -151,6 +152,10 @@ impl Remote {
 pub(crate) struct SafePoint {
     /// Raised by the preemption monitor; lowered when a new time slice starts.
     pub(crate) preempt: AtomicBool,
+    /// Whether the runtime counts ticks (`preempt_ticks`); fixed when it is built. Without
+    /// ticks a safe point only loads `preempt`: no read-modify-write of `budget` chains one
+    /// loop iteration to the next through memory.
+    pub(crate) ticks: bool,
     /// Safe points left in this run before a deterministic preemption (`preempt_ticks`).
     pub(crate) budget: AtomicU32,
 }
