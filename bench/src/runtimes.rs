@@ -115,9 +115,10 @@ pub fn stats_json(stats: &RuntimeStats) -> Value {
 
 /// The per-actor options of a scenario actor: migratable under `--migrate`, default otherwise.
 ///
-/// Only this crate's scenario actors are spawned with these options (the helpers below are
-/// crate-private and every caller is a scenario body written here).
-fn options(migrate: bool) -> ActorBuilder {
+/// Only scenario actors whose stacks were checked are spawned with these options: the bench's
+/// own scenario bodies, and `threadlet_examples::hackysack`'s players (an `Arc` of the circle, an
+/// `Arc<AtomicU64>`, a mailbox and a xorshift state).
+pub fn options(migrate: bool) -> ActorBuilder {
     if migrate {
         // SAFETY: every actor of the bench scenarios keeps only mailboxes, addresses, channel
         // ends, join handles, `Arc`s of atomics and `OnceLock`s, integers and a xorshift state

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use threadlet::{Addr, JoinHandle, Mailbox};
+use threadlet::{ActorBuilder, Addr, JoinHandle, Mailbox};
 
 /// What a player can be sent.
 #[derive(Debug)]
@@ -108,15 +108,36 @@ pub fn play(players: usize, kicks: u64) -> Report {
 /// Plays one game, or says why it could not be finished (a player that could not start, for
 /// example when the kernel's map count limits the number of guarded stacks).
 pub fn try_play(players: usize, kicks: u64) -> Result<Report, String> {
+    try_play_with(players, kicks, &ActorBuilder::new())
+}
+
+/// [`try_play`], with every player spawned with `opts` (the bench CLI's `--migrate` passes the
+/// `unsafe` migration opt-in; the players keep nothing thread-affine on their stacks).
+pub fn try_play_with(players: usize, kicks: u64, opts: &ActorBuilder) -> Result<Report, String> {
     assert!(players >= 1 && kicks >= 1, "need a player and a kick");
     let start = Instant::now();
     let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
     let kicked = Arc::new(AtomicU64::new(0));
-    let mut addrs = Vec::with_capacity(players);
+    let mut addrs: Vec<Addr<Msg>> = Vec::with_capacity(players);
     let mut handles: Vec<JoinHandle<bool>> = Vec::with_capacity(players);
     for me in 0..players {
         let (circle, kicked) = (circle.clone(), kicked.clone());
-        let (addr, h) = threadlet::spawn_actor(move |mb| player(me, mb, circle, kicked, kicks));
+        let spawned = opts
+            .clone()
+            .spawn_actor(move |mb| player(me, mb, circle, kicked, kicks));
+        let (addr, h) = match spawned {
+            Ok(pair) => pair,
+            Err(e) => {
+                // Send the players already spawned home before reporting.
+                for a in &addrs {
+                    let _ = a.send(Msg::Exit);
+                }
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(format!("cannot spawn player {me}: {e}"));
+            }
+        };
         addrs.push(addr);
         handles.push(h);
     }

@@ -7,8 +7,8 @@
 //! kick, so with few kicks per player it is dominated by starting and ending players.
 //! `rss_bytes` is the peak resident memory during the run.
 //!
-//! The threadlet version is `threadlet_examples::hackysack::play`; under `--migrate` a copy of
-//! it whose players are spawned migratable. The os-threads version is the seed's threaded
+//! The threadlet version is `threadlet_examples::hackysack::try_play_with`, whose players are
+//! spawned migratable under `--migrate`. The os-threads version is the seed's threaded
 //! hackysack (a thread and a `std::sync::mpsc` channel per player), the tokio one uses tasks and
 //! unbounded tokio channels.
 
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::json;
-use threadlet::{Addr, JoinHandle, Mailbox};
 use threadlet_examples::hackysack::{Msg, Report};
 
 use crate::Opts;
@@ -124,66 +123,11 @@ fn sample(r: Report, players: usize, kicks: u64) -> Sample {
         )
 }
 
-/// One game with threadlet actors; call it inside an actor. Pinned players: the examples'
-/// `play`; migratable ones: the same game, with the players spawned migratable.
+/// One game with threadlet actors (the examples' game); call it inside an actor. Under
+/// `--migrate` the players are spawned with the migration opt-in.
 pub fn play(players: usize, kicks: u64, migrate: bool) -> Report {
-    if migrate {
-        play_migratable(players, kicks)
-    } else {
-        threadlet_examples::hackysack::play(players, kicks)
-    }
-}
-
-/// `threadlet_examples::hackysack::play` line for line, but with migratable players.
-fn play_migratable(players: usize, kicks: u64) -> Report {
-    let start = Instant::now();
-    let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
-    let kicked = Arc::new(AtomicU64::new(0));
-    let mut addrs = Vec::with_capacity(players);
-    let mut handles: Vec<JoinHandle<bool>> = Vec::with_capacity(players);
-    for me in 0..players {
-        let (circle, kicked) = (circle.clone(), kicked.clone());
-        let (addr, h) = runtimes::actor(true, move |mb: Mailbox<Msg>| {
-            let mut rng = Rng::new(me);
-            while let Some(msg) = mb.recv() {
-                match msg {
-                    Msg::Exit => return true,
-                    Msg::Sack => {
-                        let circle = circle
-                            .get()
-                            .expect("the circle is formed before the first kick");
-                        if last_kick(&kicked, kicks) {
-                            for p in circle {
-                                let _ = p.send(Msg::Exit);
-                            }
-                        } else {
-                            let to = rng.other(me, circle.len());
-                            circle[to]
-                                .send(Msg::Sack)
-                                .expect("players stay until told to go home");
-                        }
-                    }
-                }
-            }
-            false
-        });
-        addrs.push(addr);
-        handles.push(h);
-    }
-    let first = addrs[0].clone();
-    circle
-        .set(addrs)
-        .unwrap_or_else(|_| unreachable!("set once"));
-    let setup = start.elapsed();
-    let game_start = Instant::now();
-    first.send(Msg::Sack).expect("player 0 is waiting");
-    drop(first);
-    let went_home = handles
-        .into_iter()
-        .map(|h| h.join().expect("players do not panic"))
-        .filter(|&home| home)
-        .count();
-    finish(players, &kicked, went_home, setup, game_start.elapsed())
+    threadlet_examples::hackysack::try_play_with(players, kicks, &runtimes::options(migrate))
+        .unwrap_or_else(|e| panic!("hackysack: {e}"))
 }
 
 /// Counts a kick; `true` when it was the last one (then everybody is sent home).
