@@ -11,10 +11,25 @@
 //! * When every `Sender` is gone, receivers drain what is left, then get [`RecvError`]; when
 //!   every `Receiver` is gone, sends fail and hand their value back.
 //!
+//! ```
+//! use threadlet::channel;
+//!
+//! let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+//! let (tx, rx) = channel::bounded(2);
+//! let producer = rt.spawn(move || {
+//!     for i in 1..=5u32 {
+//!         tx.send(i).unwrap(); // suspends while two values wait
+//!     }
+//! });
+//! // A plain thread can take part too: this one blocks in `recv`.
+//! assert_eq!(rx.iter().sum::<u32>(), 15);
+//! producer.join().unwrap();
+//! ```
+//!
 //! # State and protocol
 //!
 //! One lock guards the channel: the buffer, the counts of senders and receivers, and two FIFO
-//! lists of parked operations. A parked operation is a [`Slot`]: the waiter to wake plus a cell
+//! lists of parked operations. A parked operation is a `Slot`: the waiter to wake plus a cell
 //! holding its value (a sender's value waiting to be taken, or the value handed to a receiver).
 //! Invariants, kept under the lock:
 //!
@@ -39,11 +54,28 @@ use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{Waiter, checkpoint, park, park_until};
 
 /// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
+///
+/// ```
+/// use threadlet::channel::{self, SendError};
+///
+/// let (tx, rx) = channel::unbounded();
+/// drop(rx);
+/// let err = tx.send("lost").unwrap_err();
+/// assert_eq!(err, SendError("lost"));
+/// assert_eq!(err.to_string(), "sending on a closed channel or to an ended actor");
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub struct SendError<T>(pub T);
 
 impl<T> SendError<T> {
     /// The value that was not sent.
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::bounded(1);
+    /// drop(rx);
+    /// let v = vec![1, 2, 3];
+    /// assert_eq!(tx.send(v).unwrap_err().into_inner(), [1, 2, 3]); // nothing is lost
+    /// ```
     pub fn into_inner(self) -> T {
         self.0
     }
@@ -64,6 +96,16 @@ impl<T> fmt::Display for SendError<T> {
 impl<T> std::error::Error for SendError<T> {}
 
 /// The error of a non-blocking send.
+///
+/// ```
+/// use threadlet::channel::{self, TrySendError};
+///
+/// let (tx, rx) = channel::bounded(1);
+/// assert_eq!(tx.try_send(1), Ok(()));
+/// assert_eq!(tx.try_send(2), Err(TrySendError::Full(2)));
+/// drop(rx);
+/// assert_eq!(tx.try_send(3), Err(TrySendError::Disconnected(3)));
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum TrySendError<T> {
     /// The channel is full (or, for rendezvous, no receiver waits).
@@ -74,6 +116,12 @@ pub enum TrySendError<T> {
 
 impl<T> TrySendError<T> {
     /// The value that was not sent.
+    ///
+    /// ```
+    /// let (tx, _rx) = threadlet::channel::bounded(0); // rendezvous, and no receiver waits
+    /// let err = tx.try_send(String::from("hi")).unwrap_err();
+    /// assert_eq!(err.into_inner(), "hi");
+    /// ```
     pub fn into_inner(self) -> T {
         match self {
             TrySendError::Full(v) | TrySendError::Disconnected(v) => v,
@@ -102,6 +150,16 @@ impl<T> fmt::Display for TrySendError<T> {
 impl<T> std::error::Error for TrySendError<T> {}
 
 /// The error of a receive on a channel that is empty and whose senders are all gone.
+///
+/// ```
+/// use threadlet::channel::{self, RecvError};
+///
+/// let (tx, rx) = channel::unbounded();
+/// tx.send(1).unwrap();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Ok(1)); // what was sent is still delivered
+/// assert_eq!(rx.recv(), Err(RecvError));
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct RecvError;
 
@@ -114,6 +172,16 @@ impl fmt::Display for RecvError {
 impl std::error::Error for RecvError {}
 
 /// The error of a receive with a timeout or deadline.
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet::channel::{self, RecvTimeoutError};
+///
+/// let (tx, rx) = channel::unbounded::<u8>();
+/// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
+/// drop(tx);
+/// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum RecvTimeoutError {
     /// The deadline passed with nothing to take.
@@ -136,6 +204,15 @@ impl fmt::Display for RecvTimeoutError {
 impl std::error::Error for RecvTimeoutError {}
 
 /// The error of a non-blocking receive.
+///
+/// ```
+/// use threadlet::channel::{self, TryRecvError};
+///
+/// let (tx, rx) = channel::unbounded::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// drop(tx);
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum TryRecvError {
     /// Nothing to take now.
@@ -264,6 +341,21 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 /// The sending side of a channel. Clone it for more senders.
+///
+/// ```
+/// use threadlet::channel;
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let (tx, rx) = channel::unbounded();
+/// for i in 0..3 {
+///     let tx = tx.clone();
+///     rt.spawn(move || tx.send(i).unwrap());
+/// }
+/// drop(tx); // the clones in the actors are the last senders
+/// let mut got: Vec<i32> = rx.iter().collect();
+/// got.sort();
+/// assert_eq!(got, [0, 1, 2]);
+/// ```
 pub struct Sender<T> {
     chan: Arc<Chan<T>>,
 }
@@ -271,6 +363,22 @@ pub struct Sender<T> {
 impl<T> Sender<T> {
     /// Sends `value`, waiting while the channel is full (for rendezvous: until a receiver takes
     /// it). Fails, handing the value back, when every receiver is gone.
+    ///
+    /// ```
+    /// use threadlet::channel;
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let sum = rt.block_on(|| {
+    ///     let (tx, rx) = channel::bounded(1);
+    ///     let consumer = threadlet::spawn(move || rx.iter().sum::<u32>());
+    ///     for i in 1..=4 {
+    ///         tx.send(i).unwrap(); // waits while the one place is taken
+    ///     }
+    ///     drop(tx);
+    ///     consumer.join().unwrap()
+    /// });
+    /// assert_eq!(sum, 10);
+    /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         checkpoint();
         let slot = {
@@ -303,6 +411,17 @@ impl<T> Sender<T> {
     }
 
     /// Sends without waiting: fails with `Full` if it would have to wait.
+    ///
+    /// ```
+    /// use threadlet::channel::{self, TrySendError};
+    ///
+    /// let (tx, rx) = channel::bounded(2);
+    /// assert!(tx.try_send('a').is_ok());
+    /// assert!(tx.try_send('b').is_ok());
+    /// assert_eq!(tx.try_send('c'), Err(TrySendError::Full('c')));
+    /// assert_eq!(rx.try_recv(), Ok('a')); // frees a place
+    /// assert!(tx.try_send('c').is_ok());
+    /// ```
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         checkpoint();
         let mut st = self.chan.state.lock();
@@ -326,16 +445,40 @@ impl<T> Sender<T> {
     }
 
     /// Values waiting in the buffer now.
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::unbounded();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// assert_eq!(tx.len(), 2);
+    /// rx.recv().unwrap();
+    /// assert_eq!(tx.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.chan.state.lock().buffer.len()
     }
 
     /// Whether the buffer is empty now.
+    ///
+    /// ```
+    /// let (tx, _rx) = threadlet::channel::bounded(4);
+    /// assert!(tx.is_empty());
+    /// tx.send("x").unwrap();
+    /// assert!(!tx.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The capacity (`None` for unbounded).
+    ///
+    /// ```
+    /// use threadlet::channel;
+    ///
+    /// assert_eq!(channel::bounded::<u8>(8).0.capacity(), Some(8));
+    /// assert_eq!(channel::bounded::<u8>(0).0.capacity(), Some(0)); // rendezvous
+    /// assert_eq!(channel::unbounded::<u8>().0.capacity(), None);
+    /// ```
     pub fn capacity(&self) -> Option<usize> {
         self.chan.state.lock().cap
     }
@@ -370,12 +513,46 @@ impl<T> fmt::Debug for Sender<T> {
 }
 
 /// The receiving side of a channel. Clone it for more receivers (each value goes to one).
+///
+/// ```
+/// use threadlet::channel;
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let (tx, rx) = channel::unbounded::<u32>();
+/// // Two consumers share the work: every value goes to exactly one of them.
+/// let consumers: Vec<_> = (0..2)
+///     .map(|_| {
+///         let rx = rx.clone();
+///         rt.spawn(move || rx.iter().collect::<Vec<_>>())
+///     })
+///     .collect();
+/// drop(rx);
+/// for i in 1..=6 {
+///     tx.send(i).unwrap();
+/// }
+/// drop(tx);
+/// let mut all: Vec<u32> = consumers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+/// all.sort();
+/// assert_eq!(all, [1, 2, 3, 4, 5, 6]);
+/// ```
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
 }
 
 impl<T> Receiver<T> {
     /// Waits for a value. Fails once the channel is empty and every sender is gone.
+    ///
+    /// ```
+    /// use threadlet::channel::{self, RecvError};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (tx, rx) = channel::bounded(0);
+    /// rt.spawn(move || {
+    ///     tx.send("ping").unwrap();
+    /// }); // `tx` is dropped when the actor ends
+    /// assert_eq!(rx.recv(), Ok("ping")); // blocks this thread until the actor sends
+    /// assert_eq!(rx.recv(), Err(RecvError));
+    /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
         self.recv_until(None).map_err(|_| RecvError)
     }
@@ -398,6 +575,21 @@ impl<T> Receiver<T> {
     }
 
     /// Waits for a value until `deadline`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use threadlet::channel::{self, RecvTimeoutError};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = channel::unbounded::<u8>();
+    ///     let deadline = Instant::now() + Duration::from_millis(10);
+    ///     assert_eq!(rx.recv_deadline(deadline), Err(RecvTimeoutError::Timeout));
+    ///     assert!(Instant::now() >= deadline);
+    ///     tx.send(1).unwrap();
+    ///     assert_eq!(rx.recv_deadline(deadline), Ok(1)); // a value waiting is taken even late
+    /// });
+    /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
         self.recv_until(Some(deadline))
     }
@@ -443,6 +635,17 @@ impl<T> Receiver<T> {
     }
 
     /// Takes a value if one is ready, without waiting.
+    ///
+    /// ```
+    /// use threadlet::channel::{self, TryRecvError};
+    ///
+    /// let (tx, rx) = channel::unbounded();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// tx.send(5).unwrap();
+    /// assert_eq!(rx.try_recv(), Ok(5));
+    /// drop(tx);
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         checkpoint();
         let mut st = self.chan.state.lock();
@@ -477,16 +680,43 @@ impl<T> Receiver<T> {
     }
 
     /// An iterator that receives until the channel is closed and empty.
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::unbounded();
+    /// for word in ["a", "b", "c"] {
+    ///     tx.send(word).unwrap();
+    /// }
+    /// drop(tx);
+    /// assert_eq!(rx.iter().collect::<String>(), "abc");
+    /// ```
     pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
         std::iter::from_fn(|| self.recv().ok())
     }
 
     /// Values waiting in the buffer now.
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::bounded(3);
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// assert_eq!(rx.len(), 2);
+    /// rx.recv().unwrap();
+    /// assert_eq!(rx.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.chan.state.lock().buffer.len()
     }
 
     /// Whether the buffer is empty now.
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::unbounded();
+    /// assert!(rx.is_empty());
+    /// tx.send(()).unwrap();
+    /// assert!(!rx.is_empty());
+    /// rx.recv().unwrap();
+    /// assert!(rx.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -89,8 +89,30 @@ where
 }
 
 /// Spawning on a [`Runtime`] from outside it.
+///
+/// ```
+/// use threadlet::{Mailbox, Runtime, RuntimeExt};
+///
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// // From the main thread, which is not an actor: `threadlet::spawn_actor` would panic here.
+/// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.iter().map(str::len).sum::<usize>());
+/// addr.send("four").unwrap();
+/// addr.send("five!").unwrap();
+/// drop(addr);
+/// assert_eq!(h.join().unwrap(), 9);
+/// ```
 pub trait RuntimeExt {
     /// Spawns an actor with a mailbox; see [`spawn_actor`].
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, Runtime, RuntimeExt};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv().map(|n| n * 2));
+    /// assert_eq!(addr.actor_id(), Some(h.id()));
+    /// addr.send(21).unwrap();
+    /// assert_eq!(h.join().unwrap(), Some(42));
+    /// ```
     fn spawn_actor<M, F, R>(&self, f: F) -> (Addr<M>, JoinHandle<R>)
     where
         M: Send + 'static,
@@ -135,17 +157,40 @@ pub struct ActorBuilder {
 
 impl ActorBuilder {
     /// Default options.
+    ///
+    /// ```
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let h = threadlet::ActorBuilder::new().spawn_on(&rt, threadlet::current_name).unwrap();
+    /// assert_eq!(h.join().unwrap(), None); // unnamed
+    /// ```
     pub fn new() -> ActorBuilder {
         ActorBuilder::default()
     }
 
     /// Names the actor.
+    ///
+    /// ```
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let b = threadlet::ActorBuilder::new().name("janitor");
+    /// let h = b.spawn_on(&rt, threadlet::current_name).unwrap();
+    /// assert_eq!(h.join().unwrap().as_deref(), Some("janitor"));
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> ActorBuilder {
         self.opts = self.opts.name(name);
         self
     }
 
     /// Usable stack bytes for this actor (a multiple of 4096, at least 16 KiB).
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, MIN_STACK_SIZE};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let h = ActorBuilder::new().stack_size(MIN_STACK_SIZE).spawn_on(&rt, || 1).unwrap();
+    /// assert_eq!(h.join().unwrap(), 1);
+    /// let too_small = ActorBuilder::new().stack_size(MIN_STACK_SIZE / 2).spawn_on(&rt, || 1);
+    /// assert_eq!(too_small.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> ActorBuilder {
         self.opts = self.opts.stack_size(bytes);
         self
@@ -158,6 +203,32 @@ impl ActorBuilder {
     /// See [`SpawnOptions::migratable`]: whenever the actor suspends, nothing on its stack may
     /// be tied to the OS thread (thread-local borrows, `ThreadRng`, lock guards, `Rc`s shared
     /// with the thread). `docs/safety.md` has examples.
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let total = rt.block_on(|| {
+    ///     // SAFETY: while suspended (in `recv`) the actor below holds only its mailbox and a
+    ///     // `u64` on its stack: no thread-local borrow, lock guard, `Rc` or thread-bound handle.
+    ///     let builder = unsafe { ActorBuilder::new().migratable() };
+    ///     let (addr, h) = builder
+    ///         .spawn_actor(|mb: Mailbox<u64>| {
+    ///             let mut sum = 0u64;
+    ///             while let Some(n) = mb.recv() {
+    ///                 sum += n; // may resume on either worker after each `recv`
+    ///             }
+    ///             sum
+    ///         })
+    ///         .unwrap();
+    ///     for n in 1..=4 {
+    ///         addr.send(n).unwrap();
+    ///     }
+    ///     drop(addr);
+    ///     h.join().unwrap()
+    /// });
+    /// assert_eq!(total, 10);
+    /// ```
     pub unsafe fn migratable(mut self) -> ActorBuilder {
         // SAFETY: the caller makes the promise this function documents.
         self.opts = unsafe { self.opts.migratable() };
@@ -165,6 +236,18 @@ impl ActorBuilder {
     }
 
     /// Spawns on the current runtime (from inside an actor).
+    ///
+    /// ```
+    /// use threadlet::ActorBuilder;
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let h = ActorBuilder::new().name("child").spawn(threadlet::current_name).unwrap();
+    ///     assert_eq!(h.join().unwrap().as_deref(), Some("child"));
+    /// });
+    /// // Outside any runtime it is an error, not a panic.
+    /// assert!(ActorBuilder::new().spawn(|| ()).is_err());
+    /// ```
     pub fn spawn<F, R>(self, f: F) -> io::Result<JoinHandle<R>>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -174,6 +257,24 @@ impl ActorBuilder {
     }
 
     /// Spawns an actor with a mailbox on the current runtime.
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let greeting = rt.block_on(|| {
+    ///     let (addr, h) = ActorBuilder::new()
+    ///         .name("greeter")
+    ///         .spawn_actor(|mb: Mailbox<&str>| {
+    ///             let who = mb.recv().unwrap_or("nobody");
+    ///             format!("{} greets {who}", threadlet::current_name().unwrap())
+    ///         })
+    ///         .unwrap();
+    ///     addr.send("you").unwrap();
+    ///     h.join().unwrap()
+    /// });
+    /// assert_eq!(greeting, "greeter greets you");
+    /// ```
     pub fn spawn_actor<M, F, R>(self, f: F) -> io::Result<(Addr<M>, JoinHandle<R>)>
     where
         M: Send + 'static,
@@ -187,6 +288,17 @@ impl ActorBuilder {
     }
 
     /// Spawns on `rt` from any thread.
+    ///
+    /// ```
+    /// use threadlet::ActorBuilder;
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let h = ActorBuilder::new()
+    ///     .name("from-main")
+    ///     .spawn_on(&rt, || threadlet::current_name().map(|n| n.len()))
+    ///     .unwrap();
+    /// assert_eq!(h.join().unwrap(), Some(9));
+    /// ```
     pub fn spawn_on<F, R>(self, rt: &Runtime, f: F) -> io::Result<JoinHandle<R>>
     where
         F: FnOnce() -> R + Send + 'static,

@@ -94,6 +94,23 @@ pub struct Mailbox<M> {
 impl<M> Mailbox<M> {
     /// Waits for the next message. Returns `None` once every [`Addr`] is gone and the queue is
     /// empty (or the runtime is shutting down). Suspends an actor; blocks a plain thread.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     let mut got = Vec::new();
+    ///     while let Some(n) = mb.recv() {
+    ///         got.push(n);
+    ///     }
+    ///     got
+    /// });
+    /// addr.send(1).unwrap();
+    /// addr.send(2).unwrap();
+    /// drop(addr); // the last address: `recv` gives `None` once the queue is empty
+    /// assert_eq!(h.join().unwrap(), [1, 2]);
+    /// ```
     pub fn recv(&self) -> Option<M> {
         self.recv_until(None).ok()
     }
@@ -119,6 +136,22 @@ impl<M> Mailbox<M> {
     }
 
     /// Waits for the next message until `deadline`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use threadlet::channel::RecvTimeoutError;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     let first = mb.recv_deadline(Instant::now() + Duration::from_secs(10));
+    ///     let deadline = Instant::now() + Duration::from_millis(10);
+    ///     let second = mb.recv_deadline(deadline); // nothing more is sent
+    ///     (first, second, Instant::now() >= deadline)
+    /// });
+    /// addr.send(5).unwrap();
+    /// assert_eq!(h.join().unwrap(), (Ok(5), Err(RecvTimeoutError::Timeout), true));
+    /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<M, RecvTimeoutError> {
         self.recv_until(Some(deadline))
     }
@@ -152,6 +185,20 @@ impl<M> Mailbox<M> {
     }
 
     /// Takes the next message if there is one, without waiting.
+    ///
+    /// ```
+    /// use threadlet::channel::TryRecvError;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (_addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     let me = mb.addr();
+    ///     let before = mb.try_recv();
+    ///     me.send(7).unwrap();
+    ///     (before, mb.try_recv())
+    /// });
+    /// assert_eq!(h.join().unwrap(), (Err(TryRecvError::Empty), Ok(7)));
+    /// ```
     pub fn try_recv(&self) -> Result<M, TryRecvError> {
         checkpoint();
         let mut st = self.shared.state.lock();
@@ -163,12 +210,37 @@ impl<M> Mailbox<M> {
     }
 
     /// An iterator that calls [`recv`](Mailbox::recv) until it returns `None`.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<String>| mb.iter().collect::<Vec<_>>().join(" "));
+    /// for word in ["hello", "mailbox"] {
+    ///     addr.send(word.to_string()).unwrap();
+    /// }
+    /// drop(addr); // ends the iteration once both words are read
+    /// assert_eq!(h.join().unwrap(), "hello mailbox");
+    /// ```
     pub fn iter(&self) -> Iter<'_, M> {
         Iter { mailbox: self }
     }
 
     /// A new address of this mailbox (Erlang's `self()`). Holding one keeps `recv` from ever
     /// returning `None`.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| {
+    ///     let me = mb.addr();
+    ///     me.send("note to self").unwrap();
+    ///     mb.recv()
+    /// });
+    /// assert_eq!(h.join().unwrap(), Some("note to self"));
+    /// drop(addr);
+    /// ```
     pub fn addr(&self) -> Addr<M> {
         self.shared.state.lock().addrs += 1;
         Addr {
@@ -177,11 +249,38 @@ impl<M> Mailbox<M> {
     }
 
     /// Messages waiting now.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (_addr, h) = rt.spawn_actor(|mb: Mailbox<char>| {
+    ///     let me = mb.addr();
+    ///     me.send('a').unwrap();
+    ///     me.send('b').unwrap();
+    ///     let queued = mb.len();
+    ///     mb.recv();
+    ///     (queued, mb.len())
+    /// });
+    /// assert_eq!(h.join().unwrap(), (2, 1));
+    /// ```
     pub fn len(&self) -> usize {
         self.shared.state.lock().queue.len()
     }
 
     /// Whether no message is waiting now.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (_addr, h) = rt.spawn_actor(|mb: Mailbox<()>| {
+    ///     let empty_at_start = mb.is_empty(); // nobody has sent anything
+    ///     mb.addr().send(()).unwrap();
+    ///     (empty_at_start, mb.is_empty())
+    /// });
+    /// assert_eq!(h.join().unwrap(), (true, false));
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -209,7 +308,25 @@ impl<M> fmt::Debug for Mailbox<M> {
     }
 }
 
-/// Iterator over received messages; see [`Mailbox::iter`].
+/// Iterator over received messages; see [`Mailbox::iter`]. `for msg in &mailbox` uses it too.
+///
+/// ```
+/// use threadlet::{Mailbox, RuntimeExt};
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+///     let mut max = 0;
+///     for n in &mb {
+///         max = max.max(n);
+///     }
+///     max
+/// });
+/// for n in [3, 9, 4] {
+///     addr.send(n).unwrap();
+/// }
+/// drop(addr);
+/// assert_eq!(h.join().unwrap(), 9);
+/// ```
 pub struct Iter<'a, M> {
     mailbox: &'a Mailbox<M>,
 }
@@ -252,6 +369,17 @@ pub struct Addr<M> {
 impl<M> Addr<M> {
     /// Puts `msg` into the mailbox and wakes the actor if it waits; never blocks. Fails, handing
     /// `msg` back, if the actor has ended.
+    ///
+    /// ```
+    /// use threadlet::channel::SendError;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+    /// addr.send(3).unwrap();
+    /// assert_eq!(h.join().unwrap(), Some(3));
+    /// assert_eq!(addr.send(4), Err(SendError(4))); // the actor has ended
+    /// ```
     #[inline]
     pub fn send(&self, msg: M) -> Result<(), SendError<M>> {
         checkpoint();
@@ -272,6 +400,18 @@ impl<M> Addr<M> {
     /// Delivers `msg` once `delay` has passed, without blocking the caller. From inside an actor
     /// this costs one entry in the runtime's timer heap; elsewhere, a helper thread. If the actor
     /// has ended by then, the message is dropped (there is no one to hand it back to).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.recv());
+    /// let start = Instant::now();
+    /// addr.send_after(Duration::from_millis(10), "tick"); // returns at once
+    /// assert_eq!(h.join().unwrap(), Some("tick"));
+    /// assert!(start.elapsed() >= Duration::from_millis(10));
+    /// ```
     pub fn send_after(&self, delay: Duration, msg: M)
     where
         M: Send + 'static,
@@ -283,11 +423,32 @@ impl<M> Addr<M> {
     }
 
     /// Whether the actor has ended (a send would fail).
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+    /// assert!(!addr.is_closed()); // it waits for a message
+    /// addr.send(()).unwrap();
+    /// h.join().unwrap();
+    /// assert!(addr.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.shared.state.lock().ended
     }
 
     /// The id of the actor behind this address, when it was made by `spawn_actor`.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<()>| (mb.addr().actor_id(), threadlet::current()));
+    /// let id = h.id();
+    /// assert_eq!(addr.actor_id(), Some(id));
+    /// assert_eq!(h.join().unwrap(), (Some(id), Some(id))); // every address of it agrees
+    /// ```
     pub fn actor_id(&self) -> Option<ActorId> {
         self.shared.actor.get().copied()
     }
@@ -297,6 +458,18 @@ impl<M> Addr<M> {
     }
 
     /// Whether both addresses lead to the same mailbox.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (a, ha) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    /// let (b, hb) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    /// assert!(a.same_mailbox(&a.clone()));
+    /// assert!(!a.same_mailbox(&b));
+    /// drop((a, b)); // no address left: both `recv`s give `None`
+    /// assert_eq!((ha.join().unwrap(), hb.join().unwrap()), (None, None));
+    /// ```
     pub fn same_mailbox(&self, other: &Addr<M>) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }

@@ -28,11 +28,29 @@ use crate::stack::{OwnedStack, Stack};
 use crate::wake::{WakeAction, WakeState};
 
 /// A process-wide unique actor id, usable in logs (`#42`).
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let a = rt.spawn(threadlet_runtime::current);
+/// let b = rt.spawn(|| ());
+/// assert_ne!(a.id(), b.id()); // every actor gets its own id
+/// let id = a.id();
+/// assert_eq!(a.join().unwrap(), Some(id)); // the actor sees the id its handle reports
+/// assert_eq!(id.to_string(), format!("#{}", id.as_u64()));
+/// b.join().unwrap();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActorId(pub(crate) u64);
 
 impl ActorId {
     /// The number behind the id.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let id = rt.spawn(|| ()).id();
+    /// assert!(id.as_u64() > 0); // ids start at 1
+    /// assert_eq!(format!("{id}"), format!("#{}", id.as_u64()));
+    /// ```
     pub fn as_u64(self) -> u64 {
         self.0
     }
@@ -116,6 +134,15 @@ pub(crate) enum Body {
 }
 
 /// Per-actor options, shaped like `std::thread::Builder`.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, SpawnOptions};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let opts = SpawnOptions::new().name("parser").stack_size(128 * 1024);
+/// let h = rt.spawn_with(opts, threadlet_runtime::current_name).unwrap();
+/// assert_eq!(h.join().unwrap().as_deref(), Some("parser"));
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct SpawnOptions {
     pub(crate) name: Option<String>,
@@ -125,11 +152,28 @@ pub struct SpawnOptions {
 
 impl SpawnOptions {
     /// Default options: unnamed, the runtime's stack size, pinned once started.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, SpawnOptions};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn_with(SpawnOptions::new(), threadlet_runtime::current_name).unwrap();
+    /// assert_eq!(h.join().unwrap(), None); // unnamed
+    /// ```
     pub fn new() -> SpawnOptions {
         SpawnOptions::default()
     }
 
     /// Names the actor (shown by `current_name`, overflow reports and panics).
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, SpawnOptions};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let opts = SpawnOptions::new().name(format!("worker-{}", 7));
+    /// let h = rt.spawn_with(opts, threadlet_runtime::current_name).unwrap();
+    /// assert_eq!(h.join().unwrap().as_deref(), Some("worker-7"));
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> SpawnOptions {
         self.name = Some(name.into());
         self
@@ -137,6 +181,25 @@ impl SpawnOptions {
 
     /// Usable stack size in bytes for this actor. Checked at spawn: page aligned and at least
     /// the runtime's minimum.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, SpawnOptions};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// // 128 KiB of locals would overflow the default 64 KiB stack; this actor gets 1 MiB.
+    /// let big = SpawnOptions::new().stack_size(1024 * 1024);
+    /// let h = rt
+    ///     .spawn_with(big, || {
+    ///         let buf = std::hint::black_box([1u8; 128 * 1024]);
+    ///         buf.iter().map(|&b| u32::from(b)).sum::<u32>()
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(h.join().unwrap(), 128 * 1024);
+    ///
+    /// // A size that is not page aligned is refused at spawn.
+    /// let err = rt.spawn_with(SpawnOptions::new().stack_size(20_000), || ()).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> SpawnOptions {
         self.stack_size = Some(bytes);
         self
@@ -152,6 +215,26 @@ impl SpawnOptions {
     /// lock that must be released by the thread that took it (`std::sync::MutexGuard`,
     /// `parking_lot` guards), no `Rc` shared with the thread, no OS handle with thread affinity.
     /// See `docs/safety.md`.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, SpawnOptions};
+    ///
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// // SAFETY: across its suspension points (`yield_now`) the actor below holds only a plain
+    /// // `u32` on its stack: no thread-local borrow, lock guard, `Rc` or thread-bound handle.
+    /// let opts = unsafe { SpawnOptions::new().migratable() };
+    /// let h = rt
+    ///     .spawn_with(opts, || {
+    ///         let mut steps = 0u32;
+    ///         for _ in 0..3 {
+    ///             steps += 1;
+    ///             threadlet_runtime::yield_now(); // may resume on the other worker
+    ///         }
+    ///         steps
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(h.join().unwrap(), 3);
+    /// ```
     pub unsafe fn migratable(mut self) -> SpawnOptions {
         self.migratable = true;
         self
@@ -161,7 +244,23 @@ impl SpawnOptions {
 /// Where an actor lives; see the module docs. `NO_HOME` until a pinned actor starts.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
-/// The shared part of one actor.
+/// The shared part of one actor. Reached through [`Waiter::Actor`](crate::Waiter::Actor).
+///
+/// ```
+/// use threadlet_runtime::{Runtime, SpawnOptions, Waiter};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let opts = SpawnOptions::new().name("cell");
+/// let h = rt
+///     .spawn_with(opts, || match Waiter::current() {
+///         Waiter::Actor(cell) => {
+///             (Some(cell.id()) == threadlet_runtime::current(), cell.name().map(str::to_owned))
+///         }
+///         Waiter::Thread(_) => unreachable!("called inside an actor"),
+///     })
+///     .unwrap();
+/// assert_eq!(h.join().unwrap(), (true, Some("cell".to_string())));
+/// ```
 pub struct ActorCell {
     pub(crate) id: ActorId,
     pub(crate) name: Option<Box<str>>,
@@ -228,11 +327,34 @@ impl ActorCell {
     }
 
     /// The actor's id.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| match Waiter::current() {
+    ///     Waiter::Actor(cell) => Some(cell.id()),
+    ///     Waiter::Thread(_) => None,
+    /// });
+    /// let id = h.id();
+    /// assert_eq!(h.join().unwrap(), Some(id));
+    /// ```
     pub fn id(&self) -> ActorId {
         self.id
     }
 
     /// The actor's name, if it was given one.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let name = rt.block_on(|| match Waiter::current() {
+    ///     Waiter::Actor(cell) => cell.name().map(str::to_owned),
+    ///     Waiter::Thread(_) => unreachable!("called inside an actor"),
+    /// });
+    /// assert_eq!(name, None); // `block_on` actors are unnamed
+    /// ```
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
@@ -244,6 +366,19 @@ impl ActorCell {
 
     /// Wakes the actor (see `wake.rs`): schedules it if it is parked, else leaves a
     /// notification for its next park. Safe to call from any thread, any number of times.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter, park};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let Waiter::Actor(me) = Waiter::current() else {
+    ///         unreachable!("called inside an actor")
+    ///     };
+    ///     me.wake(); // not parked yet: the wake is kept as a notification
+    ///     park().unwrap(); // so this returns at once instead of waiting
+    /// });
+    /// ```
     #[inline]
     pub fn wake(self: &Arc<ActorCell>) {
         if self.state.wake() == WakeAction::Schedule {

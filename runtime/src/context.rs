@@ -79,6 +79,35 @@ fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)>) -> R) ->
 
 /// Returned by [`park`] when the actor is being cancelled by runtime shutdown: the blocking
 /// operation must give up (report disconnection) instead of waiting.
+///
+/// Shutdown unwinds a suspended actor's stack; a destructor that parks during that unwind
+/// gets `Cancelled` at once:
+///
+/// ```
+/// use std::sync::{Arc, Mutex, mpsc};
+/// use threadlet_runtime::{Cancelled, Runtime, park};
+///
+/// struct ParkOnDrop(Arc<Mutex<Option<Result<(), Cancelled>>>>);
+/// impl Drop for ParkOnDrop {
+///     fn drop(&mut self) {
+///         *self.0.lock().unwrap() = Some(park());
+///     }
+/// }
+///
+/// let seen = Arc::new(Mutex::new(None));
+/// let guard = ParkOnDrop(seen.clone());
+/// let (started, is_started) = mpsc::channel();
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let h = rt.spawn(move || {
+///     let _guard = guard;
+///     started.send(()).unwrap();
+///     while park().is_ok() {} // nobody wakes it
+/// });
+/// is_started.recv().unwrap();
+/// drop(rt); // unwinds the parked actor, dropping `_guard`
+/// assert_eq!(*seen.lock().unwrap(), Some(Err(Cancelled)));
+/// assert!(h.join().unwrap_err().is_cancelled());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
@@ -95,6 +124,27 @@ fn suspend(actor: &ActorCell, reason: Suspend) {
 ///
 /// This is step 3 of the wake protocol (`wake.rs`); the caller must already have published its
 /// [`Waiter`] and re-checked its condition. Wakeups may be spurious: callers loop.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use threadlet_runtime::{Runtime, Waiter, park};
+///
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let ready = Arc::new(AtomicBool::new(false));
+///     // Publish who to wake before the condition is checked.
+///     let me = Waiter::current();
+///     let r = ready.clone();
+///     threadlet_runtime::spawn(move || {
+///         r.store(true, Ordering::Release);
+///         me.wake();
+///     });
+///     while !ready.load(Ordering::Acquire) {
+///         park().expect("not shutting down"); // may return spuriously: re-check
+///     }
+/// });
+/// ```
 pub fn park() -> Result<(), Cancelled> {
     with_current(|cur| match cur {
         Some((ctx, actor)) => {
@@ -115,6 +165,23 @@ pub fn park() -> Result<(), Cancelled> {
 
 /// Puts the running actor at the back of its worker's queue, letting others run. On a plain
 /// thread it calls `std::thread::yield_now`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let done = Arc::new(AtomicBool::new(false));
+///     let d = done.clone();
+///     let h = threadlet_runtime::spawn(move || d.store(true, Ordering::Release));
+///     // Without a yield (or another safe point) this loop would keep the only worker forever.
+///     while !done.load(Ordering::Acquire) {
+///         threadlet_runtime::yield_now();
+///     }
+///     h.join().unwrap();
+/// });
+/// ```
 pub fn yield_now() {
     with_current(|cur| match cur {
         Some((ctx, actor)) if !ctx.cancelling.get() => suspend(actor, Suspend::Yield),
@@ -180,6 +247,28 @@ fn checkpoint_slow() {
 }
 
 /// How many times the running actor has been preempted so far (0 on a plain thread).
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet_runtime::{Runtime, checkpoint, preemptions};
+///
+/// // Tick-based preemption only (time slices off), so the count is exact.
+/// let rt = Runtime::builder()
+///     .workers(1)
+///     .time_slice(Duration::ZERO)
+///     .preempt_ticks(10)
+///     .build()
+///     .unwrap();
+/// let n = rt.block_on(|| {
+///     assert_eq!(preemptions(), 0);
+///     for _ in 0..30 {
+///         checkpoint(); // every 10th one yields
+///     }
+///     preemptions()
+/// });
+/// assert_eq!(n, 3);
+/// assert_eq!(preemptions(), 0); // not an actor
+/// ```
 pub fn preemptions() -> u64 {
     with_current(|cur| cur.map_or(0, |(_, a)| a.preemptions.load(Ordering::Relaxed)))
 }
@@ -187,6 +276,40 @@ pub fn preemptions() -> u64 {
 /// Blocks the caller until woken or until `deadline`, whichever comes first: suspends an actor
 /// (a runtime timer wakes it; it holds no worker meanwhile), or parks a plain thread. Like
 /// [`park`], it may return early; callers loop and check the time.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::time::{Duration, Instant};
+/// use threadlet_runtime::{Runtime, Waiter, park_until};
+///
+/// /// Waits until `flag` is set (by someone holding our `Waiter`) or `deadline` passes.
+/// fn wait_for(flag: &AtomicBool, deadline: Instant) -> bool {
+///     while !flag.load(Ordering::Acquire) {
+///         if Instant::now() >= deadline {
+///             return false;
+///         }
+///         park_until(deadline).expect("not shutting down");
+///     }
+///     true
+/// }
+///
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let set = Arc::new(AtomicBool::new(false));
+///     let (s, me) = (set.clone(), Waiter::current());
+///     threadlet_runtime::spawn(move || {
+///         s.store(true, Ordering::Release);
+///         me.wake();
+///     });
+///     assert!(wait_for(&set, Instant::now() + Duration::from_secs(10)));
+///
+///     let never = AtomicBool::new(false);
+///     let deadline = Instant::now() + Duration::from_millis(10);
+///     assert!(!wait_for(&never, deadline));
+///     assert!(Instant::now() >= deadline);
+/// });
+/// ```
 pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
     let shared = with_current(|cur| cur.map(|(ctx, _)| ctx.shared.clone()));
     match shared {
@@ -226,6 +349,18 @@ pub fn sleep(duration: Duration) {
 }
 
 /// Suspends the running actor until `deadline` (a plain thread sleeps).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let deadline = Instant::now() + Duration::from_millis(10);
+/// let woke = rt.block_on(move || {
+///     threadlet_runtime::sleep_until(deadline);
+///     Instant::now()
+/// });
+/// assert!(woke >= deadline);
+/// ```
 pub fn sleep_until(deadline: Instant) {
     if current().is_none() {
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
@@ -240,6 +375,21 @@ pub fn sleep_until(deadline: Instant) {
 
 /// Runs `f` once `deadline` has passed, on the runtime's monitor thread when called from an
 /// actor (one heap entry, no thread), or on a new helper thread otherwise. `f` must not block.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::{Duration, Instant};
+///
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let (tx, rx) = mpsc::channel();
+/// let deadline = Instant::now() + Duration::from_millis(10);
+/// rt.block_on(move || {
+///     // Returns at once; the closure runs later on the monitor thread.
+///     threadlet_runtime::call_at(deadline, move || tx.send(Instant::now()).unwrap());
+/// });
+/// let fired = rx.recv().unwrap();
+/// assert!(fired >= deadline);
+/// ```
 pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
     match current_shared() {
         Some(shared) => {
@@ -258,11 +408,29 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 }
 
 /// The running actor's id, or `None` on a plain thread.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// assert_eq!(threadlet_runtime::current(), None); // not an actor
+/// let h = rt.spawn(threadlet_runtime::current);
+/// let id = h.id();
+/// assert_eq!(h.join().unwrap(), Some(id));
+/// ```
 pub fn current() -> Option<ActorId> {
     with_current(|cur| cur.map(|(_, a)| a.id))
 }
 
 /// The running actor's name, if it is an actor and has one.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, SpawnOptions, current_name};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let named = rt.spawn_with(SpawnOptions::new().name("logger"), current_name).unwrap();
+/// assert_eq!(named.join().unwrap().as_deref(), Some("logger"));
+/// assert_eq!(rt.block_on(current_name), None); // an unnamed actor
+/// assert_eq!(current_name(), None); // not an actor
+/// ```
 pub fn current_name() -> Option<String> {
     with_current(|cur| cur.and_then(|(_, a)| a.name.as_deref().map(str::to_owned)))
 }
@@ -278,6 +446,29 @@ pub(crate) fn is_cancelling() -> bool {
 }
 
 /// Who to wake when a condition comes true: an actor, or a plain OS thread.
+///
+/// The same protocol serves both: here a plain thread waits for an actor.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use threadlet_runtime::{Runtime, Waiter, park};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let me = Waiter::current();
+/// assert!(matches!(me, Waiter::Thread(_))); // not an actor
+/// assert!(rt.block_on(|| matches!(Waiter::current(), Waiter::Actor(_))));
+///
+/// let done = Arc::new(AtomicBool::new(false));
+/// let d = done.clone();
+/// rt.spawn(move || {
+///     d.store(true, Ordering::Release);
+///     me.wake(); // unparks the main thread
+/// });
+/// while !done.load(Ordering::Acquire) {
+///     park().unwrap(); // parks this OS thread
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub enum Waiter {
     /// An actor, scheduled by its wake state word.
@@ -288,6 +479,14 @@ pub enum Waiter {
 
 impl Waiter {
     /// The caller: the running actor, or else the current thread.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// assert!(matches!(Waiter::current(), Waiter::Thread(_)));
+    /// assert!(rt.block_on(|| matches!(Waiter::current(), Waiter::Actor(_))));
+    /// ```
     pub fn current() -> Waiter {
         with_worker(|ctx| {
             let ptr = ctx.map_or(ptr::null(), |c| c.current.get());
@@ -306,6 +505,18 @@ impl Waiter {
     }
 
     /// Wakes the waiter. Any number of wakes from any threads is fine.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter, park};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let me = Waiter::current();
+    ///     me.wake();
+    ///     me.wake(); // wakes do not pile up: one is kept for the next park
+    ///     park().unwrap(); // returns at once
+    /// });
+    /// ```
     #[inline]
     pub fn wake(&self) {
         match self {
@@ -315,6 +526,19 @@ impl Waiter {
     }
 
     /// Whether both name the same actor or thread.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let me = Waiter::current();
+    ///     assert!(me.same_as(&Waiter::current()));
+    ///     let other = threadlet_runtime::spawn(Waiter::current).join().unwrap();
+    ///     assert!(!me.same_as(&other));
+    /// });
+    /// assert!(Waiter::current().same_as(&Waiter::current())); // the same thread
+    /// ```
     pub fn same_as(&self, other: &Waiter) -> bool {
         match (self, other) {
             (Waiter::Actor(a), Waiter::Actor(b)) => Arc::ptr_eq(a, b),

@@ -17,6 +17,16 @@ use crate::context::{self, Waiter};
 use crate::sync::Mutex;
 
 /// Why joining an actor gave no value.
+///
+/// ```
+/// use threadlet_runtime::{JoinError, Runtime};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let err = rt.spawn(|| -> u32 { panic!("boom") }).join().unwrap_err();
+/// assert!(matches!(err, JoinError::Panicked(_)));
+/// assert_eq!(err.panic_message(), Some("boom"));
+/// assert_eq!(err.to_string(), "actor panicked: boom");
+/// ```
 pub enum JoinError {
     /// The actor panicked; the payload is what `panic!` was given.
     Panicked(Box<dyn Any + Send + 'static>),
@@ -29,16 +39,49 @@ pub enum JoinError {
 
 impl JoinError {
     /// Whether the actor panicked.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let err = rt.spawn(|| -> u32 { panic!("boom") }).join().unwrap_err();
+    /// assert!(err.is_panic());
+    /// assert!(!err.is_cancelled());
+    /// ```
     pub fn is_panic(&self) -> bool {
         matches!(self, JoinError::Panicked(_))
     }
 
     /// Whether the actor was cancelled by shutdown.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use threadlet_runtime::{Runtime, park};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let (started, is_started) = mpsc::channel();
+    /// let h = rt.spawn(move || {
+    ///     started.send(()).unwrap();
+    ///     while park().is_ok() {} // waits for a wake that never comes
+    /// });
+    /// is_started.recv().unwrap();
+    /// drop(rt); // shutdown unwinds the parked actor
+    /// let err = h.join().unwrap_err();
+    /// assert!(err.is_cancelled());
+    /// assert!(!err.is_panic());
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         matches!(self, JoinError::Cancelled)
     }
 
     /// The panic payload, if the actor panicked.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| -> u32 { std::panic::panic_any(7_i32) });
+    /// let err = h.join().unwrap_err();
+    /// assert_eq!(err.panic_message(), None); // not a string payload
+    /// let payload = err.into_panic().unwrap();
+    /// assert_eq!(payload.downcast_ref::<i32>(), Some(&7));
+    /// ```
     pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
         match self {
             JoinError::Panicked(p) => Some(p),
@@ -47,6 +90,13 @@ impl JoinError {
     }
 
     /// The panic message, when the payload is a string (as `panic!("...")` makes).
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let n = 3;
+    /// let err = rt.spawn(move || -> u32 { panic!("bad input {n}") }).join().unwrap_err();
+    /// assert_eq!(err.panic_message(), Some("bad input 3"));
+    /// ```
     pub fn panic_message(&self) -> Option<&str> {
         match self {
             JoinError::Panicked(p) => p
@@ -161,6 +211,14 @@ where
 }
 
 /// An owned permission to wait for an actor's result. Dropping it detaches the actor.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// let handles: Vec<_> = (1..=3u32).map(|i| rt.spawn(move || i * 10)).collect();
+/// let results: Vec<u32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+/// assert_eq!(results, [10, 20, 30]);
+/// drop(rt.spawn(|| ())); // detached: runs without anyone waiting for it
+/// ```
 pub struct JoinHandle<R> {
     packet: Arc<Packet<R>>,
     id: ActorId,
@@ -172,6 +230,17 @@ impl<R> JoinHandle<R> {
     ///
     /// Returns the actor's value, or why there is none: it panicked (the payload is kept), the
     /// runtime shut down first, or (when the kernel refused memory) it could not start.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+    /// // From a plain thread, `join` blocks the thread...
+    /// assert_eq!(rt.spawn(|| 2 + 2).join().unwrap(), 4);
+    /// // ...and from an actor it suspends only that actor.
+    /// let v = rt.block_on(|| threadlet_runtime::spawn(|| "inner").join().unwrap());
+    /// assert_eq!(v, "inner");
+    /// // A panic comes back as an error.
+    /// assert!(rt.spawn(|| -> u32 { panic!("oops") }).join().unwrap_err().is_panic());
+    /// ```
     pub fn join(self) -> Result<R, JoinError> {
         // A safe point: a loop joining many finished actors never suspends otherwise.
         context::checkpoint();
@@ -200,11 +269,34 @@ impl<R> JoinHandle<R> {
     }
 
     /// Whether the actor has finished (or will never run).
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, park};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let quick = rt.spawn(|| 1);
+    /// while !quick.is_finished() {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_eq!(quick.join().unwrap(), 1); // does not wait
+    ///
+    /// let stuck = rt.spawn(|| while park().is_ok() {}); // nobody wakes it
+    /// assert!(!stuck.is_finished());
+    /// drop(rt);
+    /// assert!(stuck.is_finished()); // cancelled: it will never run again
+    /// ```
     pub fn is_finished(&self) -> bool {
         !matches!(*self.packet.slot.lock(), Slot::Pending(_))
     }
 
     /// The id of the actor this handle waits for.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(threadlet_runtime::current);
+    /// let id = h.id();
+    /// assert_eq!(h.join().unwrap(), Some(id));
+    /// ```
     pub fn id(&self) -> ActorId {
         self.id
     }

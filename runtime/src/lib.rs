@@ -22,6 +22,18 @@
 //! | `sync` | the std/loom switch used by the protocol code |
 //!
 //! `docs/architecture.md` in the repository walks through the design.
+//!
+//! ```
+//! use threadlet_runtime::Runtime;
+//!
+//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! let squares = rt.block_on(|| {
+//!     // Each actor runs on its own small stack; `join` suspends the caller, not its worker.
+//!     let hs: Vec<_> = (1..=3u64).map(|i| threadlet_runtime::spawn(move || i * i)).collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+//! });
+//! assert_eq!(squares, [1, 4, 9]);
+//! ```
 
 #![warn(missing_docs)]
 

@@ -40,12 +40,53 @@ use crate::actor::ActorId;
 use crate::runtime::Shared;
 
 /// A slice that lasts this many time slices without a switch is reported (step 4).
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet_runtime::{DEFAULT_TIME_SLICE, LONG_RUN_SLICES};
+///
+/// // With the default 10 ms slice, an actor is reported after 100 ms without a safe point.
+/// assert_eq!(DEFAULT_TIME_SLICE * LONG_RUN_SLICES, Duration::from_millis(100));
+/// ```
 pub const LONG_RUN_SLICES: u32 = 10;
 
 /// The shortest sample period: below a millisecond the monitor would cost more than it saves.
 const MIN_SAMPLE_PERIOD: Duration = Duration::from_millis(1);
 
 /// An actor that ran far past its time slice without reaching a safe point.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use threadlet_runtime::{LONG_RUN_SLICES, LongRun, Runtime};
+///
+/// let (tx, rx) = mpsc::channel::<LongRun>();
+/// let rt = Runtime::builder()
+///     .workers(1)
+///     .time_slice(Duration::from_millis(1))
+///     .on_long_run(move |lr| {
+///         let _ = tx.send(lr.clone());
+///     })
+///     .build()
+///     .unwrap();
+/// let stop = Arc::new(AtomicBool::new(false));
+/// let s = stop.clone();
+/// // A loop with no safe point: it is reported, not preempted.
+/// let h = rt.spawn(move || {
+///     while !s.load(Ordering::Relaxed) {
+///         std::hint::spin_loop();
+///     }
+/// });
+/// let report = rx.recv().unwrap();
+/// stop.store(true, Ordering::Relaxed);
+/// assert_eq!(report.actor, h.id());
+/// assert_eq!(report.worker, 0);
+/// assert_eq!(report.time_slice, Duration::from_millis(1));
+/// assert!(report.running_for >= report.time_slice * LONG_RUN_SLICES);
+/// h.join().unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct LongRun {
     /// The actor.

@@ -46,6 +46,19 @@ use crate::worker::{self, Remote};
 
 /// Which scheduler runs the actors. The two baselines exist to be measured against; see
 /// `baseline.rs`.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, Scheduler};
+///
+/// assert_eq!(Scheduler::default(), Scheduler::WorkStealing);
+/// for scheduler in [Scheduler::WorkStealing, Scheduler::GlobalQueue, Scheduler::Gil] {
+///     let rt = Runtime::builder().workers(2).scheduler(scheduler).build().unwrap();
+///     assert_eq!(rt.scheduler(), scheduler);
+///     // Same programs, same results; only the speed differs.
+///     let four = rt.block_on(|| threadlet_runtime::spawn(|| 2 + 2).join().unwrap());
+///     assert_eq!(four, 4);
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Scheduler {
@@ -60,6 +73,26 @@ pub enum Scheduler {
 }
 
 /// Why a runtime could not be built.
+///
+/// ```
+/// use threadlet_runtime::{BuildError, MIN_STACK_SIZE, Runtime};
+///
+/// let err = Runtime::builder().workers(0).build().unwrap_err();
+/// assert!(matches!(err, BuildError::ZeroWorkers));
+/// assert_eq!(err.to_string(), "a runtime needs at least one worker");
+///
+/// let err = Runtime::builder().stack_size(8 * 1024).build().unwrap_err();
+/// assert!(matches!(
+///     err,
+///     BuildError::StackTooSmall { requested: 8192, minimum } if minimum == MIN_STACK_SIZE
+/// ));
+///
+/// let err = Runtime::builder().stack_size(20_000).build().unwrap_err();
+/// assert!(matches!(
+///     err,
+///     BuildError::StackNotPageAligned { requested: 20_000, page_size: 4096 }
+/// ));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -174,10 +207,28 @@ impl fmt::Debug for Builder {
 
 /// The default time slice: an actor that runs this long without blocking is asked to yield at
 /// its next safe point. Go uses the same 10 ms.
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet_runtime::{DEFAULT_TIME_SLICE, Runtime};
+///
+/// assert_eq!(DEFAULT_TIME_SLICE, Duration::from_millis(10));
+/// // Spelling the default out changes nothing.
+/// let rt = Runtime::builder().workers(1).time_slice(DEFAULT_TIME_SLICE).build().unwrap();
+/// assert_eq!(rt.block_on(|| 7), 7);
+/// ```
 pub const DEFAULT_TIME_SLICE: Duration = Duration::from_millis(10);
 
 impl Builder {
     /// Number of worker threads (default: one per CPU, `num_cpus::get()`).
+    ///
+    /// ```
+    /// use threadlet_runtime::{BuildError, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(3).build().unwrap();
+    /// assert_eq!(rt.workers(), 3);
+    /// assert!(matches!(Runtime::builder().workers(0).build(), Err(BuildError::ZeroWorkers)));
+    /// ```
     pub fn workers(mut self, n: usize) -> Builder {
         self.workers = Some(n);
         self
@@ -185,12 +236,29 @@ impl Builder {
 
     /// Usable stack bytes per actor (default 64 KiB, only touched pages cost memory). Must be a
     /// multiple of 4096 and at least 16 KiB.
+    ///
+    /// ```
+    /// use threadlet_runtime::{BuildError, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(1).stack_size(256 * 1024).build().unwrap();
+    /// assert_eq!(rt.stack_size(), 256 * 1024);
+    /// let too_small = Runtime::builder().stack_size(4096).build();
+    /// assert!(matches!(too_small, Err(BuildError::StackTooSmall { .. })));
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = bytes;
         self
     }
 
     /// Which scheduler runs the actors (default: work stealing).
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Scheduler};
+    ///
+    /// let rt = Runtime::builder().workers(2).scheduler(Scheduler::GlobalQueue).build().unwrap();
+    /// assert_eq!(rt.scheduler(), Scheduler::GlobalQueue);
+    /// assert_eq!(rt.block_on(|| 1 + 1), 2);
+    /// ```
     pub fn scheduler(mut self, scheduler: Scheduler) -> Builder {
         self.scheduler = scheduler;
         self
@@ -198,6 +266,21 @@ impl Builder {
 
     /// The time slice after which the monitor asks a running actor to yield at its next safe
     /// point (default 10 ms; see `docs/preemption.md`). A zero duration turns time slices off.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet_runtime::{Runtime, checkpoint, preemptions};
+    ///
+    /// let rt = Runtime::builder().workers(1).time_slice(Duration::from_millis(2)).build().unwrap();
+    /// let preempted = rt.block_on(|| {
+    ///     // A CPU-bound loop with a safe point: the monitor preempts it after about 2 ms.
+    ///     while preemptions() == 0 {
+    ///         checkpoint();
+    ///     }
+    ///     preemptions()
+    /// });
+    /// assert!(preempted >= 1);
+    /// ```
     pub fn time_slice(mut self, slice: Duration) -> Builder {
         self.time_slice = (!slice.is_zero()).then_some(slice);
         self
@@ -211,6 +294,7 @@ impl Builder {
     /// let rt = threadlet_runtime::Runtime::builder()
     ///     .workers(1)
     ///     .preempt_ticks(100)
+    ///     .time_slice(std::time::Duration::ZERO) // ticks only: the count is exact
     ///     .build()
     ///     .unwrap();
     /// let switches = rt.block_on(|| {
@@ -228,12 +312,47 @@ impl Builder {
 
     /// What to do when an actor runs ten time slices without reaching a safe point (default:
     /// print one line on stderr). Called on the monitor thread; it must not block.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use threadlet_runtime::{LONG_RUN_SLICES, LongRun, Runtime};
+    ///
+    /// let report: Arc<Mutex<Option<LongRun>>> = Arc::default();
+    /// let r = report.clone();
+    /// let rt = Runtime::builder()
+    ///     .workers(1)
+    ///     .time_slice(Duration::from_millis(1))
+    ///     .on_long_run(move |lr| *r.lock().unwrap() = Some(lr.clone()))
+    ///     .build()
+    ///     .unwrap();
+    /// let r = report.clone();
+    /// let h = rt.spawn(move || {
+    ///     // Spins with no safe point (a bug the hook is there to find) until reported.
+    ///     while r.lock().unwrap().is_none() {
+    ///         std::hint::spin_loop();
+    ///     }
+    /// });
+    /// let id = h.id();
+    /// h.join().unwrap();
+    /// let lr = report.lock().unwrap().clone().unwrap();
+    /// assert_eq!(lr.actor, id);
+    /// assert_eq!(lr.time_slice, Duration::from_millis(1));
+    /// assert!(lr.running_for >= lr.time_slice * LONG_RUN_SLICES);
+    /// ```
     pub fn on_long_run(mut self, hook: impl Fn(&LongRun) + Send + Sync + 'static) -> Builder {
         self.long_run_hook = Arc::new(hook);
         self
     }
 
     /// Starts the workers.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(2).build()?;
+    /// assert_eq!(rt.workers(), 2);
+    /// assert_eq!(rt.block_on(|| "running"), "running");
+    /// # Ok::<(), threadlet_runtime::BuildError>(())
+    /// ```
     pub fn build(self) -> Result<Runtime, BuildError> {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
         if workers == 0 {
@@ -500,6 +619,19 @@ fn drop_unstarted(actor: ActorRef) {
 }
 
 /// A running set of workers. Dropping it shuts them down (see `worker.rs`, "Shutdown").
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// // From outside: spawn and join from any thread, or run one actor to completion.
+/// let h = rt.spawn(|| 20);
+/// let total = rt.block_on(move || {
+///     // From inside an actor: spawn on the same runtime.
+///     let inner = threadlet_runtime::spawn(|| 22);
+///     inner.join().unwrap()
+/// });
+/// assert_eq!(h.join().unwrap() + total, 42);
+/// drop(rt); // stops the workers
+/// ```
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
@@ -508,26 +640,65 @@ pub struct Runtime {
 
 impl Runtime {
     /// A runtime with default settings: one worker per CPU, 64 KiB stacks.
+    ///
+    /// ```
+    /// use threadlet_runtime::{DEFAULT_STACK_SIZE, Runtime, Scheduler};
+    ///
+    /// let rt = Runtime::new()?;
+    /// assert!(rt.workers() >= 1);
+    /// assert_eq!(rt.stack_size(), DEFAULT_STACK_SIZE);
+    /// assert_eq!(rt.scheduler(), Scheduler::WorkStealing);
+    /// # Ok::<(), threadlet_runtime::BuildError>(())
+    /// ```
     pub fn new() -> Result<Runtime, BuildError> {
         Builder::default().build()
     }
 
     /// A builder to configure a runtime.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// assert_eq!(rt.workers(), 1);
+    /// ```
     pub fn builder() -> Builder {
         Builder::default()
     }
 
     /// Number of worker threads.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+    /// assert_eq!(rt.workers(), 2);
+    /// assert_eq!(rt.stats().workers.len(), 2);
+    /// ```
     pub fn workers(&self) -> usize {
         self.shared.remotes.len()
     }
 
     /// The scheduler running the actors.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Scheduler};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// assert_eq!(rt.scheduler(), Scheduler::WorkStealing);
+    /// let gil = Runtime::builder().workers(1).scheduler(Scheduler::Gil).build().unwrap();
+    /// assert_eq!(gil.scheduler(), Scheduler::Gil);
+    /// ```
     pub fn scheduler(&self) -> Scheduler {
         self.shared.scheduler
     }
 
     /// The stack size actors get by default.
+    ///
+    /// ```
+    /// use threadlet_runtime::{DEFAULT_STACK_SIZE, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// assert_eq!(rt.stack_size(), DEFAULT_STACK_SIZE);
+    /// let rt = Runtime::builder().workers(1).stack_size(32 * 1024).build().unwrap();
+    /// assert_eq!(rt.stack_size(), 32 * 1024);
+    /// ```
     pub fn stack_size(&self) -> usize {
         self.shared.slab.stack_size()
     }
@@ -549,6 +720,17 @@ impl Runtime {
     }
 
     /// Spawns an actor with options; fails if an option is invalid or no stack can be had.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, SpawnOptions};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let opts = SpawnOptions::new().name("named");
+    /// let h = rt.spawn_with(opts, threadlet_runtime::current_name).unwrap();
+    /// assert_eq!(h.join().unwrap().as_deref(), Some("named"));
+    /// // An invalid option is an error, not a panic.
+    /// assert!(rt.spawn_with(SpawnOptions::new().stack_size(1), || ()).is_err());
+    /// ```
     pub fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -583,6 +765,18 @@ impl Runtime {
     }
 
     /// A snapshot of every worker's counters.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+    /// let handles: Vec<_> = (0..4).map(|i| rt.spawn(move || i)).collect();
+    /// for h in handles {
+    ///     h.join().unwrap();
+    /// }
+    /// let stats = rt.stats();
+    /// assert_eq!(stats.workers.len(), 2);
+    /// assert!(stats.total().actors_run >= 4); // each actor ran at least once
+    /// assert!(stats.stacks_carved >= 1);
+    /// ```
     pub fn stats(&self) -> RuntimeStats {
         RuntimeStats {
             workers: self
@@ -600,6 +794,34 @@ impl Runtime {
 
     /// Stops the workers, unwinding every actor still suspended so its destructors run. The
     /// same happens on drop; this spells it out.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::mpsc;
+    /// use threadlet_runtime::{Runtime, park};
+    ///
+    /// struct SetOnDrop(Arc<AtomicBool>);
+    /// impl Drop for SetOnDrop {
+    ///     fn drop(&mut self) {
+    ///         self.0.store(true, Ordering::SeqCst);
+    ///     }
+    /// }
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let dropped = Arc::new(AtomicBool::new(false));
+    /// let guard = SetOnDrop(dropped.clone());
+    /// let (started, is_started) = mpsc::channel();
+    /// let h = rt.spawn(move || {
+    ///     let _guard = guard;
+    ///     started.send(()).unwrap();
+    ///     while park().is_ok() {} // suspended for good
+    /// });
+    /// is_started.recv().unwrap();
+    /// rt.shutdown();
+    /// assert!(dropped.load(Ordering::SeqCst)); // the suspended stack was unwound
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// ```
     pub fn shutdown(self) {
         drop(self);
     }
@@ -692,6 +914,19 @@ where
 
 /// Spawns an actor with options on the current runtime; fails if an option is invalid or when
 /// called outside any runtime.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, SpawnOptions};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let opts = SpawnOptions::new().name("child").stack_size(128 * 1024);
+///     let h = threadlet_runtime::spawn_with(opts, threadlet_runtime::current_name).unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("child"));
+/// });
+/// // Outside any runtime there is nowhere to spawn.
+/// assert!(threadlet_runtime::spawn_with(SpawnOptions::new(), || ()).is_err());
+/// ```
 pub fn spawn_with<F, R>(opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
 where
     F: FnOnce() -> R + Send + 'static,

@@ -45,9 +45,25 @@ const GUARD: usize = PAGE_SIZE;
 
 /// Smallest stack the runtime accepts. corosensei needs 4 KiB; our entry frame, a panic's
 /// unwinding and the payload formatting need more than that, so one page is not enough.
+///
+/// ```
+/// use threadlet_runtime::{MIN_STACK_SIZE, Runtime};
+///
+/// let rt = Runtime::builder().workers(1).stack_size(MIN_STACK_SIZE).build().unwrap();
+/// assert_eq!(rt.block_on(|| 1), 1);
+/// assert!(Runtime::builder().stack_size(MIN_STACK_SIZE - 4096).build().is_err());
+/// ```
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
 /// Default usable stack size per actor: 64 KiB reserved, of which only touched pages cost memory.
+///
+/// ```
+/// use threadlet_runtime::{DEFAULT_STACK_SIZE, Runtime};
+///
+/// assert_eq!(DEFAULT_STACK_SIZE, 64 * 1024);
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// assert_eq!(rt.stack_size(), DEFAULT_STACK_SIZE);
+/// ```
 pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 
 /// Stacks reserved per `mmap` call. 64 amortises the system calls of carving (one `mmap` and

@@ -48,6 +48,17 @@ impl WorkerStats {
 }
 
 /// A copy of one worker's counters.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, WorkerSnapshot};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| threadlet_runtime::spawn(|| ()).join().unwrap());
+/// let w: WorkerSnapshot = rt.stats().workers[0];
+/// assert_eq!(w.spawns, 1); // the inner spawn; `block_on` spawned from outside
+/// assert!(w.actors_run >= 2); // both actors ran
+/// assert_eq!(w.steals, 0); // a lone worker has no one to steal from
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkerSnapshot {
     /// Times an actor was resumed from a run queue (one per run, not per switch).
@@ -69,6 +80,17 @@ pub struct WorkerSnapshot {
 }
 
 /// Counters of every worker, from [`Runtime::stats`](crate::Runtime::stats).
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| ());
+/// let stats = rt.stats();
+/// assert_eq!(stats.workers.len(), 2);
+/// assert!(stats.searching + stats.parked <= 2);
+/// let runs: u64 = stats.workers.iter().map(|w| w.actors_run).sum();
+/// assert_eq!(stats.total().actors_run, runs);
+/// assert!(runs >= 1);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
     /// One entry per worker, by index.
@@ -86,6 +108,20 @@ pub struct RuntimeStats {
 
 impl RuntimeStats {
     /// The sum over all workers.
+    ///
+    /// ```
+    /// use threadlet_runtime::{RuntimeStats, WorkerSnapshot};
+    ///
+    /// let stats = RuntimeStats {
+    ///     workers: vec![
+    ///         WorkerSnapshot { spawns: 2, parks: 1, ..Default::default() },
+    ///         WorkerSnapshot { spawns: 3, ..Default::default() },
+    ///     ],
+    ///     ..Default::default()
+    /// };
+    /// let total = stats.total();
+    /// assert_eq!((total.spawns, total.parks, total.steals), (5, 1, 0));
+    /// ```
     pub fn total(&self) -> WorkerSnapshot {
         self.workers
             .iter()

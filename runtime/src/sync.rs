@@ -5,6 +5,17 @@
 //! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`,
 //! `context`'s parking)
 //! and the mailbox and channel state in the `threadlet` crate go through this shim.
+//!
+//! ```
+//! use threadlet_runtime::sync::{AtomicUsize, Mutex};
+//! use std::sync::atomic::Ordering;
+//!
+//! let hits = AtomicUsize::new(0);
+//! let log = Mutex::new(Vec::new());
+//! hits.fetch_add(1, Ordering::Relaxed);
+//! log.lock().push("hit");
+//! assert_eq!((hits.load(Ordering::Relaxed), log.lock().len()), (1, 1));
+//! ```
 
 #[cfg(loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
@@ -13,6 +24,24 @@ pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
 pub use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does.
+///
+/// ```
+/// use std::sync::Arc;
+/// use threadlet_runtime::sync::Mutex;
+///
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// let count = Arc::new(Mutex::new(0));
+/// let handles: Vec<_> = (0..4)
+///     .map(|_| {
+///         let count = count.clone();
+///         rt.spawn(move || *count.lock() += 1) // never held across a suspension
+///     })
+///     .collect();
+/// for h in handles {
+///     h.join().unwrap();
+/// }
+/// assert_eq!(*count.lock(), 4);
+/// ```
 #[derive(Debug, Default)]
 pub struct Mutex<T> {
     #[cfg(loom)]
@@ -25,11 +54,26 @@ pub struct Mutex<T> {
 #[cfg(loom)]
 pub type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 /// The guard of [`Mutex`].
+///
+/// ```
+/// use threadlet_runtime::sync::{Mutex, MutexGuard};
+///
+/// let m = Mutex::new(String::from("a"));
+/// let mut g: MutexGuard<'_, String> = m.lock();
+/// g.push('b');
+/// drop(g); // unlocks
+/// assert_eq!(*m.lock(), "ab");
+/// ```
 #[cfg(not(loom))]
 pub type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     /// A new unlocked mutex.
+    ///
+    /// ```
+    /// let m = threadlet_runtime::sync::Mutex::new(5);
+    /// assert_eq!(*m.lock(), 5);
+    /// ```
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
             #[cfg(loom)]
@@ -41,6 +85,12 @@ impl<T> Mutex<T> {
 
     /// Locks, blocking the thread (never an actor: critical sections here are short and never
     /// suspend).
+    ///
+    /// ```
+    /// let m = threadlet_runtime::sync::Mutex::new(vec![1]);
+    /// m.lock().push(2); // the guard drops, and the lock is released, at the end of the statement
+    /// assert_eq!(*m.lock(), [1, 2]);
+    /// ```
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         #[cfg(loom)]
@@ -51,6 +101,15 @@ impl<T> Mutex<T> {
 }
 
 /// Thread parking for plain (non-actor) threads.
+///
+/// ```
+/// use threadlet_runtime::sync::thread;
+///
+/// let me = thread::current();
+/// let helper = std::thread::spawn(move || me.unpark());
+/// thread::park(); // until unparked (an earlier unpark is kept), or spuriously
+/// helper.join().unwrap();
+/// ```
 pub mod thread {
     #[cfg(loom)]
     pub use loom::thread::{Thread, current, park};
