@@ -34,6 +34,11 @@ pub struct Params {
     /// Kicks before everybody goes home.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub kicks: u64,
+    /// Play one untimed game of the same size in the same runtime first, so that the timed
+    /// game finds warm stacks (threadlet) and a warm allocator (threadlet, tokio): the steady
+    /// state of a long-running program rather than a cold start. No effect on os-threads.
+    #[arg(long)]
+    pub warm: bool,
 }
 
 /// Whether hackysack has a version for `rt`.
@@ -58,15 +63,19 @@ pub fn spec(
     }
 }
 
+/// [`spec`] with the `warm` parameter.
+fn spec_warm(rt: Rt, w: Option<usize>, migrate: bool, p: &Params) -> Spec<'static> {
+    let mut s = spec(rt, w, migrate, p.players, p.kicks);
+    s.params.push(("warm", json!(p.warm)));
+    s
+}
+
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     super::for_each(out, opts, "hackysack", supports, |out, rt, w| {
-        measure(
-            out,
-            spec(rt, w, opts.migrate, p.players, p.kicks),
-            opts.repeat,
-            || run(rt, w, opts.migrate, p.players as usize, p.kicks),
-        );
+        measure(out, spec_warm(rt, w, opts.migrate, p), opts.repeat, || {
+            run_with(rt, w, opts.migrate, p.players as usize, p.kicks, p.warm)
+        });
     });
     Ok(())
 }
@@ -79,10 +88,25 @@ pub fn run(
     players: usize,
     kicks: u64,
 ) -> Result<Sample, String> {
+    run_with(rt, workers, migrate, players, kicks, false)
+}
+
+/// One game on `rt`, after an untimed one in the same runtime if `warm`.
+fn run_with(
+    rt: Rt,
+    workers: Option<usize>,
+    migrate: bool,
+    players: usize,
+    kicks: u64,
+    warm: bool,
+) -> Result<Sample, String> {
     match rt {
         Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+            if warm {
+                runtime.block_on(move || play(players, kicks, migrate));
+            }
             let window = rss::Window::start();
             let report = runtime.block_on(move || play(players, kicks, migrate));
             let s = window.finish(sample(report, players, kicks));
@@ -95,6 +119,11 @@ pub fn run(
         }
         Rt::Tokio => {
             let runtime = runtimes::tokio(super::workers(workers));
+            if warm {
+                runtime
+                    .block_on(runtime.spawn(tokio_play(players, kicks)))
+                    .expect("the tokio hackysack driver does not panic");
+            }
             let window = rss::Window::start();
             let report = runtime
                 .block_on(runtime.spawn(tokio_play(players, kicks)))
