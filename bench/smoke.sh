@@ -9,6 +9,7 @@ ALL=work-stealing,global-queue,gil,os-threads,tokio,sequential
 TL=work-stealing,global-queue,gil
 $B hackysack --players 50 --kicks 500 --runtime $ALL --workers 1,2 --repeat 1
 $B hackysack --players 50 --kicks 500 --runtime $TL --workers 2 --repeat 1 --migrate
+$B hackysack --players 50 --kicks 500 --runtime $TL,tokio --workers 2 --repeat 1 --warm
 $B count --n 200000 --runtime $ALL --workers 1,2 --repeat 1
 $B count --n 200000 --ticks 100 --runtime $TL --workers 1 --repeat 1 --migrate
 $B factorial --actors 20 --times 5 --runtime $ALL --workers 1,2 --repeat 1
