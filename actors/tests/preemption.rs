@@ -203,8 +203,9 @@ fn long_runs_are_reported_once() {
     let id = rt.block_on(|| {
         let h = threadlet::spawn(|| {
             let t = std::time::Instant::now();
-            // Blocking the worker on purpose: no safe point for 100 ms (50 slices).
-            while t.elapsed() < Duration::from_millis(100) {
+            // Blocking the worker on purpose: no safe point for 300 ms (150 slices), long
+            // enough for the monitor to see it even on a loaded machine.
+            while t.elapsed() < Duration::from_millis(300) {
                 std::hint::spin_loop();
             }
             threadlet::current().unwrap()
