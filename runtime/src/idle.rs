@@ -106,13 +106,12 @@ impl Idle {
     }
 
     /// Step 3: the worker `index` parks. The caller must then re-check every stealable queue
-    /// and wake a worker if one holds work. Returns whether it was the last searcher.
-    pub fn park(&self, index: usize, searching: bool) -> bool {
+    /// and wake a worker if one holds work.
+    pub fn park(&self, index: usize, searching: bool) {
         let mut sleepers = self.sleepers.lock();
         let dec = UNPARKED_ONE + usize::from(searching);
-        let prev = self.state.fetch_sub(dec, SeqCst);
+        self.state.fetch_sub(dec, SeqCst);
         sleepers.push(index);
-        searching && Self::searching(prev) == 1
     }
 
     /// Step 4: the worker `index` woke up. Returns whether it was woken by
@@ -179,7 +178,8 @@ mod tests {
     fn wake_only_when_nobody_searches() {
         let idle = Idle::new(2);
         assert!(idle.try_start_searching());
-        assert!(idle.park(0, true), "last searcher");
+        idle.park(0, true);
+        assert_eq!(idle.num_searching(), 0, "the last searcher parked");
         assert_eq!(idle.num_parked(), 1);
         assert!(idle.try_start_searching());
         assert_eq!(idle.worker_to_wake(), None, "worker 1 searches");
@@ -193,7 +193,8 @@ mod tests {
     #[test]
     fn direct_unpark_leaves_the_sleeper_list() {
         let idle = Idle::new(2);
-        assert!(!idle.park(1, false));
+        idle.park(1, false);
+        assert_eq!(idle.num_parked(), 1);
         assert!(!idle.unpark_self(1));
         assert_eq!(idle.num_parked(), 0);
         assert_eq!(idle.worker_to_wake(), None);

@@ -254,11 +254,7 @@ impl<R> JoinHandle<R> {
                         };
                         return r;
                     }
-                    Slot::Pending(w) => {
-                        if w.as_ref().is_none_or(|w| !w.same_as(&Waiter::current())) {
-                            *w = Some(Waiter::current());
-                        }
-                    }
+                    Slot::Pending(w) => *w = Some(Waiter::current()),
                     Slot::Taken => unreachable!("join consumes the handle"),
                 }
             }

@@ -322,22 +322,11 @@ impl WorkerLoop<'_> {
     /// one slice per hog. A woken actor that hogs the CPU in turn is preempted and goes to the
     /// back, so this cannot starve the hogs.
     fn drain_inbox_to_front(&self) {
-        if !self.remote().take_inbox_hint() {
-            return;
-        }
-        let inbox = &self.remote().inbox;
-        let mut woken = Vec::new();
-        loop {
-            match inbox.steal() {
-                Steal::Success(a) => woken.push(a),
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
-        }
+        let before = self.core().local.borrow().len();
+        self.drain_inbox();
         let mut local = self.core().local.borrow_mut();
-        for a in woken.into_iter().rev() {
-            local.push_front(a);
-        }
+        let woken = local.len() - before;
+        local.rotate_right(woken);
     }
 
     fn pop_injector(&self) -> Option<ActorRef> {
@@ -476,10 +465,9 @@ impl WorkerLoop<'_> {
             }
         }
         remote.running_actor.store(actor.id.0, Ordering::Relaxed);
-        remote.safe_point.budget.store(
-            self.shared().config.preempt_ticks.unwrap_or(u32::MAX),
-            Ordering::Relaxed,
-        );
+        if let Some(ticks) = self.shared().config.preempt_ticks {
+            remote.safe_point.budget.store(ticks, Ordering::Relaxed);
+        }
         self.ctx.current.set(Arc::as_ptr(&actor));
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
