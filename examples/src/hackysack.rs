@@ -41,15 +41,52 @@ impl Report {
     }
 }
 
-/// A small xorshift generator per player: kept on the actor's own stack, tied to no thread.
-struct Rng(u64);
+/// One player's part of the rules, shared by every version of the game (threadlet actors here,
+/// OS threads and tokio tasks in the bench CLI), so that they all play the same game: count the
+/// kick, and either name the player the sack goes to next (a random other one) or say that this
+/// was the last kick.
+///
+/// Its random generator is a small xorshift kept on the player's own stack, tied to no thread.
+pub struct Kicker {
+    me: usize,
+    rng: u64,
+}
 
-impl Rng {
+/// What a player does with the sack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kick {
+    /// Kick it to this player.
+    To(usize),
+    /// That was the last kick: send every player home.
+    Last,
+}
+
+impl Kicker {
+    /// The rules for player `me`.
+    pub fn new(me: usize) -> Kicker {
+        Kicker {
+            me,
+            rng: 0x2545_F491_4F6C_DD1D ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9),
+        }
+    }
+
+    /// Counts a kick in `kicked` and says what to do, in a circle of `players`.
+    pub fn kick(&mut self, kicked: &AtomicU64, kicks: u64, players: usize) -> Kick {
+        if kicked.fetch_add(1, Ordering::Relaxed) + 1 >= kicks {
+            return Kick::Last;
+        }
+        let mut to = self.below(players);
+        while players > 1 && to == self.me {
+            to = self.below(players);
+        }
+        Kick::To(to)
+    }
+
     fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (((self.0 >> 32) * n as u64) >> 32) as usize
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (((self.rng >> 32) * n as u64) >> 32) as usize
     }
 }
 
@@ -63,7 +100,7 @@ fn player(
     kicked: Arc<AtomicU64>,
     kicks: u64,
 ) -> bool {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9));
+    let mut kicker = Kicker::new(me);
     while let Some(msg) = mb.recv() {
         match msg {
             Msg::Exit => return true,
@@ -71,23 +108,19 @@ fn player(
                 let circle = circle
                     .get()
                     .expect("the circle is formed before the first kick");
-                let n = kicked.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= kicks {
+                let Kick::To(to) = kicker.kick(&kicked, kicks, circle.len()) else {
                     for p in circle {
                         // A player that already left would hand the message back; nobody has.
                         let _ = p.send(Msg::Exit);
                     }
                     continue;
-                }
-                let mut to = rng.below(circle.len());
-                if circle.len() > 1 {
-                    while to == me {
-                        to = rng.below(circle.len());
+                };
+                if circle[to].send(Msg::Sack).is_err() {
+                    for p in circle {
+                        let _ = p.send(Msg::Exit);
                     }
+                    panic!("player {to} is gone before the game ended: the sack is lost");
                 }
-                circle[to]
-                    .send(Msg::Sack)
-                    .expect("players stay until told to go home");
             }
         }
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::json;
-use threadlet_examples::hackysack::{Msg, Report};
+use threadlet_examples::hackysack::{Kick, Kicker, Msg, Report};
 
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
@@ -159,11 +159,6 @@ pub fn play(players: usize, kicks: u64, migrate: bool) -> Report {
         .unwrap_or_else(|e| panic!("hackysack: {e}"))
 }
 
-/// Counts a kick; `true` when it was the last one (then everybody is sent home).
-fn last_kick(kicked: &AtomicU64, kicks: u64) -> bool {
-    kicked.fetch_add(1, Ordering::Relaxed) + 1 >= kicks
-}
-
 fn finish(
     players: usize,
     kicked: &AtomicU64,
@@ -180,33 +175,6 @@ fn finish(
     }
 }
 
-/// The players' xorshift generator, seeded as in the examples.
-struct Rng(u64);
-
-impl Rng {
-    fn new(me: usize) -> Rng {
-        Rng(0x2545_F491_4F6C_DD1D ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9))
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (((self.0 >> 32) * n as u64) >> 32) as usize
-    }
-
-    /// A random player other than `me` (or `me` when alone).
-    fn other(&mut self, me: usize, n: usize) -> usize {
-        let mut to = self.below(n);
-        if n > 1 {
-            while to == me {
-                to = self.below(n);
-            }
-        }
-        to
-    }
-}
-
 /// The seed's threaded hackysack: a thread and a channel per player.
 fn os_play(players: usize, kicks: u64) -> Result<Report, String> {
     let start = Instant::now();
@@ -218,7 +186,7 @@ fn os_play(players: usize, kicks: u64) -> Result<Report, String> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let (circle, kicked) = (circle.clone(), kicked.clone());
         let spawned = runtimes::os_thread("hackysack player", me, players, move || {
-            let mut rng = Rng::new(me);
+            let mut kicker = Kicker::new(me);
             while let Ok(msg) = rx.recv() {
                 match msg {
                     Msg::Exit => return true,
@@ -226,15 +194,15 @@ fn os_play(players: usize, kicks: u64) -> Result<Report, String> {
                         let circle = circle
                             .get()
                             .expect("the circle is formed before the first kick");
-                        if last_kick(&kicked, kicks) {
-                            for p in circle {
-                                let _ = p.send(Msg::Exit);
+                        match kicker.kick(&kicked, kicks, circle.len()) {
+                            Kick::Last => {
+                                for p in circle {
+                                    let _ = p.send(Msg::Exit);
+                                }
                             }
-                        } else {
-                            let to = rng.other(me, circle.len());
-                            circle[to]
+                            Kick::To(to) => circle[to]
                                 .send(Msg::Sack)
-                                .expect("players stay until told to go home");
+                                .expect("players stay until told to go home"),
                         }
                     }
                 }
@@ -290,7 +258,7 @@ async fn tokio_play(players: usize, kicks: u64) -> Report {
         let (tx, mut rx) = unbounded_channel::<Msg>();
         let (circle, kicked) = (circle.clone(), kicked.clone());
         handles.push(tokio::spawn(async move {
-            let mut rng = Rng::new(me);
+            let mut kicker = Kicker::new(me);
             while let Some(msg) = rx.recv().await {
                 match msg {
                     Msg::Exit => return true,
@@ -298,15 +266,15 @@ async fn tokio_play(players: usize, kicks: u64) -> Report {
                         let circle = circle
                             .get()
                             .expect("the circle is formed before the first kick");
-                        if last_kick(&kicked, kicks) {
-                            for p in circle {
-                                let _ = p.send(Msg::Exit);
+                        match kicker.kick(&kicked, kicks, circle.len()) {
+                            Kick::Last => {
+                                for p in circle {
+                                    let _ = p.send(Msg::Exit);
+                                }
                             }
-                        } else {
-                            let to = rng.other(me, circle.len());
-                            circle[to]
+                            Kick::To(to) => circle[to]
                                 .send(Msg::Sack)
-                                .expect("players stay until told to go home");
+                                .expect("players stay until told to go home"),
                         }
                     }
                 }
