@@ -13,6 +13,7 @@
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`checkpoint`], [`Waiter`] |
+//! | `fault` | running user code where a panic must not escape (`contain`) |
 //! | `join` | [`JoinHandle`] and [`JoinError`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
 //! | `guard` | the stack overflow reporter |
@@ -40,6 +41,7 @@
 mod actor;
 mod baseline;
 mod context;
+mod fault;
 mod guard;
 mod idle;
 mod join;

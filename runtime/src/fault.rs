@@ -1,0 +1,92 @@
+//! Fault containment: running user code where a panic must not escape.
+//!
+//! The runtime calls user code in places where no user frame is there to catch a panic: the
+//! destructor of an actor's result or panic payload when nobody joins it, the closure of an
+//! actor that never started, a timer's callback or message, the long-run hook. A panic that
+//! escaped from there would unwind a runtime thread (a worker or the monitor) and kill it,
+//! taking every actor pinned to it along. So each such place runs the code through
+//! [`contain`]:
+//!
+//! 1. the code runs under `catch_unwind`;
+//! 2. a panic is reported once, as one line on stderr that says where it was contained (the
+//!    standard panic hook has already printed the panic itself);
+//! 3. the payload is dropped under `catch_unwind` too, since a payload's destructor may panic
+//!    in turn; a payload that panics while being dropped is leaked (`mem::forget`), which is
+//!    safe, rather than dropped a third time.
+//!
+//! What `contain` cannot catch is a destructor that panics *while* a panic already unwinds the
+//! same stack: Rust aborts the process then ("panic in a destructor during cleanup"), in an
+//! actor exactly as in any thread. The runtime keeps that rule (see `docs/safety.md`).
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Runs `f`; a panic in it is reported (naming `what`) and swallowed. Returns `f`'s value, or
+/// `None` if it panicked.
+pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(payload) => {
+            report(&what, &payload);
+            drop_payload(payload);
+            None
+        }
+    }
+}
+
+/// Drops a panic payload whose destructor may itself panic; such a payload is leaked.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // The payload of the destructor's own panic may panic too: stop here and leak it.
+        std::mem::forget(again);
+    }
+}
+
+/// The message of a panic payload, when it is a string.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+fn report(what: &dyn fmt::Display, payload: &Box<dyn Any + Send>) {
+    let msg = panic_message(&**payload).unwrap_or("<non-string payload>");
+    eprintln!("threadlet: contained a panic in {what}: {msg}; the runtime carries on");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("PanicOnDrop");
+        }
+    }
+
+    #[test]
+    fn returns_the_value_or_none() {
+        assert_eq!(contain("a test", || 5), Some(5));
+        assert_eq!(contain("a test", || -> u32 { panic!("boom") }), None);
+    }
+
+    /// Panics when dropped, with a payload that panics when dropped.
+    struct Nested;
+    impl Drop for Nested {
+        fn drop(&mut self) {
+            std::panic::panic_any(PanicOnDrop);
+        }
+    }
+
+    #[test]
+    fn payloads_that_panic_when_dropped_are_contained() {
+        assert_eq!(contain("a test", || drop(PanicOnDrop)), None);
+        assert_eq!(contain("a test", || std::panic::panic_any(PanicOnDrop)), None);
+        // The payload's destructor panics, and so does its own payload's: leaked, not lost.
+        let r: Option<()> = contain("a test", || std::panic::panic_any(Nested));
+        assert_eq!(r, None);
+    }
+}
