@@ -215,13 +215,16 @@ fn send_to_an_ended_actor_returns_the_message() {
 fn messages_left_in_an_ended_actors_mailbox_are_dropped() {
     let rt = runtime(1);
     let drops = Arc::new(AtomicUsize::new(0));
-    let (addr, h) = rt.spawn_actor(|mb: Mailbox<DropCount>| {
-        // Take one message, leave the rest.
+    let (all_sent, wait_for_all) = std::sync::mpsc::channel::<()>();
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<DropCount>| {
+        // Take one message once all five are in, leave the rest.
+        wait_for_all.recv().unwrap();
         drop(mb.recv());
     });
     for _ in 0..5 {
         addr.send(DropCount(drops.clone())).unwrap();
     }
+    all_sent.send(()).unwrap();
     h.join().unwrap();
     assert_eq!(drops.load(SeqCst), 5);
     // A late message comes back intact and is dropped by us, once.

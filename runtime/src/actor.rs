@@ -395,11 +395,56 @@ impl ActorCell {
         }
     }
 
+    /// Drops the closure of an actor that never started (shutdown drops queued actors this
+    /// way) and ends the actor. The closure's destructors are user code: a panic there is
+    /// contained (`fault.rs`). Runs outside any actor, so a destructor that would block gets
+    /// `Cancelled` instead (see `context::park`).
+    ///
+    /// The caller holds the body: it took the actor's one queue entry (as `run_actor` does).
+    pub(crate) fn discard_unstarted(&self, body: &mut Body) {
+        if let Body::Unstarted(..) = body {
+            let closure = std::mem::replace(body, Body::Done);
+            self.end();
+            crate::fault::contain(
+                format_args!(
+                    "the closure of actor {}, dropped before it started",
+                    self.id
+                ),
+                move || drop(closure),
+            );
+        }
+    }
+
     /// The pinned home worker, if the actor has started and is not migratable.
     pub(crate) fn home(&self) -> Option<usize> {
         match self.home.load(Ordering::Acquire) {
             NO_HOME => None,
             h => Some(h),
+        }
+    }
+}
+
+impl Drop for ActorCell {
+    /// The last reference to an actor is gone. On every normal path its coroutine has returned
+    /// or been unwound by then (`Body::Done`). A coroutine still suspended here means a runtime
+    /// thread died without unwinding it (a bug in the runtime: workers abort the process rather
+    /// than die, see `worker::run`). Dropping a corosensei coroutine would unwind its stack on
+    /// *this* thread, which for a pinned actor may be the wrong one (its stack can hold
+    /// references into the dead worker's thread-locals): undefined behaviour. Leaking the
+    /// stack is safe, so that is what happens, with a line on stderr.
+    fn drop(&mut self) {
+        if let Body::Running(c) = self.body.get_mut()
+            && c.started()
+            && !c.done()
+        {
+            eprintln!(
+                "threadlet: actor {} was dropped while suspended outside its worker; its stack \
+                 is leaked rather than unwound on the wrong thread",
+                self.id
+            );
+            if let Body::Running(c) = std::mem::replace(self.body.get_mut(), Body::Done) {
+                std::mem::forget(c);
+            }
         }
     }
 }

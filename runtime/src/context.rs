@@ -146,8 +146,8 @@ fn suspend(actor: &ActorCell, reason: Suspend) {
 /// });
 /// ```
 pub fn park() -> Result<(), Cancelled> {
-    with_current(|cur| match cur {
-        Some((ctx, actor)) => {
+    with_caller(|caller| match caller {
+        Caller::Actor(ctx, actor) => {
             if ctx.cancelling.get() {
                 return Err(Cancelled);
             }
@@ -156,10 +156,38 @@ pub fn park() -> Result<(), Cancelled> {
             }
             Ok(())
         }
-        None => {
+        Caller::WorkerLoop => Err(Cancelled),
+        Caller::Thread => {
             thread::park();
             Ok(())
         }
+    })
+}
+
+/// Who is calling, for the operations that block.
+enum Caller<'a> {
+    /// An actor, on its worker.
+    Actor(&'a WorkerContext, &'a ActorCell),
+    /// A worker thread outside any actor: user code the runtime runs on the worker's own stack,
+    /// such as the destructor of an actor that never started. It must not block (the worker's
+    /// other actors would stall, and at shutdown the actor it waits for may be unwound only
+    /// after it returns), so blocking operations there fail as if cancelled.
+    WorkerLoop,
+    /// Any other thread: blocking operations block it.
+    Thread,
+}
+
+fn with_caller<R>(f: impl FnOnce(Caller<'_>) -> R) -> R {
+    with_worker(|ctx| match ctx {
+        Some(ctx) => {
+            // SAFETY: as in `with_current`: `current` is an actor the worker holds an `Arc` to
+            // for the whole resume, and cleared after it.
+            match unsafe { ctx.current.get().as_ref() } {
+                Some(actor) => f(Caller::Actor(ctx, actor)),
+                None => f(Caller::WorkerLoop),
+            }
+        }
+        None => f(Caller::Thread),
     })
 }
 
@@ -311,7 +339,11 @@ pub fn preemptions() -> u64 {
 /// });
 /// ```
 pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
-    let shared = with_current(|cur| cur.map(|(ctx, _)| ctx.shared.clone()));
+    let shared = with_caller(|caller| match caller {
+        Caller::Actor(ctx, _) => Ok(Some(ctx.shared.clone())),
+        Caller::WorkerLoop => Err(Cancelled),
+        Caller::Thread => Ok(None),
+    })?;
     match shared {
         Some(shared) => {
             let (timer, earliest) = shared
@@ -345,7 +377,19 @@ pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
 /// assert!(slept >= Duration::from_millis(20));
 /// ```
 pub fn sleep(duration: Duration) {
-    sleep_until(Instant::now() + duration)
+    match Instant::now().checked_add(duration) {
+        Some(deadline) => sleep_until(deadline),
+        // Too far to represent (`Duration::MAX`): sleep for good, as std does.
+        None => sleep_forever(),
+    }
+}
+
+/// A sleep with no deadline: an actor parks until shutdown cancels it; a thread sleeps.
+fn sleep_forever() {
+    match with_caller(|caller| matches!(caller, Caller::Thread)) {
+        true => std::thread::sleep(Duration::MAX),
+        false => while park().is_ok() {},
+    }
 }
 
 /// Suspends the running actor until `deadline` (a plain thread sleeps).
@@ -362,10 +406,11 @@ pub fn sleep(duration: Duration) {
 /// assert!(woke >= deadline);
 /// ```
 pub fn sleep_until(deadline: Instant) {
-    if current().is_none() {
+    if with_caller(|caller| matches!(caller, Caller::Thread)) {
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         return;
     }
+    // An actor parks; a worker outside any actor returns at once (`park_until` fails there).
     while Instant::now() < deadline {
         if park_until(deadline).is_err() {
             return;

@@ -84,7 +84,10 @@ mod tests {
     #[test]
     fn payloads_that_panic_when_dropped_are_contained() {
         assert_eq!(contain("a test", || drop(PanicOnDrop)), None);
-        assert_eq!(contain("a test", || std::panic::panic_any(PanicOnDrop)), None);
+        assert_eq!(
+            contain("a test", || std::panic::panic_any(PanicOnDrop)),
+            None
+        );
         // The payload's destructor panics, and so does its own payload's: leaked, not lost.
         let r: Option<()> = contain("a test", || std::panic::panic_any(Nested));
         assert_eq!(r, None);

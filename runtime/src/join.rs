@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::actor::{ActorId, StartFn};
 use crate::context::{self, Waiter};
+use crate::fault;
 use crate::sync::Mutex;
 
 /// Why joining an actor gave no value.
@@ -99,10 +100,7 @@ impl JoinError {
     /// ```
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => p
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            JoinError::Panicked(p) => fault::panic_message(&**p),
             _ => None,
         }
     }
@@ -179,7 +177,12 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
 }
 
 /// Wraps a user closure into an actor entry that reports to the returned handle.
-pub(crate) fn entry<F, R>(id_slot: ActorId, f: F) -> (StartFn, JoinHandle<R>)
+///
+/// Two places here run user code outside the closure itself, and both are contained (see
+/// `fault.rs`): dropping the result or panic payload when nobody holds the join handle any more
+/// (the last `Arc` of the packet is then the completer's), and dropping the closure of an actor
+/// that could not start.
+pub(crate) fn entry<F, R>(id: ActorId, f: F) -> (StartFn, JoinHandle<R>)
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
@@ -190,24 +193,27 @@ where
     let completer = Completer(Some(packet.clone()));
     let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
         if let Some(e) = failed {
+            fault::contain(
+                format_args!("the closure of actor {id}, which could not start"),
+                || drop(f),
+            );
             completer.complete(Err(JoinError::Spawn(e)));
             return;
         }
-        match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(v) => completer.complete(Ok(v)),
+        let result = match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(v) => Ok(v),
             // Shutdown's forced unwind passes through here: let it go on to the coroutine's
             // root (the completer, dropped on the way, records `Cancelled`).
             Err(p) if context::is_cancelling() => resume_unwind(p),
-            Err(p) => completer.complete(Err(JoinError::Panicked(p))),
-        }
+            Err(p) => Err(JoinError::Panicked(p)),
+        };
+        // With the handle gone, completing drops the result (or payload) right here.
+        fault::contain(
+            format_args!("dropping the result of actor {id}, which nobody joined"),
+            move || completer.complete(result),
+        );
     });
-    (
-        start,
-        JoinHandle {
-            packet,
-            id: id_slot,
-        },
-    )
+    (start, JoinHandle { packet, id })
 }
 
 /// An owned permission to wait for an actor's result. Dropping it detaches the actor.

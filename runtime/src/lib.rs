@@ -61,8 +61,10 @@ pub use context::{
 };
 pub use join::{JoinError, JoinHandle};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
-pub use runtime::{BuildError, Builder, DEFAULT_TIME_SLICE, Runtime, Scheduler, spawn, spawn_with};
-pub use stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use runtime::{
+    BuildError, Builder, DEFAULT_TIME_SLICE, MAX_WORKERS, Runtime, Scheduler, spawn, spawn_with,
+};
+pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{RuntimeStats, WorkerSnapshot};
 
 #[doc(hidden)]

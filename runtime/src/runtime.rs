@@ -25,7 +25,7 @@
 use std::fmt;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::thread;
 use std::time::Duration;
 
@@ -33,13 +33,15 @@ use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorRef, Body, SpawnOptions};
+use crate::actor::{ActorCell, ActorRef, SpawnOptions};
 use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
 use crate::monitor::{self, LongRun, LongRunHook, MonitorSignal, default_long_run_hook};
-use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, OwnedStack, PAGE_SIZE, StackSlab};
+use crate::stack::{
+    DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE, OwnedStack, PAGE_SIZE, StackSlab,
+};
 use crate::stats::RuntimeStats;
 use crate::timer::Timers;
 use crate::worker::{self, Remote};
@@ -98,6 +100,20 @@ pub enum Scheduler {
 pub enum BuildError {
     /// `workers(0)`: a runtime needs at least one worker.
     ZeroWorkers,
+    /// More workers than [`MAX_WORKERS`].
+    TooManyWorkers {
+        /// What was asked for.
+        requested: usize,
+        /// The largest accepted count.
+        maximum: usize,
+    },
+    /// The stack size is above [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE).
+    StackTooLarge {
+        /// What was asked for.
+        requested: usize,
+        /// The largest accepted size.
+        maximum: usize,
+    },
     /// The stack size is below the minimum the runtime can run an actor in.
     StackTooSmall {
         /// What was asked for.
@@ -121,6 +137,15 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::ZeroWorkers => f.write_str("a runtime needs at least one worker"),
+            BuildError::TooManyWorkers { requested, maximum } => write!(
+                f,
+                "{requested} workers asked for; a runtime has at most {maximum} (one per core \
+                 is the useful number)"
+            ),
+            BuildError::StackTooLarge { requested, maximum } => write!(
+                f,
+                "stack size {requested} bytes is above the maximum of {maximum} bytes"
+            ),
             BuildError::StackTooSmall { requested, minimum } => write!(
                 f,
                 "stack size {requested} bytes is below the minimum of {minimum} bytes"
@@ -154,6 +179,12 @@ pub(crate) fn check_stack_size(bytes: usize) -> Result<(), BuildError> {
             minimum: MIN_STACK_SIZE,
         });
     }
+    if bytes > MAX_STACK_SIZE {
+        return Err(BuildError::StackTooLarge {
+            requested: bytes,
+            maximum: MAX_STACK_SIZE,
+        });
+    }
     if !bytes.is_multiple_of(PAGE_SIZE) {
         return Err(BuildError::StackNotPageAligned {
             requested: bytes,
@@ -162,6 +193,18 @@ pub(crate) fn check_stack_size(bytes: usize) -> Result<(), BuildError> {
     }
     Ok(())
 }
+
+/// The most workers a runtime may have. Workers are OS threads, one per core being the useful
+/// number; this bound only turns a mistaken count (a byte count, `usize::MAX`) into a clear
+/// [`BuildError`] instead of an abort while allocating per-worker state.
+///
+/// ```
+/// use threadlet_runtime::{BuildError, MAX_WORKERS, Runtime};
+///
+/// let err = Runtime::builder().workers(MAX_WORKERS + 1).build().unwrap_err();
+/// assert!(matches!(err, BuildError::TooManyWorkers { maximum: MAX_WORKERS, .. }));
+/// ```
+pub const MAX_WORKERS: usize = 4096;
 
 /// Configures and starts a [`Runtime`].
 ///
@@ -358,6 +401,12 @@ impl Builder {
         if workers == 0 {
             return Err(BuildError::ZeroWorkers);
         }
+        if workers > MAX_WORKERS {
+            return Err(BuildError::TooManyWorkers {
+                requested: workers,
+                maximum: MAX_WORKERS,
+            });
+        }
         check_stack_size(self.stack_size)?;
         // SAFETY: `sysconf` only reads a system constant.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -473,6 +522,17 @@ impl Shared {
         self.shutdown.load(Ordering::Acquire)
     }
 
+    /// Step 1 of the shutdown protocol (`worker.rs`): raise the flag, wake every runtime thread.
+    fn begin_shutdown(&self) {
+        // SeqCst: pairs with the fence in `after_push` (a push either precedes this store or
+        // sees the flag).
+        self.shutdown.store(true, Ordering::SeqCst);
+        for r in self.remotes.iter() {
+            r.unparker.unpark();
+        }
+        self.monitor.kick();
+    }
+
     /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
     /// take it before it starts, or the injector when spawned from outside the runtime.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: ActorRef) {
@@ -500,6 +560,10 @@ impl Shared {
     /// Routes a woken actor (the winner of `IDLE -> SCHEDULED`) to a run queue. See the module
     /// docs of `actor.rs` for why pinned actors only go to their home worker.
     pub(crate) fn schedule_woken(&self, actor: ActorRef) {
+        if self.is_shutdown() {
+            // It will never run again: its registry unwinds it (`worker.rs`, "Shutdown").
+            return;
+        }
         let home = actor.home();
         if let Some(gq) = &self.global_queue {
             match home {
@@ -512,6 +576,7 @@ impl Shared {
                     self.notify_parked();
                 }
             }
+            self.after_push();
             return;
         }
         // The actor moves into the closure and comes back only if it must go elsewhere.
@@ -526,7 +591,10 @@ impl Shared {
         });
         if let Some(actor) = elsewhere {
             match home {
-                Some(h) => self.remotes[h].push_inbox(actor),
+                Some(h) => {
+                    self.remotes[h].push_inbox(actor);
+                    self.after_push();
+                }
                 None => self.push_injector(actor),
             }
         }
@@ -534,12 +602,64 @@ impl Shared {
 
     /// Pushes stealable work into the injector and wakes a worker for it.
     pub(crate) fn push_injector(&self, actor: ActorRef) {
+        if self.is_shutdown() && actor.started.load(Ordering::Acquire) {
+            // A started actor never runs again once shutdown began; its registry unwinds it.
+            return;
+        }
         self.injector.push(actor);
         self.notify_parked();
+        self.after_push();
+    }
+
+    /// Closes the one race of a push with shutdown. A thread that read `shutdown == false` and
+    /// then pushed a started actor may have pushed after `Runtime::drop` swept the queues for
+    /// the last time; the entry would then be stranded, and with it the `Arc<Shared>` that the
+    /// actor holds (a reference cycle through the queue). So every push re-reads the flag:
+    ///
+    /// 1. `Runtime::drop` stores `shutdown` (SeqCst) before its workers stop and before its
+    ///    final sweep of the queues.
+    /// 2. A pusher pushes, then fences (SeqCst), then loads `shutdown`. If it reads `false`,
+    ///    its push precedes step 1's store in the total order, so the final sweep sees it. If
+    ///    it reads `true`, it sweeps the queues itself.
+    ///
+    /// The pusher's sweep drops only entries of *started* actors (their registry unwinds them;
+    /// the entry is just a reference). It never runs user code: an unstarted actor found there
+    /// is put back for a worker or the final sweep to drop, on a thread where that is allowed.
+    /// No unstarted actor enters a queue after the final sweep: spawning from outside takes a
+    /// `&Runtime`, which `Runtime::drop` owns, and spawns from actors go to their worker's own
+    /// queues, which it empties before it exits.
+    fn after_push(&self) {
+        fence(Ordering::SeqCst);
         if self.is_shutdown() {
-            // The runtime is going away and may already have drained the injector: drain it
-            // ourselves so no actor (and the `Arc<Shared>` it holds) is stranded there.
-            self.drain_injector();
+            self.release_started_entries();
+        }
+    }
+
+    /// See [`after_push`](Shared::after_push).
+    fn release_started_entries(&self) {
+        let mut unstarted = Vec::new();
+        if let Some(gq) = &self.global_queue {
+            unstarted.extend(
+                gq.drain()
+                    .into_iter()
+                    .filter(|a| !a.started.load(Ordering::Acquire)),
+            );
+        }
+        let queues = std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
+        for q in queues {
+            loop {
+                match q.steal() {
+                    Steal::Success(a) if !a.started.load(Ordering::Acquire) => unstarted.push(a),
+                    Steal::Success(_) | Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        for a in unstarted {
+            match &self.global_queue {
+                Some(gq) => gq.push_any(a),
+                None => self.injector.push(a),
+            }
         }
     }
 
@@ -612,10 +732,7 @@ fn drop_unstarted(actor: ActorRef) {
     // as in `run_actor`. An unstarted body is a `Send` closure (and maybe a stack no code ran
     // on), which any thread may drop.
     let body = unsafe { &mut *actor.body.get() };
-    if let Body::Unstarted(..) = body {
-        drop(std::mem::replace(body, Body::Done));
-        actor.end();
-    }
+    actor.discard_unstarted(body);
 }
 
 /// A running set of workers. Dropping it shuts them down (see `worker.rs`, "Shutdown").
@@ -838,20 +955,50 @@ impl fmt::Debug for Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        for r in self.shared.remotes.iter() {
-            r.unparker.unpark();
+        let threads = std::mem::take(&mut self.threads);
+        let monitor = self.monitor.take();
+        let me = thread::current().id();
+        let on_own_thread = threads
+            .iter()
+            .chain(&monitor)
+            .any(|t| t.thread().id() == me);
+        if !on_own_thread {
+            shut_down(&self.shared, threads, monitor);
+            return;
         }
-        self.shared.monitor.kick();
-        for t in self.threads.drain(..).chain(self.monitor.take()) {
-            // A runtime thread only ends by returning; a panic there is a bug in the runtime.
-            if t.join().is_err() && !thread::panicking() {
-                panic!("threadlet: a runtime thread panicked");
-            }
+        // The last handle was dropped by an actor of this runtime (or by a timer callback on
+        // its monitor): joining the workers from here would join this very thread. Hand the
+        // shutdown to a thread of its own; the actor carries on until it next suspends, and
+        // from then on it is cancelled like every other.
+        let shared = self.shared.clone();
+        let handed_off = thread::Builder::new()
+            .name("threadlet-shutdown".into())
+            .spawn({
+                let shared = shared.clone();
+                move || shut_down(&shared, threads, monitor)
+            });
+        if handed_off.is_err() {
+            // No thread to be had: start the shutdown and let the threads finish detached.
+            shared.begin_shutdown();
         }
-        self.shared.timers.clear();
-        self.shared.drain_injector();
     }
+}
+
+/// Shutdown as `Runtime::drop` runs it (steps 1 and 6 in `worker.rs`), on a thread that is not
+/// one of the runtime's.
+fn shut_down(
+    shared: &Shared,
+    threads: Vec<thread::JoinHandle<()>>,
+    monitor: Option<thread::JoinHandle<()>>,
+) {
+    shared.begin_shutdown();
+    for t in threads.into_iter().chain(monitor) {
+        // A runtime thread never unwinds: user code it runs is contained, and a panic of its
+        // own aborts the process (see `worker::run`), so joining cannot fail.
+        let _ = t.join();
+    }
+    shared.timers.clear();
+    shared.drain_injector();
 }
 
 /// Validates per-actor options.
@@ -865,10 +1012,25 @@ fn check_options(opts: &SpawnOptions) -> io::Result<()> {
 /// Maps the new actor's stack now if it has a custom size; one of the runtime's size is taken
 /// from a worker's pool when the actor first runs, against a reservation where guards are
 /// capped (see `StackSlab::reserve`).
+///
+/// Under `mprotect` guards a custom-size stack costs the same two kernel mappings as a pooled
+/// one, so it takes a reservation too: the cap on mappings then holds for every actor, and an
+/// actor past it fails to spawn with the error that names `vm.max_map_count`, rather than the
+/// process running out of mappings elsewhere (a `std::thread::spawn`, an allocation).
 fn prepare_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<(Option<OwnedStack>, bool)> {
-    match opts.stack_size {
-        Some(size) if size != shared.slab.stack_size() => Ok((Some(OwnedStack::new(size)?), false)),
-        _ => Ok((None, shared.slab.reserve()?)),
+    let reserved = shared.slab.reserve()?;
+    let custom = match opts.stack_size {
+        Some(size) if size != shared.slab.stack_size() => OwnedStack::new(size).map(Some),
+        _ => Ok(None),
+    };
+    match custom {
+        Ok(stack) => Ok((stack, reserved)),
+        Err(e) => {
+            if reserved {
+                shared.slab.unreserve();
+            }
+            Err(e)
+        }
     }
 }
 

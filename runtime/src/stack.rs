@@ -55,6 +55,20 @@ const GUARD: usize = PAGE_SIZE;
 /// ```
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
+/// The largest stack an actor may ask for: 1 GiB, Go's cap for a goroutine's stack on 64-bit
+/// machines. Stacks are reserved address space (only touched pages cost memory), but the slab
+/// carves them 64 at a time, and a size near `usize::MAX` cannot be mapped at all; refusing it
+/// when the runtime is built or the actor spawned gives a clear error instead of a failure at
+/// the actor's first run.
+///
+/// ```
+/// use threadlet_runtime::{BuildError, MAX_STACK_SIZE, Runtime};
+///
+/// let err = Runtime::builder().stack_size(2 * MAX_STACK_SIZE).build().unwrap_err();
+/// assert!(matches!(err, BuildError::StackTooLarge { maximum, .. } if maximum == MAX_STACK_SIZE));
+/// ```
+pub const MAX_STACK_SIZE: usize = 1 << 30;
+
 /// Default usable stack size per actor: 64 KiB reserved, of which only touched pages cost memory.
 ///
 /// ```

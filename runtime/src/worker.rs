@@ -231,9 +231,32 @@ pub(crate) fn run(
         cancelling: Cell::new(false),
     };
     let _entered = context::enter(&ctx);
+    // Declared after `ctx`, so dropped before it: a panic never reaches `Core`'s destructor,
+    // which would drop the registry of pinned actors on a dying thread.
+    let _abort = AbortOnPanic(index);
     let worker = WorkerLoop { ctx: &ctx, parker };
     worker.run();
     worker.shutdown(meet);
+}
+
+/// A worker thread never dies: user code it runs is contained (`fault.rs`), so a panic that
+/// reaches the worker's own frames is a bug in the runtime. Going on would strand every actor
+/// pinned to this worker, and their stacks could only be unwound on another thread (undefined
+/// behaviour), so the process aborts with a clear message instead.
+struct AbortOnPanic(usize);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "threadlet: worker {} panicked outside any actor: this is a bug in threadlet, \
+                 not in your code. Aborting: the actors pinned to this worker cannot be unwound \
+                 on another thread.",
+                self.0
+            );
+            std::process::abort();
+        }
+    }
 }
 
 struct WorkerLoop<'a> {
@@ -255,6 +278,12 @@ impl WorkerLoop<'_> {
     }
 
     fn run(&self) {
+        // A new worker starts parked: a start spent searching would make each of n workers scan
+        // every other's queue, quadratic in n, for work that cannot exist yet. The first spawn
+        // wakes one through the idle protocol.
+        if let Some(actor) = self.search(true) {
+            self.run_actor(actor, false);
+        }
         let mut next_runs = 0;
         while !self.shared().is_shutdown() {
             if let Some(actor) = self.core().next.take() {
@@ -272,7 +301,7 @@ impl WorkerLoop<'_> {
                 continue;
             }
             self.remote().slice.store(0, Ordering::Relaxed);
-            if let Some(actor) = self.search() {
+            if let Some(actor) = self.search(false) {
                 self.run_actor(actor, false);
             }
         }
@@ -375,11 +404,16 @@ impl WorkerLoop<'_> {
         None
     }
 
-    /// No local work: search (bounded, see `idle.rs`), then park. Returns work if found.
-    fn search(&self) -> Option<ActorRef> {
+    /// No local work: search (bounded, see `idle.rs`), then park; with `park_first`, park
+    /// before searching. Returns work if found, `None` at shutdown.
+    fn search(&self, park_first: bool) -> Option<ActorRef> {
         let shared = self.shared();
         let idle = &shared.idle;
-        let mut searching = idle.try_start_searching();
+        let mut searching = if park_first {
+            self.park(false)?
+        } else {
+            idle.try_start_searching()
+        };
         loop {
             for round in 0..SEARCH_ROUNDS {
                 let found = self
@@ -403,30 +437,38 @@ impl WorkerLoop<'_> {
                     std::thread::yield_now();
                 }
             }
-            // A core with nothing to do gives ended actors' stack pages back to the kernel,
-            // and parks no longer than until the next batch is due.
-            let trim_due = shared.slab.trim(Instant::now());
-            // Park (steps 3 and 4 of the sleep protocol).
-            idle.park(self.ctx.index, searching);
-            if shared.any_stealable_work() {
-                shared.notify_parked();
-            }
-            let stats = &self.remote().stats;
-            stats.bump(&stats.parks);
-            if !shared.is_shutdown() {
-                match trim_due {
-                    Some(d) => self.parker.park_timeout(d),
-                    None => self.parker.park(),
-                }
-            }
-            searching = idle.unpark_self(self.ctx.index);
-            if shared.is_shutdown() {
-                if searching {
-                    idle.stop_searching();
-                }
-                return None;
+            searching = self.park(searching)?;
+        }
+    }
+
+    /// Steps 3 and 4 of the sleep protocol (`idle.rs`). Returns whether the worker is
+    /// searching once woken, or `None` at shutdown.
+    fn park(&self, searching: bool) -> Option<bool> {
+        let shared = self.shared();
+        let idle = &shared.idle;
+        // A core with nothing to do gives ended actors' stack pages back to the kernel, and
+        // parks no longer than until the next batch is due.
+        let trim_due = shared.slab.trim(Instant::now());
+        idle.park(self.ctx.index, searching);
+        if shared.any_stealable_work() {
+            shared.notify_parked();
+        }
+        let stats = &self.remote().stats;
+        stats.bump(&stats.parks);
+        if !shared.is_shutdown() {
+            match trim_due {
+                Some(d) => self.parker.park_timeout(d),
+                None => self.parker.park(),
             }
         }
+        let searching = idle.unpark_self(self.ctx.index);
+        if shared.is_shutdown() {
+            if searching {
+                idle.stop_searching();
+            }
+            return None;
+        }
+        Some(searching)
     }
 
     /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
@@ -468,11 +510,15 @@ impl WorkerLoop<'_> {
         if let Some(ticks) = self.shared().config.preempt_ticks {
             remote.safe_point.budget.store(ticks, Ordering::Relaxed);
         }
-        self.ctx.current.set(Arc::as_ptr(&actor));
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
         loop {
-            match coroutine.resume(()) {
+            // `current` names the actor only while its coroutine runs: whatever the worker
+            // does between resumes (queueing, waking, dropping) runs outside any actor.
+            self.ctx.current.set(Arc::as_ptr(&actor));
+            let resumed = coroutine.resume(());
+            self.ctx.current.set(std::ptr::null());
+            match resumed {
                 CoroutineResult::Yield(Suspend::Park) => match actor.state.after_park() {
                     AfterPark::Parked => break,
                     AfterPark::Resume => continue,
@@ -505,7 +551,6 @@ impl WorkerLoop<'_> {
             }
         }
         drop(gil);
-        self.ctx.current.set(std::ptr::null());
     }
 
     /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
@@ -649,10 +694,7 @@ impl WorkerLoop<'_> {
     fn drop_queued(&self, actor: ActorRef) {
         // SAFETY: popped from a run queue, so we own the body (as in `run_actor`).
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(..) = body {
-            drop(std::mem::replace(body, Body::Done));
-            actor.end();
-        }
+        actor.discard_unstarted(body);
     }
 
     /// Force-unwinds a started actor's stack on this thread, running its destructors.
