@@ -42,9 +42,9 @@ use std::io;
 pub use mailbox::{Addr, Iter, Mailbox};
 pub use threadlet_runtime::{
     ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, JoinError, JoinHandle,
-    LONG_RUN_SLICES, LongRun, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions,
-    WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep, sleep_until, spawn,
-    yield_now,
+    LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats,
+    Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep,
+    sleep_until, spawn, yield_now,
 };
 
 /// A mailbox and its first address, with no actor behind them; for the loom model in

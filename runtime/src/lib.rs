@@ -72,4 +72,10 @@ pub mod __private {
     //! Exposed for the loom models and tests only; not part of the API.
     pub use crate::idle::Idle;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
+
+    /// Whether the runtime of the calling actor has begun to shut down (`false` outside any
+    /// runtime). Lets tests hold a worker until shutdown has begun, deterministically.
+    pub fn shutting_down() -> bool {
+        crate::context::current_shared().is_some_and(|s| s.is_shutdown())
+    }
 }

@@ -1,0 +1,569 @@
+//! Fault containment in the runtime: no user code kills a worker, loses a value, or hangs
+//! shutdown. One test (or a few) per defect that once did; each names it (F1, F2, ...), as
+//! listed in `docs/safety.md`, "Where user code runs".
+//!
+//! Tests that must hold a worker busy until shutdown has begun use an actor that spins until
+//! `__private::shutting_down()`, so that an actor queued behind it is still unstarted when the
+//! runtime drops, deterministically. Hangs are caught by a watchdog rather than a test timeout.
+
+use std::cell::{RefCell, RefMut};
+use std::io::ErrorKind;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use threadlet::channel::{self, Sender};
+use threadlet::{
+    ActorBuilder, BuildError, JoinHandle, MAX_STACK_SIZE, MAX_WORKERS, Mailbox, Runtime,
+    RuntimeExt, SpawnOptions,
+};
+use threadlet_runtime::__private::shutting_down;
+use threadlet_runtime::{Cancelled, Waiter, park};
+
+/// Long enough for anything here on a loaded 2-core machine; only a hang takes this long.
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+fn runtime(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+/// Runs `f` on a helper thread; fails the test if it does not finish within the watchdog.
+fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("{what}: did not finish within {WATCHDOG:?} (hang)"))
+}
+
+/// Holds a worker, with no safe point, until its runtime begins to shut down; returns once
+/// the hog runs.
+fn hog_until_shutdown(rt: &Runtime) -> JoinHandle<()> {
+    let (running, is_running) = mpsc::channel();
+    let h = rt.spawn(move || {
+        running.send(()).unwrap();
+        while !shutting_down() {
+            std::hint::spin_loop();
+        }
+    });
+    is_running.recv().unwrap();
+    h
+}
+
+/// Panics when dropped.
+struct PanicOnDrop(&'static str);
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("PanicOnDrop({})", self.0);
+    }
+}
+
+/// Counts its drops and remembers the thread that dropped it.
+#[derive(Clone, Default)]
+struct DropLog(Arc<Mutex<Vec<String>>>);
+struct Logged(DropLog);
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let name = thread::current().name().unwrap_or("?").to_string();
+        self.0.0.lock().unwrap().push(name);
+    }
+}
+impl DropLog {
+    fn threads(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A fresh actor runs and can be joined: the worker(s) still serve.
+fn assert_workers_serve(rt: &Runtime) {
+    for _ in 0..4 * rt.workers() {
+        assert_eq!(rt.spawn(|| 42).join().unwrap(), 42);
+    }
+}
+
+// F1: a panic from dropping an actor's result or payload, with the join handle gone, escaped
+// the actor and killed its worker.
+
+#[test]
+fn f1_a_result_that_panics_when_dropped_does_not_kill_the_worker() {
+    let rt = runtime(1);
+    let (go, wait) = mpsc::channel::<()>();
+    drop(rt.spawn(move || {
+        wait.recv().unwrap();
+        PanicOnDrop("result")
+    }));
+    go.send(()).unwrap();
+    assert_workers_serve(&rt);
+    within_watchdog("drop(rt)", move || drop(rt));
+}
+
+#[test]
+fn f1_a_panic_payload_that_panics_when_dropped_does_not_kill_the_worker() {
+    let rt = runtime(1);
+    let (go, wait) = mpsc::channel::<()>();
+    drop(rt.spawn(move || {
+        wait.recv().unwrap();
+        std::panic::panic_any(PanicOnDrop("payload"))
+    }));
+    go.send(()).unwrap();
+    assert_workers_serve(&rt);
+    within_watchdog("drop(rt)", move || drop(rt));
+}
+
+thread_local! {
+    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Lives on an actor's stack across a park, borrowing its worker's thread-local.
+struct TiedToThread<'a> {
+    _buf: RefMut<'a, Vec<u8>>,
+    _log: Logged,
+}
+
+#[test]
+fn f1_a_pinned_stack_is_unwound_on_its_own_worker() {
+    // Once, a worker killed by a result's destructor left its pinned actors to be unwound on
+    // whatever thread dropped them last: here the main thread, through a `Waiter`.
+    let log = DropLog::default();
+    let rt = runtime(1);
+    let (waiter_tx, waiter_rx) = mpsc::channel::<Waiter>();
+    let l = log.clone();
+    let parked = rt.spawn(move || {
+        BUF.with(|b| {
+            let _tied = TiedToThread {
+                _buf: b.borrow_mut(),
+                _log: Logged(l),
+            };
+            waiter_tx.send(Waiter::current()).unwrap();
+            while park().is_ok() {} // nobody wakes it
+        })
+    });
+    let waiter = waiter_rx.recv().unwrap();
+    let (go, wait) = mpsc::channel::<()>();
+    drop(rt.spawn(move || {
+        wait.recv().unwrap();
+        PanicOnDrop("result")
+    }));
+    go.send(()).unwrap();
+    assert_workers_serve(&rt);
+    drop(waiter); // once the last reference but one
+    within_watchdog("drop(rt)", move || drop(rt));
+    assert!(parked.join().unwrap_err().is_cancelled());
+    let threads = log.threads();
+    assert_eq!(threads.len(), 1, "dropped once: {threads:?}");
+    assert!(threads[0].starts_with("threadlet-worker"), "{threads:?}");
+}
+
+#[test]
+fn f1_runtime_dropped_while_the_caller_panics_unwinds_actors_on_their_worker() {
+    let log = DropLog::default();
+    let rt = runtime(1);
+    let logged = Logged(log.clone());
+    let (addr, _h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+        let _logged = logged;
+        mb.recv();
+        mb.recv() // parks again after the first message
+    });
+    addr.send(1).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _rt = rt; // dropped while this closure unwinds
+        panic!("a failing test while the runtime is alive");
+    }));
+    assert!(r.is_err());
+    let threads = log.threads();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert!(threads[0].starts_with("threadlet-worker"), "{threads:?}");
+    drop(addr);
+}
+
+// F2: a panicking destructor of an unstarted actor's closure killed a worker during shutdown.
+
+#[test]
+fn f2_an_unstarted_closure_that_panics_when_dropped_at_shutdown_is_contained() {
+    let log = DropLog::default();
+    let rt = runtime(1);
+    let logged = Logged(log.clone());
+    let (addr, parked) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        let _logged = logged;
+        mb.recv();
+    });
+    let hog = hog_until_shutdown(&rt);
+    let p = PanicOnDrop("unstarted capture");
+    let unstarted = rt.spawn(move || drop(p));
+    let r = within_watchdog("drop(rt)", move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(rt)))
+    });
+    assert!(r.is_ok(), "Runtime::drop must not panic");
+    assert_eq!(log.threads().len(), 1, "the parked actor was unwound");
+    assert!(parked.join().unwrap_err().is_cancelled());
+    assert!(unstarted.join().unwrap_err().is_cancelled());
+    hog.join().unwrap();
+    drop(addr);
+}
+
+// F4: a blocking destructor of an unstarted actor's closure hung `Runtime::drop`: it parked
+// the worker's OS thread, waiting for an actor that would be unwound only afterwards.
+
+struct SendOnDrop(Sender<&'static str>, Arc<Mutex<Option<bool>>>);
+impl Drop for SendOnDrop {
+    fn drop(&mut self) {
+        let sent = self.0.send("goodbye").is_ok();
+        *self.1.lock().unwrap() = Some(sent);
+    }
+}
+
+#[test]
+fn f4_a_blocking_destructor_of_an_unstarted_actor_does_not_hang_shutdown() {
+    let outcome = Arc::new(Mutex::new(None));
+    let o = outcome.clone();
+    within_watchdog("drop(rt)", move || {
+        let rt = runtime(1);
+        let (tx, rx) = channel::bounded::<&'static str>(0);
+        // A started actor owns the receiver and waits on its mailbox for good.
+        let (addr, _h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+            let _rx = rx;
+            mb.recv();
+        });
+        let _hog = hog_until_shutdown(&rt);
+        let guard = SendOnDrop(tx, o);
+        let _unstarted = rt.spawn(move || drop(guard));
+        drop(rt);
+        drop(addr);
+    });
+    // Outside any actor a worker cannot block: the rendezvous send failed as cancelled.
+    assert_eq!(*outcome.lock().unwrap(), Some(false));
+}
+
+#[test]
+fn blocking_outside_an_actor_on_a_worker_fails_as_cancelled() {
+    struct ParkOnDrop(Arc<Mutex<Option<Result<(), Cancelled>>>>);
+    impl Drop for ParkOnDrop {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() = Some(park());
+        }
+    }
+    let seen = Arc::new(Mutex::new(None));
+    let rt = runtime(1);
+    let _hog = hog_until_shutdown(&rt);
+    let guard = ParkOnDrop(seen.clone());
+    let _unstarted = rt.spawn(move || drop(guard));
+    within_watchdog("drop(rt)", move || drop(rt));
+    assert_eq!(*seen.lock().unwrap(), Some(Err(Cancelled)));
+}
+
+// F7: dropping the last `Arc<Runtime>` inside one of its own actors joined its own thread.
+
+#[test]
+fn f7_dropping_the_runtime_inside_its_own_actor_hands_shutdown_off() {
+    for workers in [1, 2] {
+        let out = within_watchdog("drop inside an actor", move || {
+            let rt = Arc::new(runtime(workers));
+            let (tx, rx) = mpsc::channel();
+            let inner = rt.clone();
+            let h = rt.spawn(move || {
+                rx.recv().unwrap(); // until main has dropped its handle
+                drop(inner); // the last one: shutdown starts here
+                "returned"
+            });
+            drop(rt);
+            tx.send(()).unwrap();
+            h.join()
+        });
+        assert_eq!(out.unwrap(), "returned", "workers: {workers}");
+    }
+}
+
+#[test]
+fn f7_after_a_handed_off_shutdown_every_actor_is_unwound() {
+    let log = DropLog::default();
+    let logged = Logged(log.clone());
+    let (addr, parked) = within_watchdog("drop inside an actor", move || {
+        let rt = Arc::new(runtime(2));
+        let (addr, parked) = rt.spawn_actor(move |mb: Mailbox<()>| {
+            let _logged = logged;
+            mb.recv();
+        });
+        let (tx, rx) = mpsc::channel();
+        let inner = rt.clone();
+        let dropper = rt.spawn(move || {
+            rx.recv().unwrap(); // until main has dropped its handle
+            drop(inner);
+        });
+        drop(rt);
+        tx.send(()).unwrap();
+        dropper.join().unwrap();
+        (addr, parked)
+    });
+    // The shutdown thread joins the workers; the parked actor is unwound on its worker.
+    let r = within_watchdog("join of the parked actor", move || parked.join());
+    assert!(r.unwrap_err().is_cancelled());
+    let threads = log.threads();
+    assert_eq!(threads.len(), 1);
+    assert!(threads[0].starts_with("threadlet-worker"), "{threads:?}");
+    drop(addr);
+}
+
+// F9: during shutdown, the worker queued a yielded migratable actor with `current` still naming
+// it, and the queue push dropped unstarted closures right there: a `park` in such a destructor
+// suspended the wrong coroutine (SIGSEGV).
+
+#[test]
+fn f9_destructors_at_shutdown_never_run_inside_a_stale_actor() {
+    struct Probe(Arc<Mutex<Option<(Option<threadlet::ActorId>, Result<(), Cancelled>)>>>);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            let who = threadlet::current();
+            *self.0.lock().unwrap() = Some((who, park()));
+        }
+    }
+    let seen = Arc::new(Mutex::new(None));
+    let rt = runtime(1);
+    let (running, is_running) = mpsc::channel();
+    // SAFETY (of the opt-in): the actor holds nothing thread-bound across its yield.
+    let m = unsafe { ActorBuilder::new().name("M").migratable() }
+        .spawn_on(&rt, move || {
+            running.send(()).unwrap();
+            while !shutting_down() {
+                std::hint::spin_loop();
+            }
+            threadlet::yield_now(); // after shutdown began
+        })
+        .unwrap();
+    is_running.recv().unwrap();
+    let probe = Probe(seen.clone());
+    let _u = rt.spawn(move || drop(probe)); // unstarted behind M
+    within_watchdog("drop(rt)", move || drop(rt));
+    let (who, parked) = seen
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the closure was dropped");
+    assert_eq!(
+        who, None,
+        "no actor is current while an unstarted closure drops"
+    );
+    assert_eq!(parked, Err(Cancelled));
+    // M either finished its yield or was unwound at it.
+    let _ = m.join();
+}
+
+// F10 (runtime part): `sleep(Duration::MAX)` panicked on the deadline's overflow.
+
+#[test]
+fn f10_sleep_for_duration_max_sleeps_until_shutdown() {
+    let rt = runtime(1);
+    let (started, is_started) = mpsc::channel();
+    let h = rt.spawn(move || {
+        started.send(()).unwrap();
+        threadlet::sleep(Duration::MAX);
+    });
+    is_started.recv().unwrap();
+    assert_workers_serve(&rt); // the sleeper holds no worker
+    assert!(!h.is_finished());
+    within_watchdog("drop(rt)", move || drop(rt));
+    assert!(h.join().unwrap_err().is_cancelled());
+}
+
+// F11: stack sizes near `usize::MAX` were accepted and failed at the first run.
+
+#[test]
+fn f11_stack_sizes_above_the_maximum_are_refused_up_front() {
+    for size in [usize::MAX & !4095, 1 << 40, MAX_STACK_SIZE + 4096] {
+        let err = Runtime::builder().stack_size(size).build().unwrap_err();
+        assert!(
+            matches!(err, BuildError::StackTooLarge { requested, maximum: MAX_STACK_SIZE } if requested == size),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("above the maximum"), "{err}");
+    }
+    let rt = runtime(1);
+    for size in [usize::MAX & !4095, 1 << 40] {
+        let err = rt
+            .spawn_with(SpawnOptions::new().stack_size(size), || 1)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        let err = ActorBuilder::new()
+            .stack_size(size)
+            .spawn_on(&rt, || 1)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    }
+    // The maximum itself is accepted.
+    let h = rt
+        .spawn_with(SpawnOptions::new().stack_size(MAX_STACK_SIZE), || 7)
+        .unwrap();
+    assert_eq!(h.join().unwrap(), 7);
+}
+
+// F13: `workers(1 << 40)` aborted the process; thousands of workers took quadratic time.
+
+#[test]
+fn f13_worker_counts_above_the_maximum_are_refused() {
+    for n in [MAX_WORKERS + 1, 1 << 40, usize::MAX] {
+        let err = Runtime::builder().workers(n).build().unwrap_err();
+        assert!(
+            matches!(err, BuildError::TooManyWorkers { requested, maximum: MAX_WORKERS } if requested == n),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn f13_many_workers_build_run_and_stop() {
+    // Workers are born parked: building costs a thread each, not a scan of every other
+    // worker's queue. (Behaviour only; the cost is measured in docs/benchmarks.md.)
+    let rt = Runtime::builder().workers(256).build().unwrap();
+    let sum = rt.block_on(|| {
+        let hs: Vec<_> = (0..1000u64).map(|i| threadlet::spawn(move || i)).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    assert_eq!(sum, 999 * 1000 / 2);
+    within_watchdog("drop(rt)", move || drop(rt));
+}
+
+// F12: under mprotect guards, custom-size stacks were not counted against the cap on kernel
+// mappings, so they used up `vm.max_map_count` for the whole process. The guard kind is chosen
+// once per process, so this runs in a child process with mprotect guards forced.
+
+const MPROTECT_CHILD: &str = "THREADLET_TEST_MPROTECT_CHILD";
+
+#[test]
+fn f12_custom_size_stacks_count_against_the_mapping_cap() {
+    if std::env::var_os(MPROTECT_CHILD).is_some() {
+        return mprotect_child();
+    }
+    let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65_530);
+    if max_map_count > 200_000 {
+        eprintln!("vm.max_map_count is {max_map_count}: too many stacks to map in a test; skipped");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "f12_custom_size_stacks_count_against_the_mapping_cap",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(MPROTECT_CHILD, "1")
+        .env("THREADLET_FORCE_MPROTECT_GUARDS", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
+    assert!(stdout.contains("CHILD OK"), "{stdout}\n{stderr}");
+}
+
+fn mprotect_child() {
+    let rt = runtime(1);
+    assert!(!rt.stats().madvise_guards);
+    let hog = hog_until_shutdown(&rt);
+    let mut handles = Vec::new();
+    let err = loop {
+        match ActorBuilder::new()
+            .stack_size(128 * 1024)
+            .spawn_on(&rt, || ())
+        {
+            Ok(h) => handles.push(h),
+            Err(e) => break e,
+        }
+        assert!(handles.len() < 200_000, "no error after 200k custom stacks");
+    };
+    assert!(err.to_string().contains("vm.max_map_count"), "{err}");
+    // The rest of the process still gets mappings and threads.
+    let big = vec![1u8; 8 << 20];
+    assert_eq!(big.len(), 8 << 20);
+    assert_eq!(thread::spawn(|| 5).join().unwrap(), 5);
+    drop(rt);
+    hog.join().unwrap();
+    for h in handles {
+        assert!(h.join().unwrap_err().is_cancelled());
+    }
+    println!("CHILD OK after {err}");
+}
+
+// Decided: a destructor that panics while a forced unwind (shutdown) already unwinds the same
+// stack aborts the process, as Rust does for any panic during unwinding. Checked in a child.
+
+const ABORT_CHILD: &str = "THREADLET_TEST_ABORT_CHILD";
+
+#[test]
+fn a_destructor_panicking_during_a_shutdown_unwind_aborts() {
+    if std::env::var_os(ABORT_CHILD).is_some() {
+        let rt = runtime(1);
+        let (started, is_started) = mpsc::channel();
+        let _h = rt.spawn(move || {
+            let _bomb = PanicOnDrop("during the unwind");
+            started.send(()).unwrap();
+            while park().is_ok() {}
+        });
+        is_started.recv().unwrap();
+        drop(rt);
+        unreachable!("the process aborts while unwinding the actor");
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_destructor_panicking_during_a_shutdown_unwind_aborts",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ABORT_CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6), "SIGABRT expected: {stderr}");
+    assert!(
+        stderr.contains("PanicOnDrop(during the unwind)"),
+        "{stderr}"
+    );
+}
+
+// A conservation check across all of the above: actors that panic in every way the runtime
+// contains, mixed with ones that finish, on both worker counts; every join reports an outcome.
+
+#[test]
+fn every_join_reports_an_outcome_whatever_panics() {
+    for workers in [1, 2] {
+        let rt = runtime(workers);
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut handles = Vec::new();
+        for i in 0..400u32 {
+            let d = done.clone();
+            let h: JoinHandle<Option<PanicOnDrop>> = rt.spawn(move || {
+                d.fetch_add(1, SeqCst);
+                match i % 4 {
+                    0 => None,
+                    1 => Some(PanicOnDrop("result")),
+                    2 => std::panic::panic_any(PanicOnDrop("payload")),
+                    _ => panic!("plain panic"),
+                }
+            });
+            // Detach half of them: their results and payloads are dropped by the runtime.
+            if i % 2 == 0 {
+                handles.push((i, h));
+            }
+        }
+        for (i, h) in handles {
+            match (i % 4, h.join()) {
+                (0, Ok(None)) => {}
+                (2, Err(e)) => {
+                    assert!(e.is_panic());
+                    std::mem::forget(e); // its payload panics when dropped
+                }
+                (i, r) => panic!("actor {i}: unexpected {:?}", r.map(|v| v.is_some())),
+            }
+        }
+        assert_workers_serve(&rt);
+        within_watchdog("drop(rt)", move || drop(rt));
+        assert_eq!(done.load(SeqCst), 400);
+    }
+}
