@@ -70,32 +70,75 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     chain(sig, info, uctx);
 }
 
-/// Passes a fault that is not ours to the previous handler, or to the default action.
+/// Passes a fault that is not ours on as the kernel would have delivered it without us:
+///
+/// * to a previous handler, with its `sa_mask` (and the signal itself, unless `SA_NODEFER`)
+///   blocked while it runs, and with `SA_RESETHAND` honoured (later signals get the default
+///   action);
+/// * for a previous `SIG_IGN`: a signal sent by a process (`kill`, `raise`) is ignored; a real
+///   fault cannot be ignored (the kernel forces the default action for it), so it gets the
+///   default;
+/// * for a previous `SIG_DFL` (or none recorded): the default action, by resetting the
+///   disposition and returning, so that the fault repeats, or for a sent signal, re-raising.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
     let slot = if sig == libc::SIGBUS {
         &PREVIOUS_BUS
     } else {
         &PREVIOUS_SEGV
     };
+    // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler.
+    let sent = unsafe { (*info).si_code } <= 0;
     let prev = slot.load(Ordering::Acquire);
-    // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see `install_overflow_reporter`). Calling a
-    // previous `SA_SIGINFO` handler with our arguments is what the kernel would have done.
+    // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see
+    // `install_overflow_reporter`); only this function replaces it, with another leaked one.
+    let Some(prev) = (unsafe { prev.as_ref() }) else {
+        default_action(sig, sent);
+        return;
+    };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_IGN && sent {
+        return;
+    }
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        default_action(sig, sent);
+        return;
+    }
+    if prev.sa_flags & libc::SA_RESETHAND != 0 {
+        // One delivery only: later ones see the default action.
+        slot.store(std::ptr::null_mut(), Ordering::Release);
+    }
+    // SAFETY: sigset operations on local, initialised sets, and `pthread_sigmask`, which is
+    // async-signal-safe. Calling the previous handler with the kernel's arguments, under the
+    // mask the kernel would have set for it, is what the kernel would have done.
     unsafe {
-        if let Some(prev) = prev.as_ref() {
-            let h = prev.sa_sigaction;
-            if h != libc::SIG_DFL && h != libc::SIG_IGN {
-                if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                        std::mem::transmute(h);
-                    f(sig, info, uctx);
-                } else {
-                    let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-                    f(sig);
-                }
-                return;
-            }
+        let mut mask = prev.sa_mask;
+        if prev.sa_flags & libc::SA_NODEFER == 0 {
+            libc::sigaddset(&mut mask, sig);
         }
+        let mut saved = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, saved.as_mut_ptr());
+        if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(h);
+            f(sig, info, uctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+            f(sig);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, saved.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// The default action for `sig`: a fault repeats once the handler returns and now kills the
+/// process; a sent signal has to be sent again.
+fn default_action(sig: libc::c_int, sent: bool) {
+    // SAFETY: `signal` and `raise` are async-signal-safe. The signal is blocked while its
+    // handler runs, so the raised one is delivered (with the default action) on return.
+    unsafe {
         libc::signal(sig, libc::SIG_DFL);
+        if sent {
+            libc::raise(sig);
+        }
     }
 }
 
