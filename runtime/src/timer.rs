@@ -385,15 +385,17 @@ mod tests {
     use std::time::Duration;
 
     thread_local! {
-        /// Set by a test to make `cancel` yield between its two steps.
+        /// Set by a test to make `cancel` linger between its two steps.
         static WIDEN: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Called by `cancel` between counting and flipping: in a test that asks for it, yields
-    /// there, so that a concurrent `fire_due` lands in the gap.
+    /// Called by `cancel` between counting and flipping: in a test that asks for it, spins a
+    /// few microseconds there, so that a concurrent `fire_due` lands in the gap.
     pub(super) fn widen_cancel_window() {
         if WIDEN.with(Cell::get) {
-            std::thread::yield_now();
+            for _ in 0..2_000 {
+                std::hint::spin_loop();
+            }
         }
     }
 
