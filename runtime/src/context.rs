@@ -419,7 +419,13 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// Runs `f` once `deadline` has passed, on the runtime's monitor thread when called from an
-/// actor (one heap entry, no thread), or on a new helper thread otherwise. `f` must not block.
+/// actor, or else on the process-wide timer thread (`threadlet-timer`, started by the first
+/// such call). Either way it costs one heap entry and no thread of its own. `f` must not block:
+/// it delays every other timer of its heap.
+///
+/// A panic in `f`, or in its destructor, is reported on stderr and contained: timers keep
+/// firing. A runtime's pending calls are dropped without running when it shuts down; those on
+/// the process-wide thread that are still pending when the process exits never run.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -443,12 +449,7 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
                 shared.monitor.kick();
             }
         }
-        None => {
-            std::thread::spawn(move || {
-                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                f();
-            });
-        }
+        None => crate::timer::add_process_wide(deadline, TimerAction::Call(Box::new(f))),
     }
 }
 

@@ -15,10 +15,25 @@
 //!    its worker's local queue, never to the next slot.
 //! 4. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
-//!    reported, not preempted: nothing can stop code that never reaches a safe point.
+//!    reported, not preempted: nothing can stop code that never reaches a safe point. The
+//!    report names the actor running at that moment: its id and, once its worker publishes it
+//!    (see [`RunningActor`]), its name.
 //!
 //! The flag is advisory: raising it late or reading it late only delays a switch, and a flag
 //! left up when the actor parks is lowered by the next slice (step 1).
+//!
+//! All the monitor's time arithmetic saturates: a time slice too long to add to an `Instant`
+//! (up to `Duration::MAX`) simply never preempts and is never reported. The sample period is
+//! a quarter of the slice, clamped to between `MIN_SAMPLE_PERIOD` and `MAX_SAMPLE_PERIOD`.
+//!
+//! # Containment
+//!
+//! The monitor runs user code: `call_at` and `send_after` callbacks (and the destructors of
+//! those it drops unrun), and the long-run hook. Each runs under `fault::contain`, so a panic
+//! there is reported on stderr and the monitor carries on: timers still fire and actors are
+//! still preempted. A panic anywhere else in the monitor's loop is a runtime bug; rather than
+//! let the thread die silently (and every timer with it), `AbortOnUnwind` aborts the process
+//! with a message naming the thread (`timer::AbortOnUnwind`).
 //!
 //! # Sleeping
 //!
@@ -30,14 +45,19 @@
 //! slice and then reads the flag (both `SeqCst`), so one of them sees the other: the monitor
 //! never sleeps indefinitely while an actor runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::actor::ActorId;
+use crate::actor::{ActorCell, ActorId};
+use crate::fault;
 use crate::runtime::Shared;
+use crate::timer::AbortOnUnwind;
+use crate::worker::Remote;
 
 /// A slice that lasts this many time slices without a switch is reported (step 4).
 ///
@@ -52,6 +72,18 @@ pub const LONG_RUN_SLICES: u32 = 10;
 
 /// The shortest sample period: below a millisecond the monitor would cost more than it saves.
 const MIN_SAMPLE_PERIOD: Duration = Duration::from_millis(1);
+
+/// The longest sample period: a long time slice is still checked every second, so that its
+/// preemption and report come at most a second late, and no deadline comes near the end of
+/// `Instant`'s range.
+const MAX_SAMPLE_PERIOD: Duration = Duration::from_secs(1);
+
+/// The monitor's sample period for a time slice (step 2), or for time slices off.
+fn sample_period(slice: Option<Duration>) -> Duration {
+    slice.map_or(MAX_SAMPLE_PERIOD, |s| {
+        (s / 4).clamp(MIN_SAMPLE_PERIOD, MAX_SAMPLE_PERIOD)
+    })
+}
 
 /// An actor that ran far past its time slice without reaching a safe point.
 ///
@@ -82,21 +114,65 @@ const MIN_SAMPLE_PERIOD: Duration = Duration::from_millis(1);
 /// let report = rx.recv().unwrap();
 /// stop.store(true, Ordering::Relaxed);
 /// assert_eq!(report.actor, h.id());
+/// assert_eq!(report.name, None); // an unnamed actor
 /// assert_eq!(report.worker, 0);
 /// assert_eq!(report.time_slice, Duration::from_millis(1));
 /// assert!(report.running_for >= report.time_slice * LONG_RUN_SLICES);
 /// h.join().unwrap();
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LongRun {
     /// The actor.
     pub actor: ActorId,
+    /// Its name, if it has one (and its worker publishes it; see the module docs).
+    pub name: Option<String>,
     /// The worker it runs on.
     pub worker: usize,
-    /// How long it had run when reported.
+    /// How long it had held the worker when reported (the whole time slice so far, which a
+    /// chain of actors waking each other shares).
     pub running_for: Duration,
     /// The runtime's time slice.
     pub time_slice: Duration,
+}
+
+impl fmt::Display for LongRun {
+    /// The default hook's line, without the advice.
+    ///
+    /// ```
+    /// # use std::sync::mpsc;
+    /// # use std::time::{Duration, Instant};
+    /// # use threadlet_runtime::{LongRun, Runtime};
+    /// # let (tx, rx) = mpsc::channel::<LongRun>();
+    /// # let rt = Runtime::builder()
+    /// #     .workers(1)
+    /// #     .time_slice(Duration::from_millis(1))
+    /// #     .on_long_run(move |lr| { let _ = tx.send(lr.clone()); })
+    /// #     .build()
+    /// #     .unwrap();
+    /// # let h = rt.spawn(|| {
+    /// #     let t = Instant::now();
+    /// #     while t.elapsed() < Duration::from_millis(100) { std::hint::spin_loop(); }
+    /// # });
+    /// let report: LongRun = rx.recv().unwrap(); // as in `LongRun`'s example
+    /// let line = report.to_string();
+    /// assert!(line.starts_with(&format!("actor {} has held worker 0 for ", report.actor)));
+    /// assert!(line.ends_with("without reaching a safe point (time slice 1 ms)"));
+    /// # h.join().unwrap();
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "actor {}", self.actor)?;
+        if let Some(name) = &self.name {
+            write!(f, " {name:?}")?;
+        }
+        write!(
+            f,
+            " has held worker {} for {} ms without reaching a safe point (time slice {} ms)",
+            self.worker,
+            self.running_for.as_millis(),
+            self.time_slice.as_millis()
+        )
+    }
 }
 
 /// What the runtime calls on a [`LongRun`]; set with `Builder::on_long_run`.
@@ -106,15 +182,83 @@ pub type LongRunHook = Arc<dyn Fn(&LongRun) + Send + Sync>;
 pub(crate) fn default_long_run_hook() -> LongRunHook {
     Arc::new(|r: &LongRun| {
         eprintln!(
-            "threadlet: actor {} has run for {} ms on worker {} without reaching a safe point \
-             (time slice {} ms): call threadlet::checkpoint() in its loops, or move blocking \
-             calls off the runtime",
-            r.actor,
-            r.running_for.as_millis(),
-            r.worker,
-            r.time_slice.as_millis()
+            "threadlet: {r}: call threadlet::checkpoint() in its loops, or move blocking calls \
+             off the runtime"
         )
     })
+}
+
+/// The actor a worker is running, published for the long-run report (step 4), so that the
+/// monitor can read its name without the worker taking a lock per run.
+///
+/// The worker calls [`enter`](Self::enter) when it starts running an actor (it holds an
+/// `ActorRef` to it meanwhile) and [`leave`](Self::leave) when it stops, before it lets go of
+/// that reference. The monitor [`borrow`](Self::borrow)s the cell to copy its id and name. A
+/// Dekker pair keeps the cell alive meanwhile: the monitor raises `reading` and then loads
+/// `cell`; the worker nulls `cell` and then loads `reading` (all four `SeqCst`). Either the
+/// monitor sees null, or the worker sees `reading` and waits until the monitor lowers it, which
+/// it does as soon as it has copied the name. The worker's cost per run is two stores and one
+/// load; it waits only while a report is being made.
+#[derive(Default)]
+#[cfg_attr(not(test), allow(dead_code))] // until the worker publishes it (see above)
+pub(crate) struct RunningActor {
+    /// The actor running now, or null.
+    cell: AtomicPtr<ActorCell>,
+    /// Raised by the monitor while it reads `cell`.
+    reading: AtomicBool,
+}
+
+#[cfg_attr(not(test), allow(dead_code))] // until the worker publishes it (see above)
+impl RunningActor {
+    /// Worker: `actor` starts running; the caller keeps it alive until [`leave`](Self::leave).
+    pub(crate) fn enter(&self, actor: &ActorCell) {
+        // Release: pairs with the monitor's load in `borrow`, so the cell's fields (written
+        // before it was queued, which this worker acquired) are visible to it.
+        self.cell
+            .store(ptr::from_ref(actor).cast_mut(), Ordering::Release);
+    }
+
+    /// Worker: the actor stops running. Returns once the monitor no longer reads it.
+    pub(crate) fn leave(&self) {
+        // SeqCst, with the load below: the worker's half of the Dekker pair in `borrow`.
+        self.cell.store(ptr::null_mut(), Ordering::SeqCst);
+        let mut spins = 0u32;
+        // SeqCst: pairs with the monitor's raising store; its lowering store (release) makes
+        // the monitor's reads of the cell happen before the caller drops it.
+        while self.reading.load(Ordering::SeqCst) {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Monitor: the running actor's id and name, or `None` if no actor runs.
+    pub(crate) fn borrow(&self) -> Option<(ActorId, Option<String>)> {
+        // SeqCst, with the load below: the monitor's half of the Dekker pair (see the type).
+        self.reading.store(true, Ordering::SeqCst);
+        let cell = self.cell.load(Ordering::SeqCst);
+        // SAFETY: a non-null `cell` was published by `enter` from a live `ActorCell` that the
+        // worker keeps alive until `leave` returns, and `leave` cannot return while `reading`
+        // is up: our load came before its null store (we saw the pointer), so its load of
+        // `reading` comes after our store in the SeqCst order and sees it until we lower it.
+        let seen = unsafe { cell.as_ref() }.map(|a| (a.id, a.name.as_deref().map(str::to_owned)));
+        // Release: pairs with the worker's load in `leave` (see there).
+        self.reading.store(false, Ordering::Release);
+        seen
+    }
+}
+
+/// The id and name of the actor running on `remote`, for a long-run report.
+///
+/// Today the worker publishes only the running actor's id (`Remote::running_actor`), so the
+/// name is `None`; once it publishes a [`RunningActor`] this reads `RunningActor::borrow`.
+fn running_on(remote: &Remote) -> Option<(ActorId, Option<String>)> {
+    // Relaxed: the id is a plain number, read for a report; no other memory depends on it.
+    let id = remote.running_actor.load(Ordering::Relaxed);
+    Some((ActorId(id), None))
 }
 
 /// The monitor's side of the runtime: its wake-up signal.
@@ -138,6 +282,7 @@ impl MonitorSignal {
     /// slice: cheap unless the monitor sleeps indefinitely. With `sleep`'s re-check, this is a
     /// Dekker pair: either the monitor's re-check sees the slice, or the worker sees the flag.
     pub(crate) fn worker_active(&self) {
+        // SeqCst: pairs with the store raising the flag in `sleep` (the Dekker pair above).
         if self.not_sampling.load(Ordering::SeqCst) {
             self.kick();
         }
@@ -155,11 +300,15 @@ impl MonitorSignal {
     ) {
         let mut kicked = self.kicked.lock();
         if !sampling {
+            // SeqCst: pairs with the load in `worker_active`, against the `busy` re-check below.
             self.not_sampling.store(true, Ordering::SeqCst);
         }
         let deadline = if !sampling && busy() {
-            let capped = Instant::now() + period;
-            Some(deadline.map_or(capped, |d| d.min(capped)))
+            // Saturating: a deadline past `Instant`'s range is no deadline.
+            match Instant::now().checked_add(period) {
+                Some(capped) => Some(deadline.map_or(capped, |d| d.min(capped))),
+                None => deadline,
+            }
         } else {
             deadline
         };
@@ -171,6 +320,7 @@ impl MonitorSignal {
                 None => self.cv.wait(&mut kicked),
             }
         }
+        // SeqCst like the raising store; lowering late only costs a spare kick.
         self.not_sampling.store(false, Ordering::SeqCst);
         *kicked = false;
     }
@@ -187,6 +337,7 @@ struct Sample {
 
 /// The monitor thread's body. Holds the runtime weakly, so it never keeps it alive.
 pub(crate) fn run(shared: Weak<Shared>) {
+    let _abort = AbortOnUnwind("the monitor thread (threadlet-monitor)");
     let mut samples: Vec<Sample> = Vec::new();
     loop {
         let Some(shared) = shared.upgrade() else {
@@ -198,13 +349,12 @@ pub(crate) fn run(shared: Weak<Shared>) {
         let now = Instant::now();
         let next_timer = shared.timers.fire_due(now);
         let any_running = sample(&shared, &mut samples, now);
-        let period = shared
-            .config
-            .time_slice
-            .map_or(Duration::from_secs(3600), |s| {
-                (s / 4).max(MIN_SAMPLE_PERIOD)
-            });
-        let next_sample = any_running.then(|| now + period);
+        let period = sample_period(shared.config.time_slice);
+        let next_sample = if any_running {
+            now.checked_add(period)
+        } else {
+            None
+        };
         let wake_at = match (next_timer, next_sample) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -215,6 +365,7 @@ pub(crate) fn run(shared: Weak<Shared>) {
                 && shared
                     .remotes
                     .iter()
+                    // SeqCst: pairs with the worker's SeqCst slice store on leaving idle.
                     .any(|r| r.slice.load(Ordering::SeqCst) != 0)
         };
         shared
@@ -239,6 +390,7 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
     );
     let mut any_running = false;
     for (index, (remote, s)) in shared.remotes.iter().zip(samples.iter_mut()).enumerate() {
+        // Relaxed: a sample of a number; a stale one only delays a preemption (see step 2).
         let current = remote.slice.load(Ordering::Relaxed);
         if current == 0 {
             s.slice = 0;
@@ -259,16 +411,72 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
             remote.request_preempt();
             s.preempted = true;
         }
-        if ran >= slice * LONG_RUN_SLICES && !s.reported {
+        // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
+        if ran >= slice.saturating_mul(LONG_RUN_SLICES) && !s.reported {
             s.reported = true;
+            let Some((actor, name)) = running_on(remote) else {
+                continue; // the run ended meanwhile: nothing left to report
+            };
             let report = LongRun {
-                actor: ActorId(remote.running_actor.load(Ordering::Relaxed)),
+                actor,
+                name,
                 worker: index,
                 running_for: ran,
                 time_slice: slice,
             };
-            (shared.config.long_run_hook)(&report);
+            let hook = &shared.config.long_run_hook;
+            fault::contain("the long-run hook (Builder::on_long_run)", || hook(&report));
         }
     }
     any_running
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SpawnOptions;
+    use crate::actor::ActorRef;
+    use crate::context::Waiter;
+    use crate::runtime::Runtime;
+
+    /// An actor's cell, to publish as if a worker ran it.
+    fn a_cell(rt: &Runtime, name: &str) -> ActorRef {
+        let h = rt.spawn_with(SpawnOptions::new().name(name), || match Waiter::current() {
+            Waiter::Actor(a) => a,
+            Waiter::Thread(_) => unreachable!("an actor"),
+        });
+        h.unwrap().join().unwrap()
+    }
+
+    #[test]
+    fn the_running_actor_is_lent_to_the_monitor_only_while_it_runs() {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let cell = a_cell(&rt, "lent");
+        let slot = Arc::new(RunningActor::default());
+        assert_eq!(slot.borrow(), None, "nothing runs");
+        slot.enter(&cell);
+        assert_eq!(slot.borrow(), Some((cell.id, Some("lent".to_owned()))));
+        slot.leave();
+        assert_eq!(slot.borrow(), None);
+
+        // A worker entering and leaving while the monitor borrows: every borrow sees the
+        // actor or nothing, and neither side waits for ever.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st, id) = (slot.clone(), stop.clone(), cell.id);
+        let monitor = std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                if let Some(got) = s.borrow() {
+                    assert_eq!(got, (id, Some("lent".to_owned())));
+                }
+            }
+        });
+        for _ in 0..20_000 {
+            slot.enter(&cell);
+            std::hint::spin_loop();
+            slot.leave();
+        }
+        stop.store(true, Ordering::SeqCst);
+        monitor.join().unwrap();
+        assert_eq!(slot.borrow(), None);
+    }
 }

@@ -310,6 +310,12 @@ impl Builder {
     /// The time slice after which the monitor asks a running actor to yield at its next safe
     /// point (default 10 ms; see `docs/preemption.md`). A zero duration turns time slices off.
     ///
+    /// Any other duration is kept as given, not clamped: one too long to ever elapse (up to
+    /// `Duration::MAX`) never preempts and is never reported as a long run, which in effect
+    /// turns time slices off; the monitor's arithmetic saturates rather than overflows. The
+    /// monitor samples running workers every quarter slice, but at most every millisecond and
+    /// at least every second, so a long slice is enforced at most a second late.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use threadlet_runtime::{Runtime, checkpoint, preemptions};
@@ -354,7 +360,9 @@ impl Builder {
     }
 
     /// What to do when an actor runs ten time slices without reaching a safe point (default:
-    /// print one line on stderr). Called on the monitor thread; it must not block.
+    /// print one line on stderr naming the actor by id and name, its worker, how long it has
+    /// run and the time slice). Called on the monitor thread; it must not block. A panic in it
+    /// is reported on stderr and contained: the monitor carries on.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -380,6 +388,7 @@ impl Builder {
     /// h.join().unwrap();
     /// let lr = report.lock().unwrap().clone().unwrap();
     /// assert_eq!(lr.actor, id);
+    /// assert!(lr.to_string().starts_with(&format!("actor {id} has held worker 0 for ")));
     /// assert_eq!(lr.time_slice, Duration::from_millis(1));
     /// assert!(lr.running_for >= lr.time_slice * LONG_RUN_SLICES);
     /// ```
