@@ -17,11 +17,13 @@
 //! that nothing on its stack is tied to a thread across a suspension point.
 
 use std::cell::{Cell, UnsafeCell};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use corosensei::{Coroutine, Yielder};
+use parking_lot::Mutex;
 
 use crate::runtime::Shared;
 use crate::stack::{OwnedStack, Stack};
@@ -263,7 +265,7 @@ pub(crate) const NO_HOME: usize = usize::MAX;
 /// ```
 pub struct ActorCell {
     pub(crate) id: ActorId,
-    pub(crate) name: Option<Box<str>>,
+    pub(crate) name: Option<Arc<str>>,
     pub(crate) stack_size: Option<usize>,
     pub(crate) migratable: bool,
     pub(crate) state: WakeState,
@@ -308,9 +310,13 @@ impl ActorCell {
         stack: Option<OwnedStack>,
         reserved: bool,
     ) -> Arc<ActorCell> {
+        let name: Option<Arc<str>> = opts.name.map(Arc::from);
+        if let Some(name) = &name {
+            shared.names.insert(id, name.clone());
+        }
         Arc::new(ActorCell {
             id,
-            name: opts.name.map(String::into_boxed_str),
+            name,
             stack_size: opts.stack_size,
             migratable: opts.migratable,
             state: WakeState::new_scheduled(),
@@ -390,6 +396,9 @@ impl ActorCell {
     /// stack reservation goes back. Called exactly once, by whoever holds its body.
     pub(crate) fn end(&self) {
         self.state.complete();
+        if self.name.is_some() {
+            self.shared.names.remove(self.id);
+        }
         if self.reserved {
             self.shared.slab.unreserve();
         }
@@ -455,6 +464,27 @@ impl fmt::Debug for ActorCell {
             .field("id", &self.id)
             .field("name", &self.name)
             .finish_non_exhaustive()
+    }
+}
+
+/// The names of a runtime's live named actors, by id: how the monitor names an actor it only
+/// knows by id (the long-run report). Only named actors pay for it: one short lock when they
+/// are spawned and one when they end; unnamed ones never touch it.
+#[derive(Default)]
+pub(crate) struct ActorNames(Mutex<HashMap<ActorId, Arc<str>>>);
+
+impl ActorNames {
+    pub(crate) fn insert(&self, id: ActorId, name: Arc<str>) {
+        self.0.lock().insert(id, name);
+    }
+
+    pub(crate) fn remove(&self, id: ActorId) {
+        self.0.lock().remove(&id);
+    }
+
+    /// The name of a live actor, if it has one.
+    pub(crate) fn get(&self, id: ActorId) -> Option<String> {
+        self.0.lock().get(&id).map(|n| n.to_string())
     }
 }
 

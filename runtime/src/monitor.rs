@@ -16,8 +16,8 @@
 //! 4. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
 //!    reported, not preempted: nothing can stop code that never reaches a safe point. The
-//!    report names the actor running at that moment: its id and, once its worker publishes it
-//!    (see [`RunningActor`]), its name.
+//!    report names the actor running at that moment by id and, if it has one, by name (see
+//!    `running_on`).
 //!
 //! The flag is advisory: raising it late or reading it late only delays a switch, and a flag
 //! left up when the actor parks is lowered by the next slice (step 1).
@@ -46,14 +46,13 @@
 //! never sleeps indefinitely while an actor runs.
 
 use std::fmt;
-use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::actor::{ActorCell, ActorId};
+use crate::actor::ActorId;
 use crate::fault;
 use crate::runtime::Shared;
 use crate::timer::AbortOnUnwind;
@@ -188,77 +187,14 @@ pub(crate) fn default_long_run_hook() -> LongRunHook {
     })
 }
 
-/// The actor a worker is running, published for the long-run report (step 4), so that the
-/// monitor can read its name without the worker taking a lock per run.
-///
-/// The worker calls [`enter`](Self::enter) when it starts running an actor (it holds an
-/// `ActorRef` to it meanwhile) and [`leave`](Self::leave) when it stops, before it lets go of
-/// that reference. The monitor [`borrow`](Self::borrow)s the cell to copy its id and name. A
-/// Dekker pair keeps the cell alive meanwhile: the monitor raises `reading` and then loads
-/// `cell`; the worker nulls `cell` and then loads `reading` (all four `SeqCst`). Either the
-/// monitor sees null, or the worker sees `reading` and waits until the monitor lowers it, which
-/// it does as soon as it has copied the name. The worker's cost per run is two stores and one
-/// load; it waits only while a report is being made.
-#[derive(Default)]
-#[cfg_attr(not(test), allow(dead_code))] // until the worker publishes it (see above)
-pub(crate) struct RunningActor {
-    /// The actor running now, or null.
-    cell: AtomicPtr<ActorCell>,
-    /// Raised by the monitor while it reads `cell`.
-    reading: AtomicBool,
-}
-
-#[cfg_attr(not(test), allow(dead_code))] // until the worker publishes it (see above)
-impl RunningActor {
-    /// Worker: `actor` starts running; the caller keeps it alive until [`leave`](Self::leave).
-    pub(crate) fn enter(&self, actor: &ActorCell) {
-        // Release: pairs with the monitor's load in `borrow`, so the cell's fields (written
-        // before it was queued, which this worker acquired) are visible to it.
-        self.cell
-            .store(ptr::from_ref(actor).cast_mut(), Ordering::Release);
-    }
-
-    /// Worker: the actor stops running. Returns once the monitor no longer reads it.
-    pub(crate) fn leave(&self) {
-        // SeqCst, with the load below: the worker's half of the Dekker pair in `borrow`.
-        self.cell.store(ptr::null_mut(), Ordering::SeqCst);
-        let mut spins = 0u32;
-        // SeqCst: pairs with the monitor's raising store; its lowering store (release) makes
-        // the monitor's reads of the cell happen before the caller drops it.
-        while self.reading.load(Ordering::SeqCst) {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-
-    /// Monitor: the running actor's id and name, or `None` if no actor runs.
-    pub(crate) fn borrow(&self) -> Option<(ActorId, Option<String>)> {
-        // SeqCst, with the load below: the monitor's half of the Dekker pair (see the type).
-        self.reading.store(true, Ordering::SeqCst);
-        let cell = self.cell.load(Ordering::SeqCst);
-        // SAFETY: a non-null `cell` was published by `enter` from a live `ActorCell` that the
-        // worker keeps alive until `leave` returns, and `leave` cannot return while `reading`
-        // is up: our load came before its null store (we saw the pointer), so its load of
-        // `reading` comes after our store in the SeqCst order and sees it until we lower it.
-        let seen = unsafe { cell.as_ref() }.map(|a| (a.id, a.name.as_deref().map(str::to_owned)));
-        // Release: pairs with the worker's load in `leave` (see there).
-        self.reading.store(false, Ordering::Release);
-        seen
-    }
-}
-
-/// The id and name of the actor running on `remote`, for a long-run report.
-///
-/// Today the worker publishes only the running actor's id (`Remote::running_actor`), so the
-/// name is `None`; once it publishes a [`RunningActor`] this reads `RunningActor::borrow`.
-fn running_on(remote: &Remote) -> Option<(ActorId, Option<String>)> {
+/// The id and name of the actor running on `remote`, for a long-run report. The worker
+/// publishes only the id (one relaxed store per run); the name comes from the runtime's
+/// registry of named actors, which costs only named actors anything (`actor::ActorNames`).
+/// An actor that ended meanwhile is reported without its name.
+fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<String>)> {
     // Relaxed: the id is a plain number, read for a report; no other memory depends on it.
-    let id = remote.running_actor.load(Ordering::Relaxed);
-    Some((ActorId(id), None))
+    let id = ActorId(remote.running_actor.load(Ordering::Relaxed));
+    Some((id, shared.names.get(id)))
 }
 
 /// The monitor's side of the runtime: its wake-up signal.
@@ -414,7 +350,7 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
         // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
         if ran >= slice.saturating_mul(LONG_RUN_SLICES) && !s.reported {
             s.reported = true;
-            let Some((actor, name)) = running_on(remote) else {
+            let Some((actor, name)) = running_on(shared, remote) else {
                 continue; // the run ended meanwhile: nothing left to report
             };
             let report = LongRun {
@@ -429,54 +365,4 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
         }
     }
     any_running
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::SpawnOptions;
-    use crate::actor::ActorRef;
-    use crate::context::Waiter;
-    use crate::runtime::Runtime;
-
-    /// An actor's cell, to publish as if a worker ran it.
-    fn a_cell(rt: &Runtime, name: &str) -> ActorRef {
-        let h = rt.spawn_with(SpawnOptions::new().name(name), || match Waiter::current() {
-            Waiter::Actor(a) => a,
-            Waiter::Thread(_) => unreachable!("an actor"),
-        });
-        h.unwrap().join().unwrap()
-    }
-
-    #[test]
-    fn the_running_actor_is_lent_to_the_monitor_only_while_it_runs() {
-        let rt = Runtime::builder().workers(1).build().unwrap();
-        let cell = a_cell(&rt, "lent");
-        let slot = Arc::new(RunningActor::default());
-        assert_eq!(slot.borrow(), None, "nothing runs");
-        slot.enter(&cell);
-        assert_eq!(slot.borrow(), Some((cell.id, Some("lent".to_owned()))));
-        slot.leave();
-        assert_eq!(slot.borrow(), None);
-
-        // A worker entering and leaving while the monitor borrows: every borrow sees the
-        // actor or nothing, and neither side waits for ever.
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, st, id) = (slot.clone(), stop.clone(), cell.id);
-        let monitor = std::thread::spawn(move || {
-            while !st.load(Ordering::SeqCst) {
-                if let Some(got) = s.borrow() {
-                    assert_eq!(got, (id, Some("lent".to_owned())));
-                }
-            }
-        });
-        for _ in 0..20_000 {
-            slot.enter(&cell);
-            std::hint::spin_loop();
-            slot.leave();
-        }
-        stop.store(true, Ordering::SeqCst);
-        monitor.join().unwrap();
-        assert_eq!(slot.borrow(), None);
-    }
 }

@@ -33,7 +33,7 @@ use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorRef, SpawnOptions};
+use crate::actor::{ActorCell, ActorNames, ActorRef, SpawnOptions};
 use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
@@ -461,6 +461,7 @@ impl Builder {
             },
             timers: Timers::default(),
             monitor: Arc::new(MonitorSignal::default()),
+            names: ActorNames::default(),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -517,6 +518,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) timers: Timers,
     pub(crate) monitor: Arc<MonitorSignal>,
+    /// Live named actors, for reports that know only an id.
+    pub(crate) names: ActorNames,
 }
 
 /// Settings fixed when the runtime is built.

@@ -324,7 +324,6 @@ fn a_long_run_report_names_an_unnamed_actor_by_id() {
 }
 
 #[test]
-#[ignore = "needs worker.rs to publish its running actor through monitor::RunningActor"]
 fn a_long_run_report_names_a_named_actor_by_id_and_name() {
     let (id, report) = long_run_report(SpawnOptions::new().name("spinner"));
     assert_eq!(report.actor, id);
