@@ -567,3 +567,62 @@ fn every_join_reports_an_outcome_whatever_panics() {
         assert_eq!(done.load(SeqCst), 400);
     }
 }
+
+// B6: a fast producer flooding an unbounded mailbox, while its consumer holds the worker with
+// no safe point: the long-run report must name the consumer (by id and name), the actor that
+// actually holds the worker, not the producer that fills its mailbox.
+
+#[test]
+fn b6_the_long_run_report_names_the_actor_that_holds_the_worker() {
+    let reports: Arc<Mutex<Vec<threadlet::LongRun>>> = Arc::default();
+    let r = reports.clone();
+    let slice = Duration::from_millis(2);
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(slice)
+        .on_long_run(move |lr| r.lock().unwrap().push(lr.clone()))
+        .build()
+        .unwrap();
+    let slow_id = rt.block_on(move || {
+        let (addr, slow) = ActorBuilder::new()
+            .name("slow-consumer")
+            .spawn_actor(move |mb: Mailbox<u64>| {
+                let first = mb.recv();
+                // Holds the worker, with no safe point, for many slices.
+                let start = std::time::Instant::now();
+                while start.elapsed() < slice * (threadlet::LONG_RUN_SLICES + 10) {
+                    std::hint::spin_loop();
+                }
+                let mut n = u64::from(first.is_some());
+                while mb.recv().is_some() {
+                    n += 1;
+                }
+                n
+            })
+            .unwrap();
+        let flood = ActorBuilder::new()
+            .name("flood")
+            .spawn(move || {
+                for i in 0..200_000u64 {
+                    addr.send(i).unwrap();
+                }
+            })
+            .unwrap();
+        let slow_id = slow.id();
+        flood.join().unwrap();
+        assert_eq!(slow.join().unwrap(), 200_000);
+        slow_id
+    });
+    let reports = reports.lock().unwrap().clone();
+    let named = reports
+        .iter()
+        .find(|lr| lr.actor == slow_id)
+        .unwrap_or_else(|| panic!("no report names the slow consumer: {reports:?}"));
+    assert_eq!(named.name.as_deref(), Some("slow-consumer"));
+    assert!(
+        named
+            .to_string()
+            .contains("\"slow-consumer\" has held worker 0"),
+        "{named}"
+    );
+}
