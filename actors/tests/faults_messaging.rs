@@ -1,0 +1,224 @@
+//! Regression tests for faults in channels and mailboxes: operations cancelled by shutdown
+//! while parked, and wakes and drops that run code while a channel is locked.
+//!
+//! These tests check behaviour only. Where a test sleeps, it is to let a scenario reach the
+//! state in which a wrong implementation shows itself; a correct one passes however the threads
+//! are timed, and each assertion holds whichever way the scheduling went.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Weak, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use threadlet::channel::{self, SendError, TryRecvError};
+use threadlet::{ActorBuilder, Runtime};
+
+/// One or two workers and no time slices, so that an actor runs until it parks: a test knows
+/// that an actor which has signalled it is about to block is parked by the time the worker runs
+/// anything else.
+fn runtime(workers: usize) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
+        .time_slice(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+/// A runtime whose shared state owns a clone of `token` (in its long-run hook), so that the
+/// token's `Weak` shows whether the runtime has been freed.
+fn runtime_owning(token: &Arc<()>) -> Runtime {
+    let token = token.clone();
+    Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .on_long_run(move |_| {
+            let _ = &token;
+        })
+        .build()
+        .unwrap()
+}
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// Runs `scenario` on its own thread and fails the test if it has not finished in 20 s (a
+/// deadlock), instead of hanging the test binary.
+fn finishes<R: Send + 'static>(what: &str, scenario: impl FnOnce() -> R + Send + 'static) -> R {
+    let (done, is_done) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(scenario());
+    });
+    match is_done.recv_timeout(Duration::from_secs(20)) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: deadlocked (no end in 20 s)"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: the scenario panicked"),
+    }
+}
+
+/// Spawns an actor on `rt` that runs `f` until it blocks, and returns once it has started: with
+/// no time slices and one worker, the worker runs nothing else until the actor parks.
+fn spawn_started<R: Send + 'static>(
+    rt: &Runtime,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> threadlet::JoinHandle<R> {
+    let (started, is_started) = mpsc::channel();
+    let h = rt.spawn(move || {
+        started.send(()).unwrap();
+        f()
+    });
+    is_started.recv().unwrap();
+    h
+}
+
+/// Spawns an actor that keeps the only worker busy until `release` is set, and returns once it
+/// runs: every actor spawned or woken meanwhile waits in a queue.
+fn hog(rt: &Runtime, release: &Arc<AtomicBool>) {
+    let release = release.clone();
+    drop(spawn_started(rt, move || {
+        while !release.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+    }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// F5: operations parked when shutdown unwinds their actor
+// ---------------------------------------------------------------------------------------------
+
+/// A receiver unwound while parked leaves no slot behind: a later send is not handed to the
+/// dead receiver but buffered, and a live receiver gets it.
+#[test]
+fn send_after_an_unwound_receiver_reaches_a_live_one() {
+    let (tx, rx) = channel::unbounded::<u32>();
+    let rt = runtime(1);
+    let rx2 = rx.clone();
+    let h = spawn_started(&rt, move || rx2.recv());
+    drop(rt); // unwinds the actor from inside its `recv`
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(tx.send(7), Ok(()));
+    assert_eq!(rx.len(), 1);
+    assert_eq!(rx.try_recv(), Ok(7));
+}
+
+/// A rendezvous sender unwound while parked never completed its send: its value is dropped with
+/// it, not taken later by a receiver.
+#[test]
+fn value_of_an_unwound_sender_is_not_delivered_later() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = channel::bounded::<Counted>(0);
+    let rt = runtime(1);
+    let value = Counted(drops.clone());
+    let h = spawn_started(&rt, move || tx.send(value).is_ok());
+    drop(rt);
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(
+        drops.load(SeqCst),
+        1,
+        "the value is dropped with its sender"
+    );
+    // The only sender is gone with the actor, and its value with it.
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}
+
+/// An unwound receiver's slot does not keep its actor, and through it the whole runtime,
+/// allocated for as long as the channel lives; the actor's closure is dropped too.
+#[test]
+fn unwound_receiver_does_not_keep_the_runtime_alive() {
+    let token = Arc::new(());
+    let runtime_alive: Weak<()> = Arc::downgrade(&token);
+    let rt = runtime_owning(&token);
+    drop(token);
+    let (tx, rx) = channel::unbounded::<u32>();
+    let closure_drops = Arc::new(AtomicUsize::new(0));
+    let captured = Counted(closure_drops.clone());
+    let h = spawn_started(&rt, move || {
+        let _captured = &captured;
+        rx.recv()
+    });
+    drop(rt);
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(
+        closure_drops.load(SeqCst),
+        1,
+        "the actor's closure is dropped"
+    );
+    assert!(
+        runtime_alive.upgrade().is_none(),
+        "a waiter left in the channel keeps the runtime allocated"
+    );
+    // The receiver went with the actor: the channel is closed, and holds nobody.
+    assert_eq!(tx.send(1), Err(SendError(1)));
+}
+
+/// A value handed to a parked receiver that shutdown unwinds before it runs again (its `send`
+/// returned `Ok`) is not lost: either the receiver got to return it, or it is back in the
+/// channel for another receiver.
+#[test]
+fn value_handed_to_an_unwound_receiver_is_kept() {
+    let (tx, rx) = channel::unbounded::<u32>();
+    let rt = runtime(1);
+    let rx2 = rx.clone();
+    let receiver = spawn_started(&rt, move || rx2.recv());
+    let release = Arc::new(AtomicBool::new(false));
+    hog(&rt, &release); // the receiver, once woken, waits behind it
+    assert_eq!(tx.send(1), Ok(())); // hands 1 to the parked receiver and wakes it
+    let dropper = thread::spawn(move || drop(rt));
+    thread::sleep(Duration::from_millis(50)); // lets shutdown begin before the hog ends
+    release.store(true, SeqCst);
+    dropper.join().unwrap();
+    let by_actor = matches!(receiver.join(), Ok(Ok(1)));
+    let by_channel = rx.try_recv() == Ok(1);
+    assert!(
+        by_actor ^ by_channel,
+        "delivered by the actor: {by_actor}, left in the channel: {by_channel}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// F8: no wake and no value drop under the channel lock
+// ---------------------------------------------------------------------------------------------
+
+/// Waking an actor can run arbitrary code: during shutdown, a wake from a plain thread drains
+/// the runtime's injector on that thread, dropping the closures of actors that never started.
+/// Here such a closure owns a `Sender` of the very channel whose `send` does the wake; dropping
+/// it locks the channel, which must not still be held by the sending thread.
+#[test]
+fn wake_during_send_runs_unlocked() {
+    let delivered = finishes("send waking a receiver during shutdown", || {
+        let rt = runtime(1);
+        let (tx, rx) = channel::unbounded::<u32>();
+        let rx2 = rx.clone();
+        let (started, is_started) = mpsc::channel();
+        // SAFETY: while suspended (in `recv`) the actor holds only a `Receiver` and an mpsc
+        // `Sender` already used: nothing tied to its worker thread.
+        let receiver = unsafe { ActorBuilder::new().migratable() }
+            .spawn_on(&rt, move || {
+                started.send(()).unwrap();
+                rx2.recv()
+            })
+            .unwrap();
+        is_started.recv().unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        hog(&rt, &release);
+        // Never starts (the only worker is busy): its closure is dropped by whoever drains
+        // the injector, dropping its `Sender`.
+        let tx2 = tx.clone();
+        let _unstarted = rt.spawn(move || drop(tx2));
+        let dropper = thread::spawn(move || drop(rt));
+        thread::sleep(Duration::from_millis(50)); // lets shutdown begin
+        let sent = tx.send(1); // wakes the migratable receiver from this plain thread
+        release.store(true, SeqCst);
+        dropper.join().unwrap();
+        assert_eq!(sent, Ok(()));
+        let by_actor = matches!(receiver.join(), Ok(Ok(1)));
+        let by_channel = rx.try_recv() == Ok(1);
+        by_actor ^ by_channel
+    });
+    assert!(delivered, "the value sent is delivered exactly once");
+}
