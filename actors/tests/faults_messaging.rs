@@ -1,17 +1,19 @@
 //! Regression tests for faults in channels and mailboxes: operations cancelled by shutdown
-//! while parked, and wakes and drops that run code while a channel is locked.
+//! while parked, wakes and drops that run code while a channel is locked, a mailbox shared by
+//! two receivers, and closing a mailbox.
 //!
 //! These tests check behaviour only. Where a test sleeps, it is to let a scenario reach the
 //! state in which a wrong implementation shows itself; a correct one passes however the threads
 //! are timed, and each assertion holds whichever way the scheduling went.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Weak, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use threadlet::channel::{self, SendError, TryRecvError};
-use threadlet::{ActorBuilder, Runtime};
+use threadlet::channel::{self, RecvTimeoutError, SendError, TryRecvError};
+use threadlet::{ActorBuilder, Mailbox, Runtime, RuntimeExt};
 
 /// One or two workers and no time slices, so that an actor runs until it parks: a test knows
 /// that an actor which has signalled it is about to block is parked by the time the worker runs
@@ -180,6 +182,66 @@ fn value_handed_to_an_unwound_receiver_is_kept() {
     );
 }
 
+/// The mailbox counterpart: an actor unwound in `recv` on a mailbox that outlives it (kept
+/// outside its stack) does not leave itself published as the mailbox's waiter.
+#[test]
+fn unwound_mailbox_receiver_leaves_no_waiter() {
+    let token = Arc::new(());
+    let runtime_alive = Arc::downgrade(&token);
+    let rt = runtime_owning(&token);
+    drop(token);
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+        // Kept alive by the main thread below, so it outlives the actor's stack.
+        let kept = Arc::new(std::sync::Mutex::new(mb));
+        let own = kept.clone();
+        (kept, move || {
+            own.lock().unwrap_or_else(|e| e.into_inner()).recv()
+        })
+    });
+    let (kept, recv) = h.join().unwrap();
+    let h = spawn_started(&rt, recv);
+    drop(rt);
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert!(
+        runtime_alive.upgrade().is_none(),
+        "a waiter left in the mailbox keeps the runtime allocated"
+    );
+    assert_eq!(addr.send(3), Ok(()));
+    let mb = kept.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(mb.try_recv(), Ok(3));
+}
+
+// ---------------------------------------------------------------------------------------------
+// F6: one receiver per mailbox
+// ---------------------------------------------------------------------------------------------
+
+/// Tells, at run time, whether `T` is `Sync`: the inherent method wins when its bound holds.
+struct SyncProbe<T>(PhantomData<T>);
+
+trait NotSync {
+    fn is_sync(&self) -> bool {
+        false
+    }
+}
+
+impl<T> NotSync for SyncProbe<T> {}
+
+impl<T: Sync> SyncProbe<T> {
+    fn is_sync(&self) -> bool {
+        true
+    }
+}
+
+/// A mailbox has one receiver: it can move to another thread, but not be shared by two, which
+/// would leave one of them parked for good (the mailbox records one waiter).
+#[test]
+fn mailbox_is_send_but_not_sync() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Mailbox<u32>>();
+    assert!(!SyncProbe::<Mailbox<u32>>(PhantomData).is_sync());
+    assert!(SyncProbe::<threadlet::Addr<u32>>(PhantomData).is_sync());
+}
+
 // ---------------------------------------------------------------------------------------------
 // F8: no wake and no value drop under the channel lock
 // ---------------------------------------------------------------------------------------------
@@ -221,4 +283,60 @@ fn wake_during_send_runs_unlocked() {
         by_actor ^ by_channel
     });
     assert!(delivered, "the value sent is delivered exactly once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// B4: close, then drain
+// ---------------------------------------------------------------------------------------------
+
+/// Two actors send as fast as they can until the mailbox refuses; the owner reads about 100
+/// messages, closes, and drains. Every send that returned `Ok` is received, every round.
+#[test]
+fn close_then_drain_receives_every_accepted_message() {
+    let rt = runtime(2);
+    for round in 0..200 {
+        let (addr, owner) = rt.spawn_actor(|mb: Mailbox<u32>| {
+            let mut got = 0usize;
+            while got < 100 && mb.recv().is_some() {
+                got += 1;
+            }
+            mb.close();
+            // Addresses are alive (the senders', the test's), yet the drain ends.
+            while mb.recv().is_some() {
+                got += 1;
+            }
+            assert_eq!(mb.try_recv(), Err(TryRecvError::Disconnected));
+            assert_eq!(
+                mb.recv_timeout(Duration::from_secs(60)),
+                Err(RecvTimeoutError::Disconnected)
+            );
+            got
+        });
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let addr = addr.clone();
+                rt.spawn(move || {
+                    let mut accepted = 0usize;
+                    for i in 0..5_000u32 {
+                        if addr.send(i).is_err() {
+                            break;
+                        }
+                        accepted += 1;
+                        if i % 8 == 0 {
+                            threadlet::yield_now();
+                        }
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        let received = owner.join().unwrap();
+        let accepted: usize = senders.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(
+            accepted, received,
+            "round {round}: accepted but not received"
+        );
+        assert!(addr.is_closed());
+        assert_eq!(addr.send(1), Err(SendError(1)));
+    }
 }
