@@ -685,7 +685,8 @@ impl<T> Receiver<T> {
         self.recv_until(None).map_err(|_| RecvError)
     }
 
-    /// Waits for a value for at most `timeout`.
+    /// Waits for a value for at most `timeout`. A timeout too long to represent as an
+    /// [`Instant`] (such as `Duration::MAX`) means no timeout, as with `std`'s channels.
     ///
     /// ```
     /// use std::time::Duration;
@@ -699,7 +700,8 @@ impl<T> Receiver<T> {
     /// });
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Some(Instant::now() + timeout))
+        // A timeout too long to represent as an `Instant` (`Duration::MAX`) means no deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
     }
 
     /// Waits for a value until `deadline`.

@@ -161,7 +161,8 @@ impl<M> Mailbox<M> {
         self.recv_until(None).ok()
     }
 
-    /// Waits for the next message for at most `timeout`.
+    /// Waits for the next message for at most `timeout`. A timeout too long to represent as an
+    /// [`Instant`] (such as `Duration::MAX`) means no timeout, as with `std`'s channels.
     ///
     /// ```
     /// use std::time::Duration;
@@ -178,7 +179,8 @@ impl<M> Mailbox<M> {
     /// });
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<M, RecvTimeoutError> {
-        self.recv_until(Some(Instant::now() + timeout))
+        // A timeout too long to represent as an `Instant` (`Duration::MAX`) means no deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
     }
 
     /// Waits for the next message until `deadline`.
@@ -548,12 +550,30 @@ impl<M> Addr<M> {
     /// assert_eq!(h.join().unwrap(), Some("tick"));
     /// assert!(start.elapsed() >= Duration::from_millis(10));
     /// ```
+    ///
+    /// A delay too long to represent as an [`Instant`] (such as `Duration::MAX`) never comes:
+    /// the message is dropped at once, and nothing is scheduled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.recv());
+    /// addr.send_after(Duration::MAX, "never");
+    /// addr.send("now").unwrap();
+    /// assert_eq!(h.join().unwrap(), Some("now"));
+    /// ```
     pub fn send_after(&self, delay: Duration, msg: M)
     where
         M: Send + 'static,
     {
+        let Some(deadline) = Instant::now().checked_add(delay) else {
+            drop(msg);
+            return;
+        };
         let addr = self.clone();
-        call_at(Instant::now() + delay, move || {
+        call_at(deadline, move || {
             let _ = addr.send(msg);
         });
     }

@@ -1,6 +1,6 @@
 //! Regression tests for faults in channels and mailboxes: operations cancelled by shutdown
 //! while parked, wakes and drops that run code while a channel is locked, a mailbox shared by
-//! two receivers, and closing a mailbox.
+//! two receivers, closing a mailbox, and timeouts too long to represent.
 //!
 //! These tests check behaviour only. Where a test sleeps, it is to let a scenario reach the
 //! state in which a wrong implementation shows itself; a correct one passes however the threads
@@ -339,4 +339,53 @@ fn close_then_drain_receives_every_accepted_message() {
         assert!(addr.is_closed());
         assert_eq!(addr.send(1), Err(SendError(1)));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// F10: timeouts too long to represent
+// ---------------------------------------------------------------------------------------------
+
+/// `Duration::MAX` means "no deadline", in a mailbox and in a channel, in an actor and on a
+/// plain thread.
+#[test]
+fn recv_timeout_max_waits_for_the_message() {
+    let rt = runtime(2);
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv_timeout(Duration::MAX));
+    addr.send(5).unwrap();
+    assert_eq!(h.join().unwrap(), Ok(5));
+
+    let (tx, rx) = channel::unbounded::<u32>();
+    let h = rt.spawn(move || rx.recv_timeout(Duration::MAX));
+    tx.send(6).unwrap();
+    assert_eq!(h.join().unwrap(), Ok(6));
+
+    let (tx, rx) = channel::bounded::<u32>(0);
+    let sender = rt.spawn(move || tx.send(7));
+    assert_eq!(rx.recv_timeout(Duration::MAX), Ok(7)); // this plain thread blocks
+    assert_eq!(sender.join().unwrap(), Ok(()));
+}
+
+/// A delay too long to represent never comes: the message is dropped at once (not panicking,
+/// not delivered), from an actor and from a plain thread.
+#[test]
+fn send_after_max_drops_the_message() {
+    let rt = runtime(1);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<Option<Counted>>| {
+        let first = mb.recv().unwrap();
+        first.is_none()
+    });
+    addr.send_after(Duration::MAX, Some(Counted(drops.clone())));
+    assert_eq!(drops.load(SeqCst), 1);
+    let a = addr.clone();
+    let d = drops.clone();
+    rt.spawn(move || a.send_after(Duration::MAX, Some(Counted(d))))
+        .join()
+        .unwrap();
+    assert_eq!(drops.load(SeqCst), 2);
+    addr.send(None).unwrap();
+    assert!(
+        h.join().unwrap(),
+        "the first message received is the one sent now"
+    );
 }
