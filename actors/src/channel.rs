@@ -38,12 +38,45 @@
 //! 2. senders wait only while the buffer is full (always, for rendezvous), so `recv` that frees
 //!    a place moves the first waiting sender's value in (or, for rendezvous, takes it directly);
 //! 3. a slot is completed (value delivered, value taken, or disconnected) exactly once, under
-//!    the lock, by whoever removes it from its list, and that party then wakes its waiter.
+//!    the lock, by whoever removes it from its list.
 //!
-//! A parked operation only ever returns after seeing its slot completed (wakeups may be
-//! spurious; it loops), so no value is lost or duplicated. If shutdown cancels a parked
-//! operation, it removes its own slot under the lock, and keeps what a racing peer may already
-//! have completed.
+//! Every operation runs these steps:
+//!
+//! 1. under the lock: do what can be done now, completing and removing from their lists the
+//!    slots of the peers it serves (their `Arc`s move out with it); or, to wait, push its own
+//!    slot;
+//! 2. release the lock, then wake the peers it completed in 1. Nothing runs under the lock but
+//!    the channel's own bookkeeping: a wake may run arbitrary code (during shutdown it can drop
+//!    other actors' closures, which may own a `Sender` of this very channel), and so may a
+//!    value's destructor, so both happen after unlocking; values a channel drops (the buffer
+//!    when the last `Receiver` goes, a cancelled sender's value) are dropped unlocked too;
+//! 3. a waiting operation parks, arming a cancel guard first; woken, it reads its slot: if
+//!    completed, it disarms the guard and returns; if not (a spurious wakeup), it parks again.
+//!
+//! A parked operation that gives up (a timeout, or `park` failing because shutdown is
+//! cancelling the actor) leaves its list under the lock and then keeps whatever a racing peer
+//! completed meanwhile: a receiver returns a value handed over, a sender whose value was taken
+//! reports success.
+//!
+//! # Cancellation by unwinding
+//!
+//! Shutdown force-unwinds a parked actor from *inside* `park`: no code after `park` runs. So the
+//! slot is withdrawn by the guard armed in step 3, whose `Drop` runs during the unwind. Under
+//! the lock it removes the slot from its list if it is still there (no later operation can hand
+//! a value to, or take one from, a dead slot, and the slot's waiter, which keeps the actor and
+//! its whole runtime allocated, is released), then:
+//!
+//! * a sender whose value was still waiting drops it with the unwinding actor: its `send` never
+//!   returned, so the value was never accepted and is never delivered later;
+//! * a receiver to which a sender had already handed a value (its slot completed just before
+//!   the unwind) must not lose it, because that `send` returned `Ok`: the guard gives it to the
+//!   first waiting receiver if there is one, or else puts it back at the *front* of the buffer
+//!   (it was sent before anything buffered there), where the next `recv` takes it. The buffer
+//!   may then hold one value more than its capacity; invariant 2 still holds, because a `recv`
+//!   moves a parked sender's value in only once the buffer is below its capacity.
+//!
+//! So a value is delivered exactly once, or handed back to its sender, or dropped with a sender
+//! that never returned, or dropped with the channel when the last `Receiver` goes.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -257,7 +290,7 @@ impl<T> Slot<T> {
     }
 
     /// Completes the slot with `value`, returning what it held; the caller holds the channel
-    /// lock and wakes `waiter` after it.
+    /// lock and wakes `waiter` after releasing it.
     fn complete(&self, to: fn(Option<T>) -> Cell<T>, value: Option<T>) -> Option<T> {
         let mut old = None;
         self.complete_with(|held| {
@@ -274,6 +307,82 @@ impl<T> Slot<T> {
             unreachable!("a channel slot is completed once");
         };
         *cell = f(held);
+    }
+}
+
+/// A peer's slot completed under the channel lock, to wake once it is released.
+type Woken<T> = Option<Arc<Slot<T>>>;
+
+/// Wakes the waiters of slots completed under the channel lock; call it after releasing it.
+fn wake_all<T>(slots: impl IntoIterator<Item = Arc<Slot<T>>>) {
+    for s in slots {
+        s.waiter.wake();
+    }
+}
+
+/// The cancel guard of a parked operation (step 3 of the protocol; see "Cancellation by
+/// unwinding" in the module docs). Armed only once the caller has pushed its slot and is about
+/// to park; every path that returns normally disarms it.
+struct Parked<'a, T> {
+    chan: &'a Chan<T>,
+    slot: &'a Arc<Slot<T>>,
+    /// Whether the slot is in `waiting_senders` (else `waiting_receivers`).
+    sender: bool,
+}
+
+impl<T> Parked<'_, T> {
+    /// Leaves the waiting list (if still on it) under the channel lock and returns the slot's
+    /// final state: still `Waiting` if nobody completed it. With `requeue`, a value already
+    /// handed to this receiver goes to the next waiting receiver or back to the front of the
+    /// buffer instead of being returned. Wakes and drops happen after the lock is released.
+    fn leave(&self, requeue: bool) -> Cell<T> {
+        let mut woken = None;
+        let (cell, removed) = {
+            let mut st = self.chan.state.lock();
+            let list = if self.sender {
+                &mut st.waiting_senders
+            } else {
+                &mut st.waiting_receivers
+            };
+            let removed = list
+                .iter()
+                .position(|s| Arc::ptr_eq(s, self.slot))
+                .and_then(|i| list.remove(i));
+            // Off the list, nobody else can complete the slot: its state is final.
+            let cell = std::mem::replace(&mut *self.slot.cell.lock(), Cell::Done(None));
+            let cell = match cell {
+                Cell::Done(Some(v)) if requeue => {
+                    if let Some(r) = st.waiting_receivers.pop_front() {
+                        r.complete(Cell::Done, Some(v));
+                        woken = Some(r);
+                    } else {
+                        st.buffer.push_front(v);
+                    }
+                    Cell::Done(None)
+                }
+                cell => cell,
+            };
+            (cell, removed)
+        };
+        wake_all(woken);
+        drop(removed);
+        cell
+    }
+
+    /// The operation returns normally: nothing to undo.
+    fn disarm(self) {
+        // Only references inside: forgetting leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl<T> Drop for Parked<'_, T> {
+    /// Reached only when the stack unwinds out of `park` (shutdown's forced unwind, or a
+    /// panic): the normal paths disarm the guard.
+    fn drop(&mut self) {
+        // A sender's value not taken (or handed back) drops here, unlocked, with the unwinding
+        // actor; a value handed to this receiver is requeued.
+        drop(self.leave(!self.sender));
     }
 }
 
@@ -383,8 +492,12 @@ impl<T> Sender<T> {
         checkpoint();
         let slot = {
             let mut st = self.chan.state.lock();
-            match self.try_send_locked(&mut st, value) {
-                Ok(()) => return Ok(()),
+            match Self::try_send_locked(&mut st, value) {
+                Ok(woken) => {
+                    drop(st);
+                    wake_all(woken);
+                    return Ok(());
+                }
                 Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
                 Err(TrySendError::Full(v)) => {
                     let slot = Slot::new(Some(v));
@@ -393,21 +506,30 @@ impl<T> Sender<T> {
                 }
             }
         };
-        loop {
-            let cancelled = park().is_err();
-            let mut st = cancelled.then(|| self.chan.state.lock());
-            let mut cell = slot.cell.lock();
-            match &mut *cell {
-                Cell::Done(_) => return Ok(()),
-                Cell::Disconnected(v) => return Err(SendError(v.take().expect("value back"))),
-                Cell::Waiting(v) => {
-                    if let Some(st) = st.as_mut() {
-                        st.waiting_senders.retain(|s| !Arc::ptr_eq(s, &slot));
-                        return Err(SendError(v.take().expect("value still here")));
+        let parked = Parked {
+            chan: &self.chan,
+            slot: &slot,
+            sender: true,
+        };
+        let result = loop {
+            if park().is_err() {
+                // Cancelled (a destructor sending while shutdown unwinds its actor): give up,
+                // unless a receiver took the value meanwhile.
+                break match parked.leave(false) {
+                    Cell::Done(_) => Ok(()),
+                    Cell::Waiting(v) | Cell::Disconnected(v) => {
+                        Err(SendError(v.expect("a sender's value is still here")))
                     }
-                }
+                };
             }
-        }
+            match &mut *slot.cell.lock() {
+                Cell::Done(_) => break Ok(()),
+                Cell::Disconnected(v) => break Err(SendError(v.take().expect("value back"))),
+                Cell::Waiting(_) => {} // a spurious wakeup
+            }
+        };
+        parked.disarm();
+        result
     }
 
     /// Sends without waiting: fails with `Full` if it would have to wait.
@@ -424,22 +546,23 @@ impl<T> Sender<T> {
     /// ```
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         checkpoint();
-        let mut st = self.chan.state.lock();
-        self.try_send_locked(&mut st, value)
+        let woken = Self::try_send_locked(&mut self.chan.state.lock(), value)?;
+        wake_all(woken);
+        Ok(())
     }
 
-    fn try_send_locked(&self, st: &mut State<T>, value: T) -> Result<(), TrySendError<T>> {
+    /// Step 1 of a send; returns the receiver to wake once the lock is released.
+    fn try_send_locked(st: &mut State<T>, value: T) -> Result<Woken<T>, TrySendError<T>> {
         if st.receivers == 0 {
             return Err(TrySendError::Disconnected(value));
         }
         if let Some(r) = st.waiting_receivers.pop_front() {
             r.complete(Cell::Done, Some(value));
-            r.waiter.wake();
-            return Ok(());
+            return Ok(Some(r));
         }
         if st.has_room() {
             st.buffer.push_back(value);
-            return Ok(());
+            return Ok(None);
         }
         Err(TrySendError::Full(value))
     }
@@ -495,14 +618,19 @@ impl<T> Clone for Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let mut st = self.chan.state.lock();
-        st.senders -= 1;
-        if st.senders == 0 {
-            for r in std::mem::take(&mut st.waiting_receivers) {
-                r.complete(Cell::Disconnected, None);
-                r.waiter.wake();
+        let woken = {
+            let mut st = self.chan.state.lock();
+            st.senders -= 1;
+            if st.senders > 0 {
+                return;
             }
-        }
+            let woken = std::mem::take(&mut st.waiting_receivers);
+            for r in &woken {
+                r.complete(Cell::Disconnected, None);
+            }
+            woken
+        };
+        wake_all(woken);
     }
 }
 
@@ -557,7 +685,8 @@ impl<T> Receiver<T> {
         self.recv_until(None).map_err(|_| RecvError)
     }
 
-    /// Waits for a value for at most `timeout`.
+    /// Waits for a value for at most `timeout`. A timeout too long to represent as an
+    /// [`Instant`] (such as `Duration::MAX`) means no timeout, as with `std`'s channels.
     ///
     /// ```
     /// use std::time::Duration;
@@ -571,7 +700,8 @@ impl<T> Receiver<T> {
     /// });
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Some(Instant::now() + timeout))
+        // A timeout too long to represent as an `Instant` (`Duration::MAX`) means no deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
     }
 
     /// Waits for a value until `deadline`.
@@ -599,7 +729,11 @@ impl<T> Receiver<T> {
         let slot = {
             let mut st = self.chan.state.lock();
             match Self::try_recv_locked(&mut st) {
-                Ok(v) => return Ok(v),
+                Ok((v, woken)) => {
+                    drop(st);
+                    wake_all(woken);
+                    return Ok(v);
+                }
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -611,27 +745,34 @@ impl<T> Receiver<T> {
                 }
             }
         };
-        loop {
+        let parked = Parked {
+            chan: &self.chan,
+            slot: &slot,
+            sender: false,
+        };
+        let result = loop {
             let cancelled = match deadline {
                 None => park().is_err(),
                 Some(d) => park_until(d).is_err(),
             };
-            let timed_out = !cancelled && deadline.is_some_and(|d| Instant::now() >= d);
-            // Giving up: leave the waiting list under the lock, then keep a value that a
-            // sender may have handed over meanwhile.
-            if cancelled || timed_out {
-                let mut st = self.chan.state.lock();
-                st.waiting_receivers.retain(|s| !Arc::ptr_eq(s, &slot));
+            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
+                // Giving up: leave the waiting list under the lock, then keep a value that a
+                // sender may have handed over meanwhile.
+                break match parked.leave(false) {
+                    Cell::Done(v) => Ok(v.expect("value delivered")),
+                    Cell::Disconnected(_) => Err(RecvTimeoutError::Disconnected),
+                    Cell::Waiting(_) if cancelled => Err(RecvTimeoutError::Disconnected),
+                    Cell::Waiting(_) => Err(RecvTimeoutError::Timeout),
+                };
             }
-            let mut cell = slot.cell.lock();
-            match &mut *cell {
-                Cell::Done(v) => return Ok(v.take().expect("value delivered")),
-                Cell::Disconnected(_) => return Err(RecvTimeoutError::Disconnected),
-                Cell::Waiting(_) if cancelled => return Err(RecvTimeoutError::Disconnected),
-                Cell::Waiting(_) if timed_out => return Err(RecvTimeoutError::Timeout),
-                Cell::Waiting(_) => {}
+            match &mut *slot.cell.lock() {
+                Cell::Done(v) => break Ok(v.take().expect("value delivered")),
+                Cell::Disconnected(_) => break Err(RecvTimeoutError::Disconnected),
+                Cell::Waiting(_) => {} // a spurious wakeup
             }
-        }
+        };
+        parked.disarm();
+        result
     }
 
     /// Takes a value if one is ready, without waiting.
@@ -648,29 +789,35 @@ impl<T> Receiver<T> {
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         checkpoint();
-        let mut st = self.chan.state.lock();
-        Self::try_recv_locked(&mut st)
+        let (v, woken) = Self::try_recv_locked(&mut self.chan.state.lock())?;
+        wake_all(woken);
+        Ok(v)
     }
 
-    fn try_recv_locked(st: &mut State<T>) -> Result<T, TryRecvError> {
+    /// Step 1 of a receive; returns the value and the sender to wake once the lock is released.
+    fn try_recv_locked(st: &mut State<T>) -> Result<(T, Woken<T>), TryRecvError> {
         if let Some(v) = st.buffer.pop_front() {
-            // A place freed up: move the first parked sender's value in (invariant 2).
-            if let Some(s) = st.waiting_senders.pop_front() {
+            // A place freed up: move the first parked sender's value in (invariant 2). The
+            // buffer can be over capacity after a cancelled receiver requeued a value; then no
+            // place freed up yet.
+            let mut woken = None;
+            if st.has_room()
+                && let Some(s) = st.waiting_senders.pop_front()
+            {
                 let moved = s
                     .complete(Cell::Done, None)
                     .expect("a parked sender has a value");
                 st.buffer.push_back(moved);
-                s.waiter.wake();
+                woken = Some(s);
             }
-            return Ok(v);
+            return Ok((v, woken));
         }
         if let Some(s) = st.waiting_senders.pop_front() {
             // Rendezvous: take the value straight from the parked sender.
             let v = s
                 .complete(Cell::Done, None)
                 .expect("a parked sender has a value");
-            s.waiter.wake();
-            return Ok(v);
+            return Ok((v, Some(s)));
         }
         if st.senders == 0 {
             Err(TryRecvError::Disconnected)
@@ -733,20 +880,22 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        let left = {
+        let (woken, left) = {
             let mut st = self.chan.state.lock();
             st.receivers -= 1;
             if st.receivers > 0 {
                 return;
             }
-            for s in std::mem::take(&mut st.waiting_senders) {
+            let woken = std::mem::take(&mut st.waiting_senders);
+            for s in &woken {
                 // The value goes back to its sender in the same step that completes the slot,
                 // so a sender waking in between never sees a completed slot without its value.
                 s.complete_with(Cell::Disconnected);
-                s.waiter.wake();
             }
-            std::mem::take(&mut st.buffer)
+            (woken, std::mem::take(&mut st.buffer))
         };
+        wake_all(woken);
+        // Dropped unlocked: a value's destructor may use this channel again.
         drop(left);
     }
 }

@@ -3,33 +3,44 @@
 //! # State and protocol
 //!
 //! One short lock guards the mailbox state: the queue, the parked receiver (if any), the count
-//! of live addresses, and whether the actor has ended. Nothing else is shared.
+//! of live addresses, and whether the mailbox is closed (by [`Mailbox::close`] or because the
+//! actor ended). Nothing else is shared. A mailbox has exactly one receiver (`Mailbox` is not
+//! `Sync`), so there is at most one waiter to record.
 //!
 //! Receiving (the actor, steps of the wake protocol in `threadlet-runtime`'s `wake.rs`):
-//! 1. under the lock: pop a message and return it; else, if no address is left, return `None`;
-//!    else record the caller as the waiter;
-//! 2. park; loop to 1 when woken.
+//! 1. under the lock: pop a message and return it; else, if no address is left or the mailbox
+//!    is closed, return `None`; else record the caller as the waiter;
+//! 2. arm a guard, then park; when woken, disarm the guard and loop to 1. If the actor is
+//!    unwound while parked (runtime shutdown starts the forced unwind inside `park`, so no code
+//!    after it runs), the guard's `Drop` clears the recorded waiter if it is still this actor,
+//!    so a mailbox that outlives its actor's stack does not keep the actor (and its runtime)
+//!    allocated.
 //!
 //! Sending (any thread):
-//! 1. under the lock: if the actor has ended, hand the message back; else push it and *take*
+//! 1. under the lock: if the mailbox is closed, hand the message back; else push it and *take*
 //!    the waiter out of the state;
 //! 2. after unlocking, wake the waiter taken, if any.
 //!
 //! Exactly one sender takes a recorded waiter, because taking happens under the lock; that
 //! sender's message is in the queue before the receiver can look again, so the receiver never
 //! parks on a non-empty queue and is never woken twice for one park. The last `Addr` to drop
-//! takes the waiter the same way, so a receiver waiting on a mailbox that nobody can send to
-//! wakes and sees `None`.
+//! takes the waiter the same way and wakes it after unlocking, so a receiver waiting on a
+//! mailbox that nobody can send to wakes and sees `None`. Nothing but bookkeeping runs under
+//! the lock: wakes, and drops of messages and waiters, happen after it is released, since they
+//! can run arbitrary code (a message's destructor may send to this mailbox again).
 //!
 //! # Conservation
 //!
-//! A message is either accepted (pushed while the actor lives: the actor receives it, or it is
-//! dropped with the mailbox when the actor ends without reading it) or returned to the sender in
-//! [`SendError`]. When the actor ends, its `Mailbox` drops: the state is marked ended under the
-//! lock, so every later send fails and returns its message.
+//! A message is either accepted (pushed while the mailbox is open: the actor receives it, or it
+//! is dropped with the mailbox when the actor ends without reading it) or returned to the sender
+//! in [`SendError`]. [`Mailbox::close`] marks the state closed under the lock: every later send
+//! fails and returns its message, while everything accepted before stays queued for the owner
+//! to drain, so "close, then drain" loses nothing. When the actor ends, its `Mailbox` drops and
+//! closes the same way.
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -42,7 +53,8 @@ struct State<M> {
     queue: VecDeque<M>,
     waiter: Option<Waiter>,
     addrs: usize,
-    ended: bool,
+    /// No more sends are accepted: the owner closed the mailbox, or dropped it.
+    closed: bool,
 }
 
 struct Shared<M> {
@@ -59,7 +71,7 @@ pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
             queue: VecDeque::new(),
             waiter: None,
             addrs: 1,
-            ended: false,
+            closed: false,
         }),
         actor: OnceLock::new(),
     });
@@ -67,7 +79,10 @@ pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
         Addr {
             shared: shared.clone(),
         },
-        Mailbox { shared },
+        Mailbox {
+            shared,
+            one_receiver: PhantomData,
+        },
     )
 }
 
@@ -87,13 +102,44 @@ pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
 ///     assert_eq!(done.join().unwrap(), 10);
 /// });
 /// ```
+///
+/// A mailbox has exactly one receiver. It is `Send` (it can be handed to the actor, or moved
+/// to another thread), but not `Sync`: two actors or threads cannot receive from one mailbox at
+/// the same time, because the mailbox records a single waiter to wake.
+///
+/// ```
+/// fn assert_send<T: Send>() {}
+/// assert_send::<threadlet::Mailbox<u32>>();
+/// ```
+///
+/// ```compile_fail,E0277
+/// fn assert_sync<T: Sync>() {}
+/// assert_sync::<threadlet::Mailbox<u32>>(); // error: `Mailbox` is not `Sync`
+/// ```
+///
+/// ```compile_fail,E0277
+/// use std::sync::Arc;
+/// use threadlet::{Mailbox, RuntimeExt};
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let (_addr, _h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+///     let mb = Arc::new(mb);
+///     let other = mb.clone();
+///     // error: `Arc<Mailbox<u32>>` is not `Send`, since `Mailbox<u32>` is not `Sync`
+///     threadlet::spawn(move || other.recv());
+///     mb.recv()
+/// });
+/// ```
 pub struct Mailbox<M> {
     shared: Arc<Shared<M>>,
+    /// `Send` but not `Sync`: one receiver.
+    one_receiver: PhantomData<std::cell::Cell<()>>,
 }
 
 impl<M> Mailbox<M> {
-    /// Waits for the next message. Returns `None` once every [`Addr`] is gone and the queue is
-    /// empty (or the runtime is shutting down). Suspends an actor; blocks a plain thread.
+    /// Waits for the next message. Returns `None` once the queue is empty and every [`Addr`] is
+    /// gone or the mailbox is [closed](Mailbox::close) (or the runtime is shutting down).
+    /// Suspends an actor; blocks a plain thread.
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};
@@ -115,7 +161,8 @@ impl<M> Mailbox<M> {
         self.recv_until(None).ok()
     }
 
-    /// Waits for the next message for at most `timeout`.
+    /// Waits for the next message for at most `timeout`. A timeout too long to represent as an
+    /// [`Instant`] (such as `Duration::MAX`) means no timeout, as with `std`'s channels.
     ///
     /// ```
     /// use std::time::Duration;
@@ -132,7 +179,8 @@ impl<M> Mailbox<M> {
     /// });
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<M, RecvTimeoutError> {
-        self.recv_until(Some(Instant::now() + timeout))
+        // A timeout too long to represent as an `Instant` (`Duration::MAX`) means no deadline.
+        self.recv_until(Instant::now().checked_add(timeout))
     }
 
     /// Waits for the next message until `deadline`.
@@ -164,7 +212,7 @@ impl<M> Mailbox<M> {
                 if let Some(m) = st.queue.pop_front() {
                     return Ok(m);
                 }
-                if st.addrs == 0 {
+                if st.addrs == 0 || st.closed {
                     return Err(RecvTimeoutError::Disconnected);
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -174,13 +222,17 @@ impl<M> Mailbox<M> {
                 }
                 st.waiter = Some(Waiter::current());
             }
+            let published = Published(&self.shared);
             let parked = match deadline {
                 None => park(),
                 Some(d) => park_until(d),
             };
             if parked.is_err() {
+                // Cancelled: give up, and clear the waiter (the guard's drop does it).
+                drop(published);
                 return Err(RecvTimeoutError::Disconnected);
             }
+            published.disarm();
         }
     }
 
@@ -204,9 +256,64 @@ impl<M> Mailbox<M> {
         let mut st = self.shared.state.lock();
         match st.queue.pop_front() {
             Some(m) => Ok(m),
-            None if st.addrs == 0 => Err(TryRecvError::Disconnected),
+            None if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
+    }
+
+    /// Closes the mailbox: from now on every [`Addr::send`] fails and hands its message back,
+    /// and [`Addr::is_closed`] is true. Everything accepted before stays queued: the owner
+    /// still receives it, then `recv` returns `None` (and `try_recv` and `recv_timeout` report
+    /// `Disconnected`), even while addresses live. Closing twice does nothing more.
+    ///
+    /// This is how an actor stops without losing messages: close, then drain. Every send that
+    /// returned `Ok` is received.
+    ///
+    /// ```
+    /// use threadlet::channel::{SendError, TryRecvError};
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     let first = mb.recv();
+    ///     mb.close();
+    ///     mb.close(); // idempotent
+    ///     let rest: Vec<u32> = mb.iter().collect(); // what was accepted before the close
+    ///     (first, rest, mb.try_recv())
+    /// });
+    /// for i in 1..=3 {
+    ///     addr.send(i).unwrap();
+    /// }
+    /// let (first, rest, after) = h.join().unwrap();
+    /// assert_eq!((first, rest, after), (Some(1), vec![2, 3], Err(TryRecvError::Disconnected)));
+    /// assert!(addr.is_closed());
+    /// assert_eq!(addr.send(4), Err(SendError(4))); // refused, and handed back
+    /// ```
+    pub fn close(&self) {
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            st.closed = true;
+            // The one receiver is the caller, which is not parked: nobody to wake.
+            st.waiter.take()
+        };
+        drop(waiter);
+    }
+
+    /// Whether [`close`](Mailbox::close) was called.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (_addr, h) = rt.spawn_actor(|mb: Mailbox<()>| {
+    ///     let before = mb.is_closed();
+    ///     mb.close();
+    ///     (before, mb.is_closed())
+    /// });
+    /// assert_eq!(h.join().unwrap(), (false, true));
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed
     }
 
     /// An iterator that calls [`recv`](Mailbox::recv) until it returns `None`.
@@ -290,12 +397,40 @@ impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
         let left = {
             let mut st = self.shared.state.lock();
-            st.ended = true;
-            st.waiter = None;
-            std::mem::take(&mut st.queue)
+            st.closed = true;
+            (st.waiter.take(), std::mem::take(&mut st.queue))
         };
         // Dropped outside the lock: a message's destructor may send to this mailbox again.
         drop(left);
+    }
+}
+
+/// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.
+struct Published<'a, M>(&'a Shared<M>);
+
+impl<M> Published<'_, M> {
+    /// `park` returned normally: a sender took the waiter, or the wakeup was spurious and the
+    /// next turn publishes it again.
+    fn disarm(self) {
+        // Only a reference inside: forgetting leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl<M> Drop for Published<'_, M> {
+    /// The receiver gives up: `park` was cancelled, or the actor's stack is unwinding out of
+    /// it. Clears the recorded waiter if it is still this one (no sender took it).
+    fn drop(&mut self) {
+        let me = Waiter::current();
+        let mine = {
+            let mut st = self.0.state.lock();
+            if st.waiter.as_ref().is_some_and(|w| w.same_as(&me)) {
+                st.waiter.take()
+            } else {
+                None
+            }
+        };
+        drop((mine, me));
     }
 }
 
@@ -304,6 +439,7 @@ impl<M> fmt::Debug for Mailbox<M> {
         f.debug_struct("Mailbox")
             .field("actor", &self.shared.actor.get())
             .field("len", &self.len())
+            .field("closed", &self.is_closed())
             .finish()
     }
 }
@@ -350,7 +486,8 @@ impl<'a, M> IntoIterator for &'a Mailbox<M> {
 
 /// The address of an actor's mailbox: cheap to clone, sendable and shareable across threads.
 ///
-/// `send` never blocks. Once the actor has ended, it returns the message in the error.
+/// `send` never blocks. Once the actor has ended or closed its mailbox, it returns the message
+/// in the error.
 ///
 /// ```
 /// use threadlet::RuntimeExt;
@@ -368,7 +505,7 @@ pub struct Addr<M> {
 
 impl<M> Addr<M> {
     /// Puts `msg` into the mailbox and wakes the actor if it waits; never blocks. Fails, handing
-    /// `msg` back, if the actor has ended.
+    /// `msg` back, if the actor has ended or closed its mailbox ([`Mailbox::close`]).
     ///
     /// ```
     /// use threadlet::channel::SendError;
@@ -385,7 +522,7 @@ impl<M> Addr<M> {
         checkpoint();
         let waiter = {
             let mut st = self.shared.state.lock();
-            if st.ended {
+            if st.closed {
                 return Err(SendError(msg));
             }
             st.queue.push_back(msg);
@@ -399,7 +536,8 @@ impl<M> Addr<M> {
 
     /// Delivers `msg` once `delay` has passed, without blocking the caller. From inside an actor
     /// this costs one entry in the runtime's timer heap; elsewhere, a helper thread. If the actor
-    /// has ended by then, the message is dropped (there is no one to hand it back to).
+    /// has ended (or closed its mailbox) by then, the message is dropped (there is no one to
+    /// hand it back to).
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -412,17 +550,36 @@ impl<M> Addr<M> {
     /// assert_eq!(h.join().unwrap(), Some("tick"));
     /// assert!(start.elapsed() >= Duration::from_millis(10));
     /// ```
+    ///
+    /// A delay too long to represent as an [`Instant`] (such as `Duration::MAX`) never comes:
+    /// the message is dropped at once, and nothing is scheduled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.recv());
+    /// addr.send_after(Duration::MAX, "never");
+    /// addr.send("now").unwrap();
+    /// assert_eq!(h.join().unwrap(), Some("now"));
+    /// ```
     pub fn send_after(&self, delay: Duration, msg: M)
     where
         M: Send + 'static,
     {
+        let Some(deadline) = Instant::now().checked_add(delay) else {
+            drop(msg);
+            return;
+        };
         let addr = self.clone();
-        call_at(Instant::now() + delay, move || {
+        call_at(deadline, move || {
             let _ = addr.send(msg);
         });
     }
 
-    /// Whether the actor has ended (a send would fail).
+    /// Whether the mailbox is closed: the actor has ended, or called [`Mailbox::close`] (a send
+    /// would fail).
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};
@@ -435,7 +592,7 @@ impl<M> Addr<M> {
     /// assert!(addr.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().ended
+        self.shared.state.lock().closed
     }
 
     /// The id of the actor behind this address, when it was made by `spawn_actor`.

@@ -96,3 +96,33 @@ fn send_racing_the_end_conserves_the_message() {
         assert_eq!(drops.load(SeqCst), 1);
     });
 }
+
+/// A send racing the owner's `close`: the message is either accepted before the close, and then
+/// the owner's drain after it receives the message, or refused and handed back to the sender.
+/// The drain never waits for the live address, and nothing is received twice.
+#[test]
+fn send_racing_close_is_drained_or_handed_back() {
+    loom::model(|| {
+        let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
+        let mb = ManuallyDrop::new(mb);
+        let sender = thread::spawn(move || {
+            let accepted = match addr.send(1) {
+                Ok(()) => true,
+                Err(back) => {
+                    assert_eq!(back.into_inner(), 1);
+                    false
+                }
+            };
+            (accepted, addr)
+        });
+        mb.close();
+        // The sender's address may still be alive: the closed mailbox ends the drain anyway.
+        let drained = mb.recv();
+        let (accepted, addr) = sender.join().unwrap();
+        assert_eq!(drained, accepted.then_some(1), "accepted: {accepted}");
+        assert_eq!(mb.recv(), None);
+        assert!(addr.is_closed());
+        drop(addr);
+        drop(ManuallyDrop::into_inner(mb));
+    });
+}
