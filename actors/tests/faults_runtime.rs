@@ -313,7 +313,9 @@ fn f7_after_a_handed_off_shutdown_every_actor_is_unwound() {
 
 #[test]
 fn f9_destructors_at_shutdown_never_run_inside_a_stale_actor() {
-    struct Probe(Arc<Mutex<Option<(Option<threadlet::ActorId>, Result<(), Cancelled>)>>>);
+    /// Who was current, and what `park` said, when the closure dropped.
+    type Seen = Option<(Option<threadlet::ActorId>, Result<(), Cancelled>)>;
+    struct Probe(Arc<Mutex<Seen>>);
     impl Drop for Probe {
         fn drop(&mut self) {
             let who = threadlet::current();

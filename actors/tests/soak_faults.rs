@@ -1,0 +1,311 @@
+//! Fault-injection soak: many rounds in which actors panic in their bodies, in the destructors
+//! of their results, panic payloads and messages; timers fire (`send_after`, `sleep`) and get
+//! cancelled (`recv_timeout` that gets its message first); and each round's runtime is dropped
+//! mid-flight, sometimes from inside one of its own actors, while plain threads keep sending.
+//!
+//! The invariant is message conservation: every message that anyone tried to send was
+//! delivered (received by an actor), handed back to its sender, or dropped with an actor that
+//! ended (or with a timer that never fired). Each message counts itself exactly once, in its
+//! own destructor or where it is received or handed back. The process must not abort (a
+//! runtime thread that died would abort it, see `worker::run`), and every join must return.
+//!
+//! `#[ignore]`d: run it in release, with a time budget in seconds (it runs at least until 1M
+//! messages have been accounted for, and no longer than three budgets):
+//!
+//! ```text
+//! THREADLET_SOAK_SECS=60 cargo test --release -p threadlet --test soak_faults -- --ignored
+//! ```
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use threadlet::{Addr, JoinHandle, Mailbox, Runtime, RuntimeExt, Scheduler};
+
+const MIN_MESSAGES: u64 = 1_000_000;
+const ACTORS: usize = 64;
+const PLAIN_PRODUCERS: usize = 3;
+const PLAIN_SENDS: u64 = 20_000;
+const ACTOR_PRODUCERS: usize = 8;
+const ACTOR_SENDS: u64 = 4_000;
+
+#[derive(Default)]
+struct Counters {
+    attempts: AtomicU64,
+    delivered: AtomicU64,
+    handed_back: AtomicU64,
+    dropped: AtomicU64,
+    /// Panics injected (bodies, results, payloads, messages), for the report.
+    panics: AtomicU64,
+}
+
+impl Counters {
+    fn accounted(&self) -> u64 {
+        self.delivered.load(SeqCst) + self.handed_back.load(SeqCst) + self.dropped.load(SeqCst)
+    }
+}
+
+/// A message that accounts for itself; a `bomb` panics when dropped (unless a panic is already
+/// unwinding, where a second panic would abort the process, as Rust always does).
+struct Msg {
+    counters: Arc<Counters>,
+    accounted: bool,
+    bomb: bool,
+    roll: u64,
+}
+
+impl Msg {
+    fn new(counters: &Arc<Counters>, roll: u64) -> Msg {
+        counters.attempts.fetch_add(1, SeqCst);
+        Msg {
+            counters: counters.clone(),
+            accounted: false,
+            bomb: roll.is_multiple_of(97),
+            roll,
+        }
+    }
+
+    /// Delivered: a received message is defused, so its bomb goes off only when it is dropped
+    /// undelivered (with an ended actor's mailbox, an unfired timer, a handed-back value).
+    fn receive(mut self) -> u64 {
+        self.accounted = true;
+        self.bomb = false;
+        self.counters.delivered.fetch_add(1, SeqCst);
+        self.roll
+    }
+}
+
+impl Drop for Msg {
+    fn drop(&mut self) {
+        if !self.accounted {
+            self.counters.dropped.fetch_add(1, SeqCst);
+        }
+        if self.bomb && !thread::panicking() {
+            self.counters.panics.fetch_add(1, SeqCst);
+            panic!("injected: a message destructor panics");
+        }
+    }
+}
+
+/// Sends, accounting for a message handed back (defused: we drop it ourselves).
+fn send(addr: &Addr<Msg>, msg: Msg) {
+    if let Err(e) = addr.send(msg) {
+        let mut m = e.into_inner();
+        m.accounted = true;
+        m.bomb = false;
+        m.counters.handed_back.fetch_add(1, SeqCst);
+    }
+}
+
+/// Panics when dropped (as a result or a payload).
+struct Bomb(Arc<Counters>);
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            self.0.panics.fetch_add(1, SeqCst);
+            panic!("injected: a result or payload destructor panics");
+        }
+    }
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// One consumer actor: receives, and now and then panics, returns a bomb, or waits with a
+/// timeout (a timer that fires or is cancelled).
+fn consumer(mb: Mailbox<Msg>, counters: Arc<Counters>) -> Option<Bomb> {
+    loop {
+        let m = match mb.recv_timeout(Duration::from_micros(200)) {
+            Ok(m) => m,
+            Err(threadlet::channel::RecvTimeoutError::Timeout) => continue,
+            Err(_) => return None,
+        };
+        match m.receive() % 20_000 {
+            0 => {
+                counters.panics.fetch_add(1, SeqCst);
+                panic!("injected: a body panics");
+            }
+            1 => {
+                counters.panics.fetch_add(1, SeqCst);
+                std::panic::panic_any(Bomb(counters.clone()));
+            }
+            2 => return Some(Bomb(counters.clone())),
+            3..=20 => threadlet::sleep(Duration::from_micros(300)),
+            _ => {}
+        }
+    }
+}
+
+struct Round {
+    seed: u64,
+    workers: usize,
+    scheduler: Scheduler,
+    drop_inside: bool,
+}
+
+fn run_round(round: &Round, counters: &Arc<Counters>) {
+    let rt = Arc::new(
+        Runtime::builder()
+            .workers(round.workers)
+            .scheduler(round.scheduler)
+            .build()
+            .unwrap(),
+    );
+    let mut addrs = Vec::new();
+    let mut kept: Vec<JoinHandle<Option<Bomb>>> = Vec::new();
+    for i in 0..ACTORS {
+        let c = counters.clone();
+        let (addr, h) = rt.spawn_actor(move |mb: Mailbox<Msg>| consumer(mb, c));
+        addrs.push(addr);
+        // Half are detached: their results and payloads are dropped by the runtime.
+        if i % 2 == 0 {
+            kept.push(h);
+        }
+    }
+    // Actor producers: send, and schedule delayed sends (timers that fire, or are dropped
+    // with the runtime).
+    for p in 0..ACTOR_PRODUCERS {
+        let (addrs, c) = (addrs.clone(), counters.clone());
+        let mut rng = round.seed ^ ((p as u64 + 1) * 0x9E37_79B9);
+        drop(rt.spawn(move || {
+            for _ in 0..ACTOR_SENDS {
+                let r = xorshift(&mut rng);
+                let to = &addrs[r as usize % addrs.len()];
+                if r.is_multiple_of(16) {
+                    to.send_after(Duration::from_micros(r % 2_000), Msg::new(&c, r));
+                } else {
+                    send(to, Msg::new(&c, r));
+                }
+            }
+        }));
+    }
+    // Plain-thread producers keep sending through and after the runtime's drop.
+    let halfway = Arc::new(AtomicBool::new(false));
+    let producers: Vec<_> = (0..PLAIN_PRODUCERS)
+        .map(|p| {
+            let (addrs, c, halfway) = (addrs.clone(), counters.clone(), halfway.clone());
+            let mut rng = round.seed ^ ((p as u64 + 101) * 0x2545_F491);
+            thread::spawn(move || {
+                for i in 0..PLAIN_SENDS {
+                    let r = xorshift(&mut rng);
+                    send(&addrs[r as usize % addrs.len()], Msg::new(&c, r));
+                    if i == PLAIN_SENDS / 2 {
+                        halfway.store(true, SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(addrs);
+    while !halfway.load(SeqCst) {
+        thread::yield_now();
+    }
+    // The runtime still serves while actors panic around it.
+    assert_eq!(rt.block_on(|| 6 * 7), 42);
+    if round.drop_inside {
+        // The last handle goes away inside one of its own actors.
+        let inner = rt.clone();
+        let (go, wait) = mpsc::channel::<()>();
+        let dropper = rt.spawn(move || {
+            wait.recv().unwrap();
+            drop(inner);
+        });
+        drop(rt);
+        go.send(()).unwrap();
+        dropper.join().unwrap();
+    } else {
+        drop(rt);
+    }
+    for p in producers {
+        p.join().expect("a producer thread died");
+    }
+    for h in kept {
+        match h.join() {
+            Ok(Some(bomb)) => std::mem::forget(bomb), // defused: we know it panics
+            Ok(None) => {}
+            Err(e) if e.is_panic() => std::mem::forget(e), // its payload may be a bomb
+            Err(e) => assert!(e.is_cancelled(), "{e}"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "soak: run in release with THREADLET_SOAK_SECS (CI does)"]
+fn fault_injection_conserves_every_message() {
+    let budget = Duration::from_secs(
+        std::env::var("THREADLET_SOAK_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(30),
+    );
+    // The injected panics are expected: keep the default hook's report for any other one.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str));
+        let injected = msg.is_some_and(|m| m.starts_with("injected:"))
+            || info.payload().downcast_ref::<Bomb>().is_some();
+        if !injected {
+            default_hook(info);
+        }
+    }));
+    let counters = Arc::new(Counters::default());
+    let start = Instant::now();
+    let schedulers = [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ];
+    let mut rounds = 0u64;
+    let mut seed = 0x5EED_u64;
+    while counters.attempts.load(SeqCst) < MIN_MESSAGES || start.elapsed() < budget {
+        assert!(
+            start.elapsed() < 3 * budget + Duration::from_secs(60),
+            "too slow: {} messages after {:?}",
+            counters.attempts.load(SeqCst),
+            start.elapsed()
+        );
+        let r = xorshift(&mut seed);
+        let round = Round {
+            seed: r,
+            workers: 1 + (r % 2) as usize,
+            scheduler: schedulers[(r / 2 % 3) as usize],
+            drop_inside: r.is_multiple_of(5),
+        };
+        run_round(&round, &counters);
+        // A handed-off shutdown finishes on a thread of its own: wait for it to account.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while counters.accounted() != counters.attempts.load(SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "round {rounds}: {} messages tried, {} delivered + {} handed back + {} dropped",
+                counters.attempts.load(SeqCst),
+                counters.delivered.load(SeqCst),
+                counters.handed_back.load(SeqCst),
+                counters.dropped.load(SeqCst)
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        rounds += 1;
+    }
+    let attempts = counters.attempts.load(SeqCst);
+    assert!(attempts >= MIN_MESSAGES);
+    assert_eq!(counters.accounted(), attempts);
+    println!(
+        "soak: {rounds} rounds in {:.1?}: {attempts} messages: {} delivered, {} handed back, \
+         {} dropped with ended actors; {} panics injected and contained",
+        start.elapsed(),
+        counters.delivered.load(SeqCst),
+        counters.handed_back.load(SeqCst),
+        counters.dropped.load(SeqCst),
+        counters.panics.load(SeqCst)
+    );
+}
