@@ -54,6 +54,23 @@ pub fn __mailbox_for_tests<M>() -> (Addr<M>, Mailbox<M>) {
     mailbox::mailbox()
 }
 
+/// An actor's body with its mailbox. The mailbox learns its actor's id from both sides: here,
+/// before `f` runs (so the actor's own addresses know it), and from the spawner once `spawn`
+/// returns the handle (so the caller's address knows it, even before the actor starts).
+fn run_with_mailbox<M, F, R>(mb: Mailbox<M>, f: F) -> impl FnOnce() -> R + Send + 'static
+where
+    M: Send + 'static,
+    F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    move || {
+        if let Some(id) = current() {
+            mb.set_actor(id);
+        }
+        f(mb)
+    }
+}
+
 /// Spawns an actor with a mailbox on the current runtime (from inside an actor). Returns the
 /// mailbox's address and the actor's join handle.
 ///
@@ -83,7 +100,7 @@ where
     R: Send + 'static,
 {
     let (addr, mb) = mailbox::mailbox();
-    let h = spawn(move || f(mb));
+    let h = spawn(run_with_mailbox(mb, f));
     addr.set_actor(h.id());
     (addr, h)
 }
@@ -128,7 +145,7 @@ impl RuntimeExt for Runtime {
         R: Send + 'static,
     {
         let (addr, mb) = mailbox::mailbox();
-        let h = self.spawn(move || f(mb));
+        let h = self.spawn(run_with_mailbox(mb, f));
         addr.set_actor(h.id());
         (addr, h)
     }
@@ -282,7 +299,7 @@ impl ActorBuilder {
         R: Send + 'static,
     {
         let (addr, mb) = mailbox::mailbox();
-        let h = threadlet_runtime::spawn_with(self.opts, move || f(mb))?;
+        let h = threadlet_runtime::spawn_with(self.opts, run_with_mailbox(mb, f))?;
         addr.set_actor(h.id());
         Ok((addr, h))
     }

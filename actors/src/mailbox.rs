@@ -393,6 +393,13 @@ impl<M> Mailbox<M> {
     }
 }
 
+impl<M> Mailbox<M> {
+    /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
+    pub(crate) fn set_actor(&self, id: ActorId) {
+        let _ = self.shared.actor.set(id);
+    }
+}
+
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
         let left = {
