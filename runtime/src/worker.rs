@@ -29,11 +29,14 @@
 //!
 //! # Shutdown
 //!
-//! 1. `Runtime::drop` sets `shutdown` and unparks every worker.
+//! 1. `Runtime::drop` sets `shutdown` and unparks every worker (handing the whole shutdown to
+//!    a thread of its own if it runs on one of the runtime's threads). From then on wakes and
+//!    pushes of started actors are dropped, not queued (see `Shared::after_push`).
 //! 2. A worker sees the flag at the top of its loop (after the running actor suspended: actors
 //!    are never interrupted mid-run) and sets `cancelling`, so that any park inside an actor now
 //!    fails at once instead of suspending.
-//! 3. It drops every queued actor that has not started (its closure's destructors run; its join
+//! 3. It drops every queued actor that has not started (its closure's destructors run, under
+//!    `fault::contain`, outside any actor, where blocking fails as cancelled; its join
 //!    handle reports `Cancelled`) and force-unwinds, on this thread, every started pinned actor
 //!    in its registry, so destructors on their stacks run and stacks return to the pool.
 //!    Unwinding can wake or spawn actors; the worker repeats 3 until its queues and registry
@@ -45,6 +48,10 @@
 //! 5. Each worker repeats 3 for what step 4 queued, and exits.
 //! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
 //!    the injector after their owner had finished.
+//!
+//! A worker thread never dies: the user code it runs is contained (`fault.rs`), and a panic in
+//! its own frames, a runtime bug, aborts the process (`AbortOnPanic`) rather than strand the
+//! actors pinned to it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
