@@ -246,10 +246,45 @@ fn mailbox_is_send_but_not_sync() {
 // F8: no wake and no value drop under the channel lock
 // ---------------------------------------------------------------------------------------------
 
-/// Waking an actor can run arbitrary code: during shutdown, a wake from a plain thread drains
-/// the runtime's injector on that thread, dropping the closures of actors that never started.
-/// Here such a closure owns a `Sender` of the very channel whose `send` does the wake; dropping
-/// it locks the channel, which must not still be held by the sending thread.
+/// The deadlock this section is named after: during shutdown, a wake from a plain thread used
+/// to drain the runtime's injector on that thread, dropping the closures of actors that never
+/// started, while the channel that woke still held its lock. Here such a closure owns a
+/// `Sender` of the very channel whose `send` does the wake. Two fixes close it, and this test
+/// fails only if both regress: a push at shutdown never drops a closure (`Shared::after_push`
+/// in the runtime), and a channel wakes only after unlocking. The next test covers the
+/// channel's half alone.
+/// A cancelled sender's value is dropped after the channel's lock is released: its destructor
+/// may use the same channel. (Dropped under the lock, it would deadlock: the lock is not
+/// reentrant.)
+#[test]
+fn a_cancelled_senders_value_is_dropped_unlocked() {
+    /// With a sender inside, its drop sends on that channel (a value with none, which the
+    /// channel refuses and hands back, ends the chain).
+    struct SendsOnDrop(Option<channel::Sender<SendsOnDrop>>, Arc<AtomicUsize>);
+    impl Drop for SendsOnDrop {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                // Locks the channel; the result does not matter (full, or disconnected).
+                let _ = tx.try_send(SendsOnDrop(None, self.1.clone()));
+            }
+            self.1.fetch_add(1, SeqCst);
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = drops.clone();
+    finishes("drop of a cancelled sender's value", move || {
+        let (tx, rx) = channel::bounded::<SendsOnDrop>(0);
+        let rt = runtime(1);
+        let value = SendsOnDrop(Some(tx.clone()), d);
+        // Parks in a rendezvous send nobody takes; shutdown unwinds it from inside `send`.
+        let h = spawn_started(&rt, move || tx.send(value).is_ok());
+        drop(rt);
+        assert!(h.join().unwrap_err().is_cancelled());
+        drop(rx);
+    });
+    assert!(drops.load(SeqCst) >= 1, "the value was dropped");
+}
+
 #[test]
 fn wake_during_send_runs_unlocked() {
     let delivered = finishes("send waking a receiver during shutdown", || {

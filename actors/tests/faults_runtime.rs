@@ -78,10 +78,20 @@ impl DropLog {
     }
 }
 
-/// A fresh actor runs and can be joined: the worker(s) still serve.
+/// Fresh actors run and can be joined: the worker(s) still serve. A dead worker fails this
+/// (the actors it should run never finish), rather than hanging the test.
 fn assert_workers_serve(rt: &Runtime) {
+    let deadline = std::time::Instant::now() + WATCHDOG;
     for _ in 0..4 * rt.workers() {
-        assert_eq!(rt.spawn(|| 42).join().unwrap(), 42);
+        let h = rt.spawn(|| 42);
+        while !h.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a fresh actor did not run within {WATCHDOG:?}: a worker is dead"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(h.join().unwrap(), 42);
     }
 }
 
@@ -309,7 +319,9 @@ fn f7_after_a_handed_off_shutdown_every_actor_is_unwound() {
 
 // F9: during shutdown, the worker queued a yielded migratable actor with `current` still naming
 // it, and the queue push dropped unstarted closures right there: a `park` in such a destructor
-// suspended the wrong coroutine (SIGSEGV).
+// suspended the wrong coroutine (SIGSEGV). Two fixes close it, and this test fails only if both
+// regress: pushes at shutdown never drop closures (`Shared::after_push`), and `current` names an
+// actor only while its coroutine runs (`WorkerLoop::run_actor`).
 
 #[test]
 fn f9_destructors_at_shutdown_never_run_inside_a_stale_actor() {

@@ -19,6 +19,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -446,7 +447,9 @@ impl Drop for ActorCell {
             && c.started()
             && !c.done()
         {
-            eprintln!(
+            // Not `eprintln!`, which panics when stderr is gone.
+            let _ = writeln!(
+                std::io::stderr(),
                 "threadlet: actor {} was dropped while suspended outside its worker; its stack \
                  is leaked rather than unwound on the wrong thread",
                 self.id

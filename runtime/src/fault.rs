@@ -20,13 +20,23 @@
 
 use std::any::Any;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use crate::context;
 
 /// Runs `f`; a panic in it is reported (naming `what`) and swallowed. Returns `f`'s value, or
 /// `None` if it panicked.
 pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Option<R> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
+        // Shutdown force-unwinding an actor suspended inside the contained code (a result's
+        // destructor that waits on a mailbox, say): not a panic of the user's; let it go on to
+        // the coroutine's root, as `join::entry` does. (Outside any actor nothing is unwound
+        // this way, so a real panic there is still contained.)
+        Err(payload) if context::is_cancelling() && context::current().is_some() => {
+            resume_unwind(payload)
+        }
         Err(payload) => {
             report(&what, &payload);
             drop_payload(payload);
@@ -53,7 +63,44 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
 
 fn report(what: &dyn fmt::Display, payload: &Box<dyn Any + Send>) {
     let msg = panic_message(&**payload).unwrap_or("<non-string payload>");
-    eprintln!("threadlet: contained a panic in {what}: {msg}; the runtime carries on");
+    // Not `eprintln!`: it panics when stderr is gone (a closed pipe), outside the containment.
+    let _ = writeln!(
+        std::io::stderr(),
+        "threadlet: contained a panic in {what}: {msg}; the runtime carries on"
+    );
+}
+
+/// Aborts the process if its thread unwinds while this guard lives. Runtime threads (workers,
+/// the monitor, the timer thread) hold one: the user code they run is contained, so a panic
+/// that unwinds their own frames is a bug in the runtime, and letting the thread die would
+/// silently break what it is there for (the `consequence`).
+pub(crate) struct AbortOnUnwind {
+    thread: String,
+    consequence: &'static str,
+}
+
+impl AbortOnUnwind {
+    pub(crate) fn new(thread: impl Into<String>, consequence: &'static str) -> AbortOnUnwind {
+        AbortOnUnwind {
+            thread: thread.into(),
+            consequence,
+        }
+    }
+}
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "threadlet: {} panicked outside any user code: this is a bug in threadlet, not \
+                 in your code (the panic is above). Aborting: {}.",
+                self.thread,
+                self.consequence
+            );
+            std::process::abort();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -90,7 +90,8 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) 
     let sent = unsafe { (*info).si_code } <= 0;
     let prev = slot.load(Ordering::Acquire);
     // SAFETY: `prev` is null or a leaked, never-freed `sigaction` (see
-    // `install_overflow_reporter`); only this function replaces it, with another leaked one.
+    // `install_overflow_reporter`); the only other store is this function's null for
+    // `SA_RESETHAND`, which frees nothing.
     let Some(prev) = (unsafe { prev.as_ref() }) else {
         default_action(sig, sent);
         return;
@@ -111,12 +112,16 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) 
     // async-signal-safe. Calling the previous handler with the kernel's arguments, under the
     // mask the kernel would have set for it, is what the kernel would have done.
     unsafe {
-        let mut mask = prev.sa_mask;
-        if prev.sa_flags & libc::SA_NODEFER == 0 {
-            libc::sigaddset(&mut mask, sig);
-        }
+        // Our own handler runs with `sig` blocked (no `SA_NODEFER`); the kernel would have
+        // blocked it for the previous handler too, unless it asked for `SA_NODEFER`.
         let mut saved = MaybeUninit::<libc::sigset_t>::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, saved.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &prev.sa_mask, saved.as_mut_ptr());
+        if prev.sa_flags & libc::SA_NODEFER != 0 {
+            let mut only = MaybeUninit::<libc::sigset_t>::zeroed();
+            libc::sigemptyset(only.as_mut_ptr());
+            libc::sigaddset(only.as_mut_ptr(), sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, only.as_ptr(), std::ptr::null_mut());
+        }
         if prev.sa_flags & libc::SA_SIGINFO != 0 {
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
                 std::mem::transmute(h);

@@ -33,7 +33,7 @@
 //! there is reported on stderr and the monitor carries on: timers still fire and actors are
 //! still preempted. A panic anywhere else in the monitor's loop is a runtime bug; rather than
 //! let the thread die silently (and every timer with it), `AbortOnUnwind` aborts the process
-//! with a message naming the thread (`timer::AbortOnUnwind`).
+//! with a message naming the thread (`fault::AbortOnUnwind`).
 //!
 //! # Sleeping
 //!
@@ -54,8 +54,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::actor::ActorId;
 use crate::fault;
+use crate::fault::AbortOnUnwind;
 use crate::runtime::Shared;
-use crate::timer::AbortOnUnwind;
 use crate::worker::Remote;
 
 /// A slice that lasts this many time slices without a switch is reported (step 4).
@@ -124,7 +124,7 @@ fn sample_period(slice: Option<Duration>) -> Duration {
 pub struct LongRun {
     /// The actor.
     pub actor: ActorId,
-    /// Its name, if it has one (and its worker publishes it; see the module docs).
+    /// Its name, if it has one (from the runtime's registry of named actors).
     pub name: Option<String>,
     /// The worker it runs on.
     pub worker: usize,
@@ -191,10 +191,10 @@ pub(crate) fn default_long_run_hook() -> LongRunHook {
 /// publishes only the id (one relaxed store per run); the name comes from the runtime's
 /// registry of named actors, which costs only named actors anything (`actor::ActorNames`).
 /// An actor that ended meanwhile is reported without its name.
-fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<String>)> {
+fn running_on(shared: &Shared, remote: &Remote) -> (ActorId, Option<String>) {
     // Relaxed: the id is a plain number, read for a report; no other memory depends on it.
     let id = ActorId(remote.running_actor.load(Ordering::Relaxed));
-    Some((id, shared.names.get(id)))
+    (id, shared.names.get(id))
 }
 
 /// The monitor's side of the runtime: its wake-up signal.
@@ -273,7 +273,10 @@ struct Sample {
 
 /// The monitor thread's body. Holds the runtime weakly, so it never keeps it alive.
 pub(crate) fn run(shared: Weak<Shared>) {
-    let _abort = AbortOnUnwind("the monitor thread (threadlet-monitor)");
+    let _abort = AbortOnUnwind::new(
+        "the monitor thread (threadlet-monitor)",
+        "no timer would fire again, and no actor be preempted",
+    );
     let mut samples: Vec<Sample> = Vec::new();
     loop {
         let Some(shared) = shared.upgrade() else {
@@ -350,9 +353,7 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
         // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
         if ran >= slice.saturating_mul(LONG_RUN_SLICES) && !s.reported {
             s.reported = true;
-            let Some((actor, name)) = running_on(shared, remote) else {
-                continue; // the run ended meanwhile: nothing left to report
-            };
+            let (actor, name) = running_on(shared, remote);
             let report = LongRun {
                 actor,
                 name,

@@ -462,6 +462,7 @@ impl Builder {
             timers: Timers::default(),
             monitor: Arc::new(MonitorSignal::default()),
             names: ActorNames::default(),
+            sweep: Mutex::new(()),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -520,6 +521,8 @@ pub(crate) struct Shared {
     pub(crate) monitor: Arc<MonitorSignal>,
     /// Live named actors, for reports that know only an id.
     pub(crate) names: ActorNames,
+    /// Serialises the sweeps of the queues at shutdown (see `after_push`).
+    sweep: Mutex<()>,
 }
 
 /// Settings fixed when the runtime is built.
@@ -619,8 +622,9 @@ impl Shared {
             return;
         }
         self.injector.push(actor);
+        // Its `SeqCst` fence (`Idle::worker_to_wake`) is the one `after_push` needs.
         self.notify_parked();
-        self.after_push();
+        self.sweep_if_shut_down();
     }
 
     /// Closes the one race of a push with shutdown. A thread that read `shutdown == false` and
@@ -637,11 +641,17 @@ impl Shared {
     /// The pusher's sweep drops only entries of *started* actors (their registry unwinds them;
     /// the entry is just a reference). It never runs user code: an unstarted actor found there
     /// is put back for a worker or the final sweep to drop, on a thread where that is allowed.
-    /// No unstarted actor enters a queue after the final sweep: spawning from outside takes a
-    /// `&Runtime`, which `Runtime::drop` owns, and spawns from actors go to their worker's own
-    /// queues, which it empties before it exits.
+    /// The sweep and the final sweep hold the same lock (`Shared::sweep`), so a put-back lands
+    /// before the final sweep, never after it. Nothing else puts an unstarted actor into a
+    /// queue once the workers are joined: spawning from outside takes a `&Runtime`, which
+    /// `Runtime::drop` owns, and spawns from actors happen on workers, all of them joined.
     fn after_push(&self) {
         fence(Ordering::SeqCst);
+        self.sweep_if_shut_down();
+    }
+
+    /// The second half of [`after_push`](Shared::after_push), for a caller that has fenced.
+    fn sweep_if_shut_down(&self) {
         if self.is_shutdown() {
             self.release_started_entries();
         }
@@ -649,6 +659,7 @@ impl Shared {
 
     /// See [`after_push`](Shared::after_push).
     fn release_started_entries(&self) {
+        let _sweep = self.sweep.lock();
         let mut unstarted = Vec::new();
         if let Some(gq) = &self.global_queue {
             unstarted.extend(
@@ -716,19 +727,27 @@ impl Shared {
     /// Drops every actor left in the injector and in the workers' inboxes: unstarted ones with
     /// their closures; started ones were already unwound by their workers.
     fn drain_injector(&self) {
-        if let Some(gq) = &self.global_queue {
-            gq.drain().into_iter().for_each(drop_unstarted);
-        }
-        let queues = std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
-        for q in queues {
-            loop {
-                match q.steal() {
-                    Steal::Success(a) => drop_unstarted(a),
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
+        // Taken under the sweep lock (see `after_push`), dropped after it: the closures'
+        // destructors may wake actors, and a wake may sweep.
+        let mut left = Vec::new();
+        {
+            let _sweep = self.sweep.lock();
+            if let Some(gq) = &self.global_queue {
+                left.extend(gq.drain());
+            }
+            let queues =
+                std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
+            for q in queues {
+                loop {
+                    match q.steal() {
+                        Steal::Success(a) => left.push(a),
+                        Steal::Retry => continue,
+                        Steal::Empty => break,
+                    }
                 }
             }
         }
+        left.into_iter().for_each(drop_unstarted);
     }
 }
 

@@ -49,7 +49,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use crate::context::Waiter;
-use crate::fault;
+use crate::fault::{self, AbortOnUnwind};
 
 /// Heaps smaller than this are never compacted: rebuilding costs more than it saves.
 const COMPACT_MIN_LEN: usize = 1024;
@@ -285,24 +285,6 @@ impl Drop for Timers {
     }
 }
 
-/// Aborts the process if the thread unwinds while this guard lives: a runtime thread that
-/// fires timers must never die silently, since every timer (and preemption) would stop with it.
-/// User code it runs is contained (`fault::contain`), so only a bug in the runtime can get here.
-pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "threadlet: {} panicked (a bug in threadlet; the panic is above); aborting, \
-                 since no timer would fire again",
-                self.0
-            );
-            std::process::abort();
-        }
-    }
-}
-
 /// The process-wide heap and its thread (step 7).
 struct ProcessTimers {
     timers: Timers,
@@ -360,7 +342,10 @@ impl ProcessTimers {
 
     /// The thread's body: fire what is due, then sleep until the next deadline or a kick.
     fn run(&self) {
-        let _abort = AbortOnUnwind("the process-wide timer thread (threadlet-timer)");
+        let _abort = AbortOnUnwind::new(
+            "the process-wide timer thread (threadlet-timer)",
+            "no timer would fire again",
+        );
         loop {
             let next = self.timers.fire_due(Instant::now());
             let mut kicked = self.kicked.lock();
@@ -565,7 +550,7 @@ mod tests {
         const CHILD: &str = "THREADLET_ABORT_ON_UNWIND_CHILD";
         if std::env::var_os(CHILD).is_some() {
             let t = std::thread::spawn(|| {
-                let _abort = AbortOnUnwind("a test timer thread");
+                let _abort = AbortOnUnwind::new("a test timer thread", "a test");
                 panic!("a bug in the runtime");
             });
             let _ = t.join();
@@ -585,10 +570,10 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stderr}");
         assert!(
-            stderr.contains("threadlet: a test timer thread panicked (a bug in threadlet"),
+            stderr.contains("threadlet: a test timer thread panicked outside any user code"),
             "{stderr}"
         );
         // A guard on a thread that does not unwind does nothing.
-        drop(AbortOnUnwind("a thread that returns"));
+        drop(AbortOnUnwind::new("a thread that returns", "a test"));
     }
 }

@@ -50,7 +50,7 @@
 //!    the injector after their owner had finished.
 //!
 //! A worker thread never dies: the user code it runs is contained (`fault.rs`), and a panic in
-//! its own frames, a runtime bug, aborts the process (`AbortOnPanic`) rather than strand the
+//! its own frames, a runtime bug, aborts the process (`fault::AbortOnUnwind`) rather than strand the
 //! actors pinned to it.
 
 use std::cell::{Cell, RefCell};
@@ -66,6 +66,7 @@ use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
 use crate::context::{self, WorkerContext};
+use crate::fault::AbortOnUnwind;
 use crate::runtime::{Scheduler, Shared};
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
@@ -238,32 +239,17 @@ pub(crate) fn run(
         cancelling: Cell::new(false),
     };
     let _entered = context::enter(&ctx);
-    // Declared after `ctx`, so dropped before it: a panic never reaches `Core`'s destructor,
-    // which would drop the registry of pinned actors on a dying thread.
-    let _abort = AbortOnPanic(index);
+    // A worker thread never dies: the user code it runs is contained (`fault.rs`), so a panic
+    // in its own frames is a bug in the runtime, and going on would strand every actor pinned
+    // to it. Declared after `ctx`, so dropped before it: the abort comes before `Core`'s
+    // destructor could drop the registry of pinned actors on a dying thread.
+    let _abort = AbortOnUnwind::new(
+        format!("worker {index}"),
+        "the actors pinned to it could only be unwound on another thread",
+    );
     let worker = WorkerLoop { ctx: &ctx, parker };
     worker.run();
     worker.shutdown(meet);
-}
-
-/// A worker thread never dies: user code it runs is contained (`fault.rs`), so a panic that
-/// reaches the worker's own frames is a bug in the runtime. Going on would strand every actor
-/// pinned to this worker, and their stacks could only be unwound on another thread (undefined
-/// behaviour), so the process aborts with a clear message instead.
-struct AbortOnPanic(usize);
-
-impl Drop for AbortOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "threadlet: worker {} panicked outside any actor: this is a bug in threadlet, \
-                 not in your code. Aborting: the actors pinned to this worker cannot be unwound \
-                 on another thread.",
-                self.0
-            );
-            std::process::abort();
-        }
-    }
 }
 
 struct WorkerLoop<'a> {

@@ -122,3 +122,46 @@ fn a_sent_sigsegv_with_the_default_action_kills() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+extern "C" fn report_segv_blocked(
+    _sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _uc: *mut libc::c_void,
+) {
+    // SAFETY: async-signal-safe calls only: read the mask, write(2), _exit.
+    unsafe {
+        let mut now = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), now.as_mut_ptr());
+        let msg: &[u8] = if libc::sigismember(now.as_ptr(), libc::SIGSEGV) == 1 {
+            b"SIGSEGV blocked in the handler\n"
+        } else {
+            b"SIGSEGV not blocked in the handler\n"
+        };
+        libc::write(1, msg.as_ptr().cast(), msg.len());
+        libc::_exit(42);
+    }
+}
+
+#[test]
+fn a_previous_sa_nodefer_handler_runs_with_the_signal_unblocked() {
+    if child_case().is_some() {
+        // SAFETY: zeroed is a valid `sigaction`; a handler that asked for SA_NODEFER.
+        let mut a: libc::sigaction = unsafe { std::mem::zeroed() };
+        a.sa_sigaction = report_segv_blocked as *const () as usize;
+        a.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
+        // SAFETY: sigset operation on an initialised set.
+        unsafe { libc::sigemptyset(&mut a.sa_mask) };
+        install(&a);
+        let _rt = Runtime::builder().workers(1).build().unwrap(); // installs the reporter
+        // SAFETY: the previous handler exits the process.
+        unsafe { libc::raise(libc::SIGSEGV) };
+        unreachable!("the previous handler exits");
+    }
+    let out = run_child(
+        "a_previous_sa_nodefer_handler_runs_with_the_signal_unblocked",
+        "nodefer",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(42), "{stdout}");
+    assert!(stdout.contains("SIGSEGV not blocked"), "{stdout}");
+}
