@@ -187,6 +187,18 @@ fn checkpoint(c: &mut Criterion) {
             })
         })
     });
+    // The same loop with no safe point in it: the floor the line above is read against.
+    c.bench_function("checkpoint/empty_loop_baseline", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(move || {
+                let start = Instant::now();
+                for i in 0..iters {
+                    std::hint::black_box(i);
+                }
+                start.elapsed()
+            })
+        })
+    });
 }
 
 /// Rendezvous channel hand-off: one value from one actor to another through `bounded(0)`.

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use crate::actor::{ActorCell, ActorId, ActorRef, Suspend};
 use crate::runtime::Shared;
+use crate::safepoint;
 use crate::sync::thread;
 use crate::timer::TimerAction;
-use crate::worker::{Core, SafePoint};
+use crate::worker::Core;
 
 /// What one worker thread publishes about itself; lives on the worker thread's stack.
 pub(crate) struct WorkerContext {
@@ -34,23 +35,19 @@ pub(crate) struct WorkerContext {
 
 thread_local! {
     static WORKER: Cell<*const WorkerContext> = const { Cell::new(ptr::null()) };
-    /// This worker's safe-point words, for `checkpoint`'s inlined fast path. Written only by
-    /// `enter` and its guard, so its value is constant while actors run on this thread.
-    static SAFE_POINT: Cell<*const SafePoint> = const { Cell::new(ptr::null()) };
 }
 
-/// Publishes `ctx` as this thread's worker context until the guard drops.
+/// Publishes `ctx` as this thread's worker context, and its safe-point words, until the guard
+/// drops.
 pub(crate) fn enter(ctx: &WorkerContext) -> impl Drop + '_ {
-    struct Exit;
-    impl Drop for Exit {
+    struct Exit<G>(G);
+    impl<G> Drop for Exit<G> {
         fn drop(&mut self) {
-            SAFE_POINT.with(|p| p.set(ptr::null()));
             WORKER.with(|w| w.set(ptr::null()));
         }
     }
     WORKER.with(|w| w.set(ctx));
-    SAFE_POINT.with(|p| p.set(&ctx.shared.remotes[ctx.index].safe_point));
-    Exit
+    Exit(safepoint::enter(&ctx.shared.remotes[ctx.index].safe_point))
 }
 
 /// Runs `f` with this thread's worker context, if it is a worker thread.
@@ -218,57 +215,16 @@ pub fn yield_now() {
     })
 }
 
-/// A preemption safe point: yields if the running actor's time slice is over, or if it has
-/// spent its tick budget (`Builder::preempt_ticks`). Does nothing on a plain thread.
-///
-/// CPU-bound loops call it, at any depth of their call stack: the whole stack of the actor is
-/// suspended and resumed later. With no preemption due it is inlined and costs a thread-local
-/// read, one relaxed load and two branches (plus a counter decrement when the runtime counts
-/// ticks). Every mailbox and channel operation and
-/// [`yield_now`] are safe points too.
-///
-/// ```
-/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
-/// let n = rt.block_on(|| {
-///     let mut n = 0u64;
-///     for i in 0..1_000_000u64 {
-///         n = n.wrapping_add(i);
-///         threadlet_runtime::checkpoint(); // lets other actors run if this one hogs the worker
-///     }
-///     n
-/// });
-/// assert_eq!(n, 499_999_500_000);
-/// ```
-#[inline]
-pub fn checkpoint() {
-    let sp = SAFE_POINT.with(|p| p.get());
-    // SAFETY: a non-null pointer was set by `enter` to this worker's `SafePoint`, inside the
-    // `Shared` that the worker context keeps alive until `enter`'s guard resets it. A stale copy
-    // (cached by a migratable actor's code across a move) points into a live worker of the same
-    // runtime, and both words are atomics, so using it is a benign race.
-    let Some(sp) = (unsafe { sp.as_ref() }) else {
-        return;
-    };
-    if sp.preempt.load(Ordering::Relaxed) {
-        checkpoint_slow();
-    } else if sp.ticks {
-        let budget = sp.budget.load(Ordering::Relaxed).wrapping_sub(1);
-        sp.budget.store(budget, Ordering::Relaxed);
-        if budget == 0 {
-            checkpoint_slow();
-        }
-    }
-}
-
-/// A preemption is due: yield, unless this is not an actor or shutdown is unwinding it.
+/// A preemption is due at a safe point (`safepoint.rs`): yield, unless this is not an actor
+/// or shutdown is unwinding it.
 #[cold]
 #[inline(never)]
-fn checkpoint_slow() {
+pub(crate) fn preempt_current() {
     with_current(|cur| {
         if let Some((ctx, actor)) = cur
             && !ctx.cancelling.get()
         {
-            ctx.shared.remotes[ctx.index].clear_preempt();
+            ctx.shared.remotes[ctx.index].safe_point.clear_preempt();
             suspend(actor, Suspend::Preempted);
         }
     })

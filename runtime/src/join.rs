@@ -249,7 +249,7 @@ impl<R> JoinHandle<R> {
     /// ```
     pub fn join(self) -> Result<R, JoinError> {
         // A safe point: a loop joining many finished actors never suspends otherwise.
-        context::checkpoint();
+        crate::checkpoint();
         loop {
             {
                 let mut slot = self.packet.slot.lock();

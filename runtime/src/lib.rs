@@ -12,7 +12,8 @@
 //! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
-//! | `context` | the calling thread's view: [`park`], [`yield_now`], [`checkpoint`], [`Waiter`] |
+//! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
+//! | `safepoint` | [`checkpoint`]: the process-wide gate and each worker's preempt flag and ticks |
 //! | `fault` | running user code where a panic must not escape (`contain`) |
 //! | `join` | [`JoinHandle`] and [`JoinError`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
@@ -47,6 +48,7 @@ mod idle;
 mod join;
 mod monitor;
 mod runtime;
+mod safepoint;
 mod stack;
 mod stats;
 pub mod sync;
@@ -56,14 +58,15 @@ mod worker;
 
 pub use actor::{ActorId, SpawnOptions};
 pub use context::{
-    Cancelled, Waiter, call_at, checkpoint, current, current_name, park, park_until, preemptions,
-    sleep, sleep_until, yield_now,
+    Cancelled, Waiter, call_at, current, current_name, park, park_until, preemptions, sleep,
+    sleep_until, yield_now,
 };
 pub use join::{JoinError, JoinHandle};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
 pub use runtime::{
     BuildError, Builder, DEFAULT_TIME_SLICE, MAX_WORKERS, Runtime, Scheduler, spawn, spawn_with,
 };
+pub use safepoint::checkpoint;
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{RuntimeStats, WorkerSnapshot};
 

@@ -1100,7 +1100,7 @@ where
 {
     let shared = context::current_shared()
         .expect("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn");
-    context::checkpoint();
+    crate::checkpoint();
     spawn_on(&shared, SpawnOptions::default(), f)
         .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
 }
@@ -1126,7 +1126,7 @@ where
     R: Send + 'static,
 {
     check_options(&opts)?;
-    context::checkpoint();
+    crate::checkpoint();
     let shared = context::current_shared().ok_or_else(|| {
         io::Error::other("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn")
     })?;

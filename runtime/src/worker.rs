@@ -57,7 +57,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
@@ -68,6 +68,7 @@ use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend}
 use crate::context::{self, WorkerContext};
 use crate::fault::AbortOnUnwind;
 use crate::runtime::{Scheduler, Shared};
+use crate::safepoint::SafePoint;
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
@@ -98,7 +99,7 @@ pub(crate) struct Remote {
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
     inbox_hint: AtomicBool,
     pub(crate) unparker: Unparker,
-    /// What every safe point reads; see [`SafePoint`].
+    /// What a safe point reads when the process-wide gate is open (`safepoint.rs`).
     pub(crate) safe_point: SafePoint,
     /// The current time slice's number, or 0 while idle (see `monitor.rs`).
     pub(crate) slice: AtomicU64,
@@ -114,24 +115,16 @@ impl Remote {
             inbox: Injector::new(),
             inbox_hint: AtomicBool::new(false),
             unparker,
-            safe_point: SafePoint {
-                preempt: AtomicBool::new(false),
-                ticks,
-                budget: AtomicU32::new(u32::MAX),
-            },
+            safe_point: SafePoint::new(ticks),
             slice: AtomicU64::new(0),
             running_actor: AtomicU64::new(0),
             stats: WorkerStats::default(),
         }
     }
 
-    pub(crate) fn clear_preempt(&self) {
-        self.safe_point.preempt.store(false, Ordering::Relaxed);
-    }
-
     /// Asks the actor running on this worker to yield at its next safe point.
     pub(crate) fn request_preempt(&self) {
-        self.safe_point.preempt.store(true, Ordering::Relaxed);
+        self.safe_point.request_preempt();
     }
 
     /// Whether the inbox may hold actors; lowers the hint. A push that lands after the hint is
@@ -148,24 +141,6 @@ impl Remote {
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
         self.unparker.unpark();
     }
-}
-
-/// The two words a safe point reads on its fast path, reachable from a thread-local pointer
-/// that is set once per worker thread (see `context::checkpoint`).
-///
-/// Both are atomics, though only this worker (and, for `preempt`, the monitor) writes them:
-/// a migratable actor's compiled code may have cached the thread-local address from before it
-/// moved, and reading or writing another worker's words must then be a benign race, not a data
-/// race.
-pub(crate) struct SafePoint {
-    /// Raised by the preemption monitor; lowered when a new time slice starts.
-    pub(crate) preempt: AtomicBool,
-    /// Whether the runtime counts ticks (`preempt_ticks`); fixed when it is built. Without
-    /// ticks a safe point only loads `preempt`: no read-modify-write of `budget` chains one
-    /// loop iteration to the next through memory.
-    pub(crate) ticks: bool,
-    /// Safe points left in this run before a deterministic preemption (`preempt_ticks`).
-    pub(crate) budget: AtomicU32,
 }
 
 /// What only the worker thread touches; see the module docs.
@@ -490,7 +465,7 @@ impl WorkerLoop<'_> {
         if !from_next || was_idle {
             let slice = core.slice_id.get() + 1;
             core.slice_id.set(slice);
-            remote.clear_preempt();
+            remote.safe_point.clear_preempt();
             if was_idle {
                 // Leaving idle: the monitor may be asleep with no deadline (see `monitor.rs`).
                 remote.slice.store(slice, Ordering::SeqCst);
@@ -501,7 +476,7 @@ impl WorkerLoop<'_> {
         }
         remote.running_actor.store(actor.id.0, Ordering::Relaxed);
         if let Some(ticks) = self.shared().config.preempt_ticks {
-            remote.safe_point.budget.store(ticks, Ordering::Relaxed);
+            remote.safe_point.refill(ticks);
         }
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
