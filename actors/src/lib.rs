@@ -35,16 +35,18 @@
 #![warn(missing_docs)]
 
 pub mod channel;
+mod handler;
 mod mailbox;
 
 use std::io;
 
+pub use handler::{Actor, BATCH, Context, start};
 pub use mailbox::{Addr, Iter, Mailbox};
 pub use threadlet_runtime::{
     ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, JoinError, JoinHandle,
     LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats,
     Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep,
-    sleep_until, spawn, yield_now,
+    sleep_until, spawn, worker_index, yield_now,
 };
 
 /// A mailbox and its first address, with no actor behind them; for the loom model in
@@ -135,6 +137,28 @@ pub trait RuntimeExt {
         M: Send + 'static,
         F: FnOnce(Mailbox<M>) -> R + Send + 'static,
         R: Send + 'static;
+
+    /// Starts a handler actor on this runtime, from any thread; see [`Actor`].
+    ///
+    /// ```
+    /// use threadlet::{Actor, Context, RuntimeExt};
+    ///
+    /// struct Sum(u64);
+    /// impl Actor for Sum {
+    ///     type Msg = u64;
+    ///     fn handle(&mut self, n: u64, _ctx: &mut Context<Self>) {
+    ///         self.0 += n;
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = rt.start(Sum(0));
+    /// addr.send(40).unwrap();
+    /// addr.send(2).unwrap();
+    /// drop(addr);
+    /// assert_eq!(h.join().unwrap().0, 42);
+    /// ```
+    fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>);
 }
 
 impl RuntimeExt for Runtime {
@@ -148,6 +172,11 @@ impl RuntimeExt for Runtime {
         let h = self.spawn(run_with_mailbox(mb, f));
         addr.set_actor(h.id());
         (addr, h)
+    }
+
+    fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
+        handler::ActorBuilderExt::start_on(self, SpawnOptions::new(), actor)
+            .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
     }
 }
 
@@ -322,5 +351,40 @@ impl ActorBuilder {
         R: Send + 'static,
     {
         rt.spawn_with(self.opts, f)
+    }
+
+    /// Starts a handler actor with these options (the name; a stack size applies to process
+    /// actors only) on the current runtime; fails outside any runtime or on a bad option.
+    ///
+    /// ```
+    /// use threadlet::{Actor, ActorBuilder, Context};
+    ///
+    /// struct Named;
+    /// impl Actor for Named {
+    ///     type Msg = ();
+    ///     fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+    ///         ctx.stop();
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (addr, h) = ActorBuilder::new().name("named").start(Named).unwrap();
+    ///     addr.send(()).unwrap();
+    ///     h.join().unwrap();
+    /// });
+    /// assert!(ActorBuilder::new().start(Named).is_err()); // outside any runtime
+    /// ```
+    pub fn start<A: Actor>(self, actor: A) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+        handler::ActorBuilderExt::start_with_opts(self.opts, actor)
+    }
+
+    /// Starts a handler actor with these options on `rt`, from any thread.
+    pub fn start_on<A: Actor>(
+        self,
+        rt: &Runtime,
+        actor: A,
+    ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+        handler::ActorBuilderExt::start_on(rt, self.opts, actor)
     }
 }

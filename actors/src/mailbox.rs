@@ -393,10 +393,58 @@ impl<M> Mailbox<M> {
     }
 }
 
+/// What a handler actor's activation finds in its mailbox (`handler.rs`).
+pub(crate) enum Poll<M> {
+    /// A message.
+    Message(M),
+    /// Nothing now; the calling actor is published as the waiter (steps 1 and 2 of the wake
+    /// protocol), so it may end its activation with `Step::Park`.
+    Parked,
+    /// Nothing, ever again: closed, or every address is gone.
+    Ended,
+}
+
 impl<M> Mailbox<M> {
     /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
     pub(crate) fn set_actor(&self, id: ActorId) {
         let _ = self.shared.actor.set(id);
+    }
+
+    /// A handler actor's receive: a message, or the caller published as the waiter. No
+    /// suspension here: the activation returns, and its worker does step 4 of the protocol.
+    pub(crate) fn poll(&self) -> Poll<M> {
+        let mut st = self.shared.state.lock();
+        if let Some(m) = st.queue.pop_front() {
+            return Poll::Message(m);
+        }
+        if st.addrs == 0 || st.closed {
+            return Poll::Ended;
+        }
+        st.waiter = Some(Waiter::current());
+        Poll::Parked
+    }
+
+    /// An address that does not keep the mailbox open: a handler actor's context holds it, so
+    /// that the actor still stops once every address handed out is gone (`handler.rs`).
+    pub(crate) fn uncounted(&self) -> UncountedAddr<M> {
+        UncountedAddr {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// See [`Mailbox::uncounted`]: makes counted addresses on demand.
+pub(crate) struct UncountedAddr<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> UncountedAddr<M> {
+    /// A new (counted) address of the mailbox.
+    pub(crate) fn addr(&self) -> Addr<M> {
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
     }
 }
 

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
 
+use crate::handler::{Activation, Step};
 use crate::runtime::Shared;
 use crate::stack::{OwnedStack, Stack};
 use crate::wake::{WakeAction, WakeState};
@@ -116,7 +117,15 @@ impl ActorStack {
     }
 }
 
-pub(crate) type ActorCoroutine = Coroutine<(), Suspend, (), ActorStack>;
+pub(crate) type ActorCoroutine = Coroutine<(), Suspend, Finished, ActorStack>;
+
+/// What an actor's coroutine returns.
+pub(crate) enum Finished {
+    /// A process actor's entry returned: the actor has ended.
+    Process,
+    /// A handler actor's activation returned (`handler.rs`): its program and what to do next.
+    Activation(Box<dyn Activation>, Step),
+}
 pub(crate) type ActorYielder = Yielder<(), Suspend>;
 
 /// An actor's entry: called on its own stack with `None`, or, if no stack could be had when it
@@ -130,7 +139,11 @@ pub(crate) enum Body {
     /// is taken from the starting worker's pool when it first runs, so that short actors spawned
     /// in bulk reuse a few warm stacks; a stack of a custom size was mapped at spawn.
     Unstarted(StartFn, Option<OwnedStack>),
-    /// Started: a coroutine, suspended or running, with its stack.
+    /// A handler actor between activations (`handler.rs`): its `Send` program, no stack. It may
+    /// run on any worker.
+    Idle(Box<dyn Activation>),
+    /// Started: a coroutine, suspended or running, with its stack (a process actor for its whole
+    /// life, a handler actor for one activation).
     Running(ActorCoroutine),
     /// Finished or cancelled.
     Done,
@@ -274,6 +287,9 @@ pub struct ActorCell {
     pub(crate) home: AtomicUsize,
     /// Index in the owning registry (worker-local or shared), for O(1) removal.
     pub(crate) registry_slot: AtomicUsize,
+    /// A handler actor (`handler.rs`): its index in the runtime's registry of handler actors;
+    /// `usize::MAX` for a process actor.
+    pub(crate) handler_slot: AtomicUsize,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
     /// Times the actor was preempted (written by the worker running it).
@@ -323,12 +339,43 @@ impl ActorCell {
             state: WakeState::new_scheduled(),
             home: AtomicUsize::new(NO_HOME),
             registry_slot: AtomicUsize::new(usize::MAX),
+            handler_slot: AtomicUsize::new(usize::MAX),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new((0, 0)),
             preemptions: AtomicU64::new(0),
             reserved,
             started: AtomicBool::new(false),
             body: UnsafeCell::new(Body::Unstarted(f, stack)),
+            shared,
+        })
+    }
+
+    /// A handler actor, idle until its first message (or its `started` hook) runs it.
+    pub(crate) fn new_handler(
+        shared: Arc<Shared>,
+        id: ActorId,
+        opts: SpawnOptions,
+        program: Box<dyn Activation>,
+    ) -> Arc<ActorCell> {
+        let name: Option<Arc<str>> = opts.name.map(Arc::from);
+        if let Some(name) = &name {
+            shared.names.insert(id, name.clone());
+        }
+        Arc::new(ActorCell {
+            id,
+            name,
+            stack_size: None,
+            migratable: false,
+            state: WakeState::new_scheduled(),
+            home: AtomicUsize::new(NO_HOME),
+            registry_slot: AtomicUsize::new(usize::MAX),
+            handler_slot: AtomicUsize::new(usize::MAX),
+            yielder: Cell::new(std::ptr::null()),
+            guard: Cell::new((0, 0)),
+            preemptions: AtomicU64::new(0),
+            reserved: false,
+            started: AtomicBool::new(false),
+            body: UnsafeCell::new(Body::Idle(program)),
             shared,
         })
     }
@@ -412,7 +459,7 @@ impl ActorCell {
     ///
     /// The caller holds the body: it took the actor's one queue entry (as `run_actor` does).
     pub(crate) fn discard_unstarted(&self, body: &mut Body) {
-        if let Body::Unstarted(..) = body {
+        if let Body::Unstarted(..) | Body::Idle(..) = body {
             let closure = std::mem::replace(body, Body::Done);
             self.end();
             crate::fault::contain(

@@ -422,6 +422,19 @@ pub fn current() -> Option<ActorId> {
     with_current(|cur| cur.map(|(_, a)| a.id))
 }
 
+/// The index of the worker running the caller (`0..workers`), or `None` on a plain thread. For
+/// diagnostics and tests: a handler actor may run on a different worker for every message.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// assert_eq!(threadlet_runtime::worker_index(), None); // not a worker
+/// let w = rt.block_on(threadlet_runtime::worker_index).unwrap();
+/// assert!(w < 2);
+/// ```
+pub fn worker_index() -> Option<usize> {
+    with_worker(|ctx| ctx.map(|c| c.index))
+}
+
 /// The running actor's name, if it is an actor and has one.
 ///
 /// ```

@@ -145,10 +145,10 @@ struct Packet<R> {
 }
 
 /// The actor's end: fills the packet once, or records `Cancelled` when dropped unfilled.
-struct Completer<R>(Option<Arc<Packet<R>>>);
+pub(crate) struct Completer<R>(Option<Arc<Packet<R>>>);
 
 impl<R> Completer<R> {
-    fn complete(mut self, result: Result<R, JoinError>) {
+    pub(crate) fn complete(mut self, result: Result<R, JoinError>) {
         if let Some(p) = self.0.take() {
             fill(&p, result);
         }
@@ -176,6 +176,14 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
     }
 }
 
+/// A fresh packet: the actor's end and the waiting end.
+pub(crate) fn packet<R>(id: ActorId) -> (Completer<R>, JoinHandle<R>) {
+    let packet = Arc::new(Packet {
+        slot: Mutex::new(Slot::Pending(None)),
+    });
+    (Completer(Some(packet.clone())), JoinHandle { packet, id })
+}
+
 /// Wraps a user closure into an actor entry that reports to the returned handle.
 ///
 /// Two places here run user code outside the closure itself, and both are contained (see
@@ -187,10 +195,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let packet = Arc::new(Packet {
-        slot: Mutex::new(Slot::Pending(None)),
-    });
-    let completer = Completer(Some(packet.clone()));
+    let (completer, handle) = packet(id);
     let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
         if let Some(e) = failed {
             fault::contain(
@@ -213,7 +218,7 @@ where
             move || completer.complete(result),
         );
     });
-    (start, JoinHandle { packet, id })
+    (start, handle)
 }
 
 /// An owned permission to wait for an actor's result. Dropping it detaches the actor.

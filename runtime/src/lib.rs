@@ -15,6 +15,7 @@
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
 //! | `safepoint` | [`checkpoint`]: the process-wide gate and each worker's preempt flag and ticks |
 //! | `fault` | running user code where a panic must not escape (`contain`) |
+//! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
 //! | `join` | [`JoinHandle`] and [`JoinError`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
 //! | `guard` | the stack overflow reporter |
@@ -44,6 +45,7 @@ mod baseline;
 mod context;
 mod fault;
 mod guard;
+mod handler;
 mod idle;
 mod join;
 mod monitor;
@@ -59,8 +61,9 @@ mod worker;
 pub use actor::{ActorId, SpawnOptions};
 pub use context::{
     Cancelled, Waiter, call_at, current, current_name, park, park_until, preemptions, sleep,
-    sleep_until, yield_now,
+    sleep_until, worker_index, yield_now,
 };
+pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
 pub use join::{JoinError, JoinHandle};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
 pub use runtime::{

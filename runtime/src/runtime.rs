@@ -463,6 +463,7 @@ impl Builder {
             monitor: Arc::new(MonitorSignal::default()),
             names: ActorNames::default(),
             sweep: Mutex::new(()),
+            handlers: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -523,6 +524,8 @@ pub(crate) struct Shared {
     pub(crate) names: ActorNames,
     /// Serialises the sweeps of the queues at shutdown (see `after_push`).
     sweep: Mutex<()>,
+    /// Live handler actors, for shutdown (see `handler.rs`).
+    handlers: Mutex<Vec<ActorRef>>,
 }
 
 /// Settings fixed when the runtime is built.
@@ -719,6 +722,27 @@ impl Shared {
         }
     }
 
+    pub(crate) fn register_handler(&self, actor: ActorRef) {
+        let mut live = self.handlers.lock();
+        actor.handler_slot.store(live.len(), Ordering::Relaxed);
+        live.push(actor);
+    }
+
+    pub(crate) fn unregister_handler(&self, actor: &ActorRef) {
+        let mut live = self.handlers.lock();
+        let slot = actor.handler_slot.load(Ordering::Relaxed);
+        debug_assert!(Arc::ptr_eq(&live[slot], actor));
+        live.swap_remove(slot);
+        if let Some(moved) = live.get(slot) {
+            moved.handler_slot.store(slot, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes one live handler actor out of the registry (shutdown).
+    pub(crate) fn take_handler(&self) -> Option<ActorRef> {
+        self.handlers.lock().pop()
+    }
+
     /// Takes one started migratable actor out of the registry (shutdown).
     pub(crate) fn take_migratable(&self) -> Option<ActorRef> {
         self.migratable_live.lock().pop()
@@ -810,6 +834,10 @@ impl Runtime {
     /// ```
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Number of worker threads.
@@ -1033,7 +1061,7 @@ fn shut_down(
 }
 
 /// Validates per-actor options.
-fn check_options(opts: &SpawnOptions) -> io::Result<()> {
+pub(crate) fn check_options(opts: &SpawnOptions) -> io::Result<()> {
     if let Some(size) = opts.stack_size {
         check_stack_size(size).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     }

@@ -64,9 +64,13 @@ use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
-use crate::actor::{ActorCell, ActorRef, ActorStack, ActorYielder, Body, Suspend};
+use crate::actor::{
+    ActorCell, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Suspend,
+};
 use crate::context::{self, WorkerContext};
+use crate::fault;
 use crate::fault::AbortOnUnwind;
+use crate::handler::{Activation, Step};
 use crate::runtime::{Scheduler, Shared};
 use crate::safepoint::SafePoint;
 use crate::stack::StackPool;
@@ -448,16 +452,19 @@ impl WorkerLoop<'_> {
         // yield, finish). A pinned started actor only enters this worker's queues, so its
         // coroutine is resumed on its home thread.
         let body = unsafe { &mut *actor.body.get() };
-        if let Body::Unstarted(..) = body
-            && !self.start(&actor, body)
-        {
+        let ready = match body {
+            Body::Unstarted(..) => self.start(&actor, body),
+            Body::Idle(_) => self.activate(&actor, body),
+            Body::Running(_) => true,
+            Body::Done => {
+                // A finished actor is never scheduled: its wakes are no-ops.
+                debug_assert!(false, "scheduled an actor with no coroutine");
+                false
+            }
+        };
+        if !ready {
             return;
         }
-        let Body::Running(coroutine) = body else {
-            // A finished actor is never scheduled: its wakes are no-ops.
-            debug_assert!(false, "scheduled an actor with no coroutine");
-            return;
-        };
         let remote = self.remote();
         let core = self.core();
         remote.stats.bump(&remote.stats.actors_run);
@@ -481,6 +488,9 @@ impl WorkerLoop<'_> {
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
         loop {
+            let Body::Running(coroutine) = &mut *body else {
+                unreachable!("the actor was started or activated above, or again below");
+            };
             // `current` names the actor only while its coroutine runs: whatever the worker
             // does between resumes (queueing, waking, dropping) runs outside any actor.
             self.ctx.current.set(Arc::as_ptr(&actor));
@@ -512,9 +522,27 @@ impl WorkerLoop<'_> {
                     self.push_yielded(actor.clone());
                     break;
                 }
-                CoroutineResult::Return(()) => {
+                CoroutineResult::Return(Finished::Process) => {
                     self.finish(&actor, body);
                     break;
+                }
+                // A handler actor's activation returned (`handler.rs`, step 3).
+                CoroutineResult::Return(Finished::Activation(program, step)) => {
+                    self.end_activation(&actor, body, program);
+                    match step {
+                        Step::Park => match actor.state.after_park() {
+                            AfterPark::Parked => break,
+                            // A message came meanwhile: another activation, now.
+                            AfterPark::Resume if self.activate(&actor, body) => continue,
+                            AfterPark::Resume => break,
+                        },
+                        Step::Yield => {
+                            actor.state.yielded();
+                            self.push_movable(actor.clone());
+                            break;
+                        }
+                        Step::Stop => unreachable!("a stopped activation returns Process"),
+                    }
                 }
             }
         }
@@ -536,6 +564,82 @@ impl WorkerLoop<'_> {
         } else {
             self.core().local.borrow_mut().push_back(actor);
         }
+    }
+
+    /// An actor that may run on any worker goes back into this worker's stealable deque (or,
+    /// under the global-queue baseline, its shared queue).
+    fn push_movable(&self, actor: ActorRef) {
+        match &self.shared().global_queue {
+            Some(gq) => gq.push_any(actor),
+            None => self.core().push_spawned(actor),
+        }
+        self.shared().notify_parked();
+    }
+
+    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): a coroutine
+    /// on a stack from this worker's pool, pinned here until it returns. `false` if no stack
+    /// could be had: the actor then ends (its join handle reports `Cancelled`).
+    fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
+        let Body::Idle(mut program) = std::mem::replace(body, Body::Done) else {
+            unreachable!("activate() on an actor that is not idle");
+        };
+        let shared = self.shared();
+        let stack = match self.core().pool.borrow_mut().take(&shared.slab) {
+            Ok(s) => ActorStack::Pooled(s),
+            Err(e) => {
+                actor.end();
+                shared.unregister_handler(actor);
+                self.remote().slice.store(0, Ordering::Relaxed);
+                let id = actor.id;
+                fault::contain(
+                    format_args!("handler actor {id}, which could not get a stack ({e})"),
+                    move || drop(program),
+                );
+                return false;
+            }
+        };
+        actor.guard.set(stack.guard_range());
+        let cell: *const ActorCell = Arc::as_ptr(actor);
+        let id = actor.id;
+        let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
+            // SAFETY: as in `start`: the cell owns this coroutine, and only the worker running
+            // the actor touches `yielder`.
+            unsafe { (*cell).yielder.set(y) };
+            // `run` catches the user's panics; one of its own ends the actor, contained.
+            let step = fault::contain(format_args!("an activation of handler actor {id}"), || {
+                program.run()
+            });
+            match step {
+                Some(step @ (Step::Park | Step::Yield)) => Finished::Activation(program, step),
+                Some(Step::Stop) | None => {
+                    // Dropped here, inside the actor: its mailbox and what is left in it.
+                    fault::contain(format_args!("dropping handler actor {id}"), move || {
+                        drop(program)
+                    });
+                    Finished::Process
+                }
+            }
+        });
+        *body = Body::Running(coroutine);
+        actor.home.store(self.ctx.index, Ordering::Release);
+        let mut live = self.core().live.borrow_mut();
+        actor.registry_slot.store(live.len(), Ordering::Relaxed);
+        live.push(actor.clone());
+        true
+    }
+
+    /// An activation returned (`handler.rs`, step 3): its stack goes back to the pool, the actor
+    /// leaves this worker's registry and is unpinned, and its program is its body again.
+    fn end_activation(&self, actor: &ActorRef, body: &mut Body, program: Box<dyn Activation>) {
+        let Body::Running(coroutine) = std::mem::replace(body, Body::Idle(program)) else {
+            unreachable!("an activation returned from a coroutine");
+        };
+        self.recycle(coroutine.into_stack());
+        self.unregister_local(actor);
+        // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release): a
+        // waker that then schedules the actor reads `home` after its own acquire, and routes it
+        // as movable.
+        actor.home.store(NO_HOME, Ordering::Release);
     }
 
     /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
@@ -571,6 +675,7 @@ impl WorkerLoop<'_> {
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
             f(None);
+            Finished::Process
         });
         *body = Body::Running(coroutine);
         actor.started.store(true, Ordering::Release);
@@ -595,6 +700,9 @@ impl WorkerLoop<'_> {
             self.shared().unregister_migratable(actor);
         } else {
             self.unregister_local(actor);
+        }
+        if actor.handler_slot.load(Ordering::Relaxed) != usize::MAX {
+            self.shared().unregister_handler(actor);
         }
         actor.end();
     }
@@ -627,6 +735,15 @@ impl WorkerLoop<'_> {
         stopped.wait();
         while let Some(a) = self.shared().take_migratable() {
             self.unwind(&a);
+        }
+        // Idle handler actors, which may sit in no queue (`handler.rs`, "Shutdown"): drop their
+        // programs. One suspended in an activation was unwound in step 3 (it is `Done` now).
+        while let Some(a) = self.shared().take_handler() {
+            // SAFETY: no worker runs actors or pops queues between the two meeting points
+            // (steps 3 and 5), and the registry gave this actor to this worker alone, so nobody
+            // else touches its body.
+            let body = unsafe { &mut *a.body.get() };
+            a.discard_unstarted(body);
         }
         unwound.wait();
         // Step 5: whatever that unwinding queued here.

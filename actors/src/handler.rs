@@ -1,0 +1,314 @@
+//! Handler actors: a value that handles one message at a time, and owns no stack between
+//! messages.
+//!
+//! A process actor (`spawn_actor`) is a function that loops over its mailbox on a stack of its
+//! own, pinned to the worker that started it. A handler actor is a value implementing
+//! [`Actor`]; the runtime calls [`Actor::handle`] for each message, in batches, on a stack it
+//! lends for the batch. Between batches the actor is only its value and its mailbox, a few
+//! hundred bytes, and any worker may run its next batch: idle workers steal runnable handler
+//! actors, and a message sent from an actor on worker W makes the receiver run next on W.
+//!
+//! # Lifecycle
+//!
+//! 1. `start` queues the actor; its first batch calls [`Actor::started`].
+//! 2. Each batch takes up to [`BATCH`] messages from the mailbox, calling `handle` for each,
+//!    then ends: the mailbox is empty (the actor parks until the next send), or the budget is
+//!    spent (it goes back into a run queue, behind the others: a busy actor cannot monopolise
+//!    its worker between safe points).
+//! 3. The actor stops after the message during which it called [`Context::stop`], or once its
+//!    mailbox is empty and every [`Addr`] is gone (the context does not count as one). Its
+//!    mailbox is closed first (later sends hand their message back), then [`Actor::stopped`]
+//!    runs, and its [`JoinHandle`] returns the actor's value.
+//! 4. A panic in `started`, `handle` or `stopped` ends it the same way, except that `join`
+//!    returns [`JoinError::Panicked`](crate::JoinError::Panicked) instead of the value.
+//!
+//! If `handle` blocks (a channel, `join`, `sleep`, `ask`) or is preempted, the actor keeps the
+//! stack it was lent and stays on that worker until `handle` returns; the worker takes another
+//! stack for its other actors. At runtime shutdown an idle handler actor is dropped without
+//! `stopped` (its join reports `Cancelled`), like a process actor.
+
+use std::fmt;
+use std::io;
+
+use threadlet_runtime::{
+    Activation, ActorId, Completion, JoinError, JoinHandle, Runtime, SpawnOptions, Step,
+    catch_actor_panic,
+};
+
+use crate::mailbox::{self, Poll, UncountedAddr};
+use crate::{Addr, Mailbox};
+
+/// Messages one batch handles at most before the actor goes back into a run queue. Enough to
+/// amortise the switch to the lent stack and back (a few nanoseconds) over many messages;
+/// few enough that actors sharing a worker take turns every few microseconds when each
+/// message is cheap. (A message that takes long is preempted at its own safe points anyway.)
+pub const BATCH: usize = 64;
+
+/// An actor that handles one message at a time; see the module docs.
+///
+/// ```
+/// use threadlet::{Actor, Context, RuntimeExt};
+///
+/// #[derive(Default)]
+/// struct Counter {
+///     total: u64,
+/// }
+///
+/// impl Actor for Counter {
+///     type Msg = u64;
+///     fn handle(&mut self, n: u64, _ctx: &mut Context<Self>) {
+///         self.total += n;
+///     }
+/// }
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let (addr, handle) = rt.start(Counter::default());
+/// for n in 1..=10 {
+///     addr.send(n).unwrap();
+/// }
+/// drop(addr); // the last address: the actor stops once its mailbox is empty
+/// assert_eq!(handle.join().unwrap().total, 55);
+/// ```
+pub trait Actor: Send + Sized + 'static {
+    /// What its mailbox carries.
+    type Msg: Send + 'static;
+
+    /// Handles one message.
+    fn handle(&mut self, msg: Self::Msg, ctx: &mut Context<Self>);
+
+    /// Runs once, before the first message.
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let _ = ctx;
+    }
+
+    /// Runs once, after the last message, when the actor stops (not at runtime shutdown).
+    fn stopped(&mut self) {}
+}
+
+/// What a handler actor may do besides handling its message: its address, its id, stopping.
+pub struct Context<A: Actor> {
+    addr: UncountedAddr<A::Msg>,
+    id: ActorId,
+    stopping: bool,
+}
+
+impl<A: Actor> Context<A> {
+    /// A new address of this actor's mailbox (holding one keeps it running).
+    ///
+    /// ```
+    /// use threadlet::{Actor, Addr, Context, RuntimeExt};
+    ///
+    /// /// Counts down by sending itself the next number.
+    /// struct Countdown(Vec<u32>);
+    /// impl Actor for Countdown {
+    ///     type Msg = u32;
+    ///     fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+    ///         self.0.push(n);
+    ///         if n > 0 {
+    ///             ctx.addr().send(n - 1).unwrap();
+    ///         } else {
+    ///             ctx.stop();
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.start(Countdown(Vec::new()));
+    /// addr.send(3).unwrap();
+    /// assert_eq!(h.join().unwrap().0, [3, 2, 1, 0]);
+    /// ```
+    pub fn addr(&self) -> Addr<A::Msg> {
+        self.addr.addr()
+    }
+
+    /// This actor's id.
+    pub fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// Stops the actor once the current message is handled: its mailbox closes (later sends
+    /// hand their message back), `stopped` runs, and `join` returns the actor.
+    ///
+    /// ```
+    /// use threadlet::{Actor, Context, RuntimeExt};
+    ///
+    /// struct FirstOnly(Option<&'static str>);
+    /// impl Actor for FirstOnly {
+    ///     type Msg = &'static str;
+    ///     fn handle(&mut self, msg: &'static str, ctx: &mut Context<Self>) {
+    ///         self.0 = Some(msg);
+    ///         ctx.stop();
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.start(FirstOnly(None));
+    /// addr.send("first").unwrap();
+    /// assert_eq!(h.join().unwrap().0, Some("first"));
+    /// assert_eq!(addr.send("late").unwrap_err().into_inner(), "late"); // handed back
+    /// ```
+    pub fn stop(&mut self) {
+        self.stopping = true;
+    }
+}
+
+impl<A: Actor> fmt::Debug for Context<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("id", &self.id)
+            .field("stopping", &self.stopping)
+            .finish()
+    }
+}
+
+/// A handler actor as the runtime runs it: its value, mailbox, context and join completion.
+struct Program<A: Actor> {
+    /// `None` once stopped.
+    actor: Option<A>,
+    mailbox: Mailbox<A::Msg>,
+    ctx: Context<A>,
+    completion: Option<Completion<A>>,
+    started: bool,
+}
+
+impl<A: Actor> Program<A> {
+    /// One batch (step 2 of the module docs), or `started` first.
+    fn batch(&mut self) -> Step {
+        let actor = self
+            .actor
+            .as_mut()
+            .expect("a stopped actor is never activated");
+        if !self.started {
+            self.started = true;
+            actor.started(&mut self.ctx);
+            if self.ctx.stopping {
+                return Step::Stop;
+            }
+        }
+        for _ in 0..BATCH {
+            match self.mailbox.poll() {
+                Poll::Message(msg) => {
+                    actor.handle(msg, &mut self.ctx);
+                    if self.ctx.stopping {
+                        return Step::Stop;
+                    }
+                }
+                Poll::Parked => return Step::Park,
+                Poll::Ended => return Step::Stop,
+            }
+        }
+        Step::Yield
+    }
+
+    /// Step 3 (or 4, with the panic): close, `stopped`, complete.
+    fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
+        self.mailbox.close();
+        let mut actor = self.actor.take();
+        let result = match panicked {
+            Some(p) => Err(JoinError::Panicked(p)),
+            None => match catch_actor_panic(|| {
+                if let Some(a) = actor.as_mut() {
+                    a.stopped();
+                }
+            }) {
+                Ok(()) => Ok(actor.take().expect("taken once")),
+                Err(p) => Err(JoinError::Panicked(p)),
+            },
+        };
+        if let Some(c) = self.completion.take() {
+            c.complete(result);
+        }
+        Step::Stop
+    }
+}
+
+impl<A: Actor> Activation for Program<A> {
+    fn run(&mut self) -> Step {
+        match catch_actor_panic(|| self.batch()) {
+            Ok(Step::Stop) => self.stop(None),
+            Ok(step) => step,
+            Err(p) => self.stop(Some(p)),
+        }
+    }
+}
+
+/// Builds the program of a new handler actor and starts it with `start`.
+fn start_with<A: Actor>(
+    actor: A,
+    start: impl FnOnce(
+        Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
+    ) -> io::Result<JoinHandle<A>>,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    let (addr, mailbox) = mailbox::mailbox();
+    let handle = start(Box::new(move |id, completion| {
+        mailbox.set_actor(id);
+        Program {
+            actor: Some(actor),
+            ctx: Context {
+                addr: mailbox.uncounted(),
+                id,
+                stopping: false,
+            },
+            mailbox,
+            completion: Some(completion),
+            started: false,
+        }
+    }))?;
+    addr.set_actor(handle.id());
+    Ok((addr, handle))
+}
+
+/// Starts a handler actor on the current runtime (from inside an actor). Returns its address
+/// and its join handle, which gives the actor's value back when it stops.
+///
+/// # Panics
+///
+/// When called outside any runtime; use [`RuntimeExt::start`](crate::RuntimeExt::start) there.
+///
+/// ```
+/// use threadlet::{Actor, Context};
+///
+/// struct Echo;
+/// impl Actor for Echo {
+///     type Msg = (u32, threadlet::Addr<u32>);
+///     fn handle(&mut self, (n, reply): Self::Msg, _ctx: &mut Context<Self>) {
+///         let _ = reply.send(n);
+///     }
+/// }
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let got = rt.block_on(|| {
+///     let (echo, _h) = threadlet::start(Echo);
+///     let (me, inbox) = threadlet::spawn_actor(|mb: threadlet::Mailbox<u32>| mb.recv());
+///     echo.send((7, me)).unwrap();
+///     inbox.join().unwrap()
+/// });
+/// assert_eq!(got, Some(7));
+/// ```
+pub fn start<A: Actor>(actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
+    ActorBuilderExt::start_with_opts(SpawnOptions::new(), actor)
+        .unwrap_or_else(|e| panic!("threadlet::start: {e}"))
+}
+
+/// The ways to start a handler actor, shared by `start`, `RuntimeExt::start` and
+/// `ActorBuilder::start`.
+pub(crate) struct ActorBuilderExt;
+
+impl ActorBuilderExt {
+    /// On the current runtime.
+    pub(crate) fn start_with_opts<A: Actor>(
+        opts: SpawnOptions,
+        actor: A,
+    ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+        start_with(actor, |make| threadlet_runtime::start_handler(opts, make))
+    }
+
+    /// On `rt`, from any thread.
+    pub(crate) fn start_on<A: Actor>(
+        rt: &Runtime,
+        opts: SpawnOptions,
+        actor: A,
+    ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+        start_with(actor, |make| rt.start_handler(opts, make))
+    }
+}

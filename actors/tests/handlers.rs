@@ -1,0 +1,355 @@
+//! Handler actors: semantics (start, stop, panics, the last address), movement between
+//! workers, blocking inside `handle`, shutdown, and message conservation under every scheduler.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use threadlet::channel;
+use threadlet::{Actor, Addr, Context, JoinError, Mailbox, Runtime, RuntimeExt, Scheduler};
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+fn runtime(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+/// Runs `f` on a helper thread; fails the test if it does not finish within the watchdog.
+fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("{what}: did not finish within {WATCHDOG:?}"))
+}
+
+/// Records every hook call and message, in order.
+#[derive(Default, Debug)]
+struct Recorder {
+    log: Vec<String>,
+    stop_on: Option<u32>,
+    panic_on: Option<u32>,
+    panic_in_stopped: bool,
+    stopped: Arc<AtomicUsize>,
+}
+
+impl Actor for Recorder {
+    type Msg = u32;
+
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        self.log.push("started".into());
+    }
+
+    fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+        self.log.push(n.to_string());
+        if Some(n) == self.panic_on {
+            panic!("handle panics on {n}");
+        }
+        if Some(n) == self.stop_on {
+            ctx.stop();
+        }
+    }
+
+    fn stopped(&mut self) {
+        self.stopped.fetch_add(1, SeqCst);
+        if self.panic_in_stopped {
+            panic!("stopped panics");
+        }
+    }
+}
+
+#[test]
+fn started_then_messages_in_order_then_stopped_when_every_addr_is_gone() {
+    let rt = runtime(2);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Recorder {
+        stopped: stopped.clone(),
+        ..Recorder::default()
+    });
+    for n in 0..200 {
+        addr.send(n).unwrap();
+    }
+    let other = addr.clone();
+    drop(addr);
+    other.send(200).unwrap(); // one address is still alive
+    drop(other);
+    let r = h.join().unwrap();
+    let expected: Vec<String> = std::iter::once("started".to_string())
+        .chain((0..=200).map(|n| n.to_string()))
+        .collect();
+    assert_eq!(r.log, expected);
+    assert_eq!(stopped.load(SeqCst), 1);
+}
+
+#[test]
+fn stop_ends_after_the_current_message_and_later_sends_come_back() {
+    let rt = runtime(1);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Recorder {
+        stop_on: Some(3),
+        stopped: stopped.clone(),
+        ..Recorder::default()
+    });
+    for n in 0..10 {
+        // Messages after the stop are either handed back, or accepted before the close and
+        // dropped with the mailbox: never handled.
+        let _ = addr.send(n);
+    }
+    let r = h.join().unwrap();
+    assert_eq!(r.log, ["started", "0", "1", "2", "3"]);
+    assert_eq!(stopped.load(SeqCst), 1);
+    assert!(addr.is_closed());
+    assert_eq!(addr.send(99).unwrap_err().into_inner(), 99);
+}
+
+#[test]
+fn a_panic_in_handle_ends_the_actor_like_a_process_actors() {
+    let rt = runtime(2);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Recorder {
+        panic_on: Some(2),
+        stopped: stopped.clone(),
+        ..Recorder::default()
+    });
+    for n in 0..3 {
+        addr.send(n).unwrap();
+    }
+    let err = h.join().unwrap_err();
+    assert_eq!(err.panic_message(), Some("handle panics on 2"));
+    assert_eq!(
+        stopped.load(SeqCst),
+        0,
+        "stopped does not run after a panic"
+    );
+    assert_eq!(addr.send(7).unwrap_err().into_inner(), 7);
+    // The worker carries on.
+    assert_eq!(rt.block_on(|| 6 * 7), 42);
+}
+
+#[test]
+fn a_panic_in_stopped_is_reported_by_join() {
+    let rt = runtime(1);
+    let (addr, h) = rt.start(Recorder {
+        stop_on: Some(0),
+        panic_in_stopped: true,
+        ..Recorder::default()
+    });
+    addr.send(0).unwrap();
+    let err = h.join().unwrap_err();
+    assert!(matches!(err, JoinError::Panicked(_)));
+    assert_eq!(err.panic_message(), Some("stopped panics"));
+}
+
+/// Records the worker that handled each message, and acknowledges it.
+struct WhereAmI(HashSet<usize>);
+
+impl Actor for WhereAmI {
+    type Msg = Addr<()>;
+    fn handle(&mut self, ack: Addr<()>, _ctx: &mut Context<Self>) {
+        self.0
+            .insert(threadlet::worker_index().expect("on a worker"));
+        let _ = ack.send(());
+    }
+}
+
+#[test]
+fn a_handler_actor_runs_on_both_workers_over_its_life() {
+    let rt = runtime(2);
+    let (target, h) = rt.start(WhereAmI(HashSet::new()));
+    // Two process actors, one started on each worker (they stay there: pinned). A message
+    // from one makes the handler actor run next on that one's worker.
+    let mut on = [None, None];
+    let mut spare = Vec::new();
+    for _ in 0..200 {
+        if on.iter().all(Option::is_some) {
+            break;
+        }
+        let (tx, rx) = mpsc::channel();
+        let (go, h) = rt.spawn_actor(move |mb: Mailbox<(Addr<Addr<()>>, u32)>| {
+            tx.send(threadlet::worker_index().unwrap()).unwrap();
+            let (target, rounds) = mb.recv().expect("told what to do");
+            let (ack, acks) = threadlet::spawn_actor(|mb: Mailbox<()>| mb.iter().count());
+            for _ in 0..rounds {
+                target.send(ack.clone()).unwrap();
+                threadlet::sleep(Duration::from_micros(100));
+            }
+            drop(ack);
+            acks.join().unwrap()
+        });
+        let w = rx.recv().unwrap();
+        if on[w].is_none() {
+            on[w] = Some((go, h));
+        } else {
+            spare.push((go, h));
+        }
+    }
+    let [Some(a), Some(b)] = on else {
+        panic!("no actor started on one of the two workers in 200 tries");
+    };
+    for (go, h) in [a, b] {
+        go.send((target.clone(), 20)).unwrap();
+        assert_eq!(h.join().unwrap(), 20);
+    }
+    drop(spare);
+    drop(target);
+    let seen = h.join().unwrap().0;
+    assert_eq!(seen, HashSet::from([0, 1]), "ran on workers {seen:?}");
+}
+
+/// On its first message, blocks in `handle` on a channel until released.
+#[derive(Debug)]
+struct Blocker(channel::Receiver<()>);
+
+impl Actor for Blocker {
+    type Msg = ();
+    fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        self.0.recv().unwrap();
+        ctx.stop();
+    }
+}
+
+#[derive(Debug)]
+struct Tally(u32);
+
+impl Actor for Tally {
+    type Msg = u32;
+    fn handle(&mut self, n: u32, _ctx: &mut Context<Self>) {
+        self.0 += n;
+    }
+}
+
+#[test]
+fn a_handler_blocked_inside_handle_does_not_block_its_worker() {
+    let rt = runtime(1); // one worker: everything below shares it
+    let (release, released) = channel::bounded::<()>(0);
+    let (blocker, b) = rt.start(Blocker(released));
+    blocker.send(()).unwrap();
+    // While the blocker holds its lent stack, waiting in `recv`, others run on the same worker.
+    let (tally, t) = rt.start(Tally(0));
+    for n in 1..=100 {
+        tally.send(n).unwrap();
+    }
+    drop(tally);
+    assert_eq!(t.join().unwrap().0, 5050);
+    assert!(!b.is_finished(), "the blocker still waits");
+    release.send(()).unwrap();
+    within_watchdog("the blocker ends", move || b.join().map(|_| ())).expect("the blocker ends");
+}
+
+#[test]
+fn handler_actors_are_stolen_by_idle_workers() {
+    let rt = runtime(2);
+    let workers = Arc::new(Mutex::new(HashSet::new()));
+    struct Note(Arc<Mutex<HashSet<usize>>>);
+    impl Actor for Note {
+        type Msg = ();
+        fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+            // Long enough that the other worker wakes up and steals the queued ones.
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_micros(200) {
+                threadlet::checkpoint();
+            }
+            self.0
+                .lock()
+                .unwrap()
+                .insert(threadlet::worker_index().unwrap());
+            ctx.stop();
+        }
+    }
+    for _ in 0..20 {
+        let w = workers.clone();
+        rt.block_on(move || {
+            // All started from one actor, on one worker: the other must steal to help.
+            let handles: Vec<_> = (0..64)
+                .map(|_| {
+                    let (addr, h) = threadlet::start(Note(w.clone()));
+                    addr.send(()).unwrap();
+                    h
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+        if workers.lock().unwrap().len() == 2 {
+            return;
+        }
+    }
+    panic!("handler actors never ran on the second worker");
+}
+
+#[test]
+fn shutdown_cancels_idle_and_blocked_handler_actors() {
+    let (idle, blocked) = within_watchdog("drop(rt)", || {
+        let rt = runtime(2);
+        let (_keep, idle) = rt.start(Tally(0)); // waits for messages that never come
+        let (_release, released) = channel::bounded::<()>(0);
+        let (blocker, blocked) = rt.start(Blocker(released));
+        blocker.send(()).unwrap();
+        thread::sleep(Duration::from_millis(20));
+        drop(rt);
+        (idle, blocked)
+    });
+    assert!(idle.join().unwrap_err().is_cancelled());
+    assert!(blocked.join().unwrap_err().is_cancelled());
+}
+
+/// Counts what it receives into a shared total.
+struct Counter(Arc<AtomicUsize>);
+
+impl Actor for Counter {
+    type Msg = u64;
+    fn handle(&mut self, _: u64, _ctx: &mut Context<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn message_conservation_with_handler_actors_under_every_scheduler() {
+    const ACTORS: usize = 1_000;
+    const PRODUCERS: u64 = 4;
+    const PER_PRODUCER: u64 = 250_000;
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        let rt = Runtime::builder()
+            .workers(2)
+            .scheduler(scheduler)
+            .build()
+            .unwrap();
+        let received = Arc::new(AtomicUsize::new(0));
+        let (addrs, handles): (Vec<_>, Vec<_>) = (0..ACTORS)
+            .map(|_| rt.start(Counter(received.clone())))
+            .unzip();
+        let addrs = Arc::new(addrs);
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let addrs = addrs.clone();
+                rt.spawn(move || {
+                    let mut x = p + 1;
+                    for i in 0..PER_PRODUCER {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        addrs[(x >> 33) as usize % addrs.len()].send(i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        drop(addrs); // the last addresses: each actor stops once its mailbox is empty
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            received.load(SeqCst) as u64,
+            PRODUCERS * PER_PRODUCER,
+            "{scheduler:?}"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Handler actors, as the runtime sees them: actors that own no stack between messages.
+//!
+//! A process actor is one coroutine for its whole life, pinned to the worker that started it.
+//! A handler actor is a value that handles one message at a time (the `Actor` trait of the
+//! `threadlet` crate builds on this module); between messages it is only that value and its
+//! mailbox, a `Send` program that any worker may run and thieves may steal.
+//!
+//! # Activations
+//!
+//! The runtime runs a handler actor in *activations*. Its body is `Body::Idle(program)` while
+//! it waits; a worker that pops it:
+//!
+//! 1. takes a stack from its pool and starts a coroutine on it that calls
+//!    [`Activation::run`], which handles a batch of messages (`actor.rs`, `Body::Idle`);
+//! 2. pins the actor to itself for the activation (`home`), and registers it in its registry of
+//!    started actors, because `run` may suspend (a channel, a `join`, `sleep`, a preemption):
+//!    the coroutine then keeps its stack and stays on this worker, like a process actor, until
+//!    `run` returns;
+//! 3. when `run` returns, gives the stack back, unpins the actor, and puts the program back in
+//!    the body; then, by the [`Step`] that `run` returned:
+//!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
+//!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
+//!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`, and the worker
+//!      starts another activation at once; a later one schedules the actor, on the waker's
+//!      worker if it runs one (its next slot: a message chain stays on one core), else through
+//!      the injector;
+//!    * [`Step::Yield`]: `run` spent its batch budget with messages left; the actor goes to the
+//!      back of this worker's stealable deque;
+//!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
+//!
+//! So the common case costs a coroutine start on a warm pooled stack and one switch pair per
+//! batch of messages, and no stack is held between batches.
+//!
+//! # Shutdown
+//!
+//! An actor suspended inside an activation is in its worker's registry and is unwound there,
+//! like a process actor. An idle one may sit in no queue at all (waiting for a message), and
+//! its program holds its mailbox, whose waiter holds the actor: a cycle that only a message or
+//! the last address breaks. So the runtime keeps every live handler actor in a registry of its
+//! own (`Shared::handlers`), and shutdown drops the program of each one that is still idle
+//! (step 4 of the shutdown protocol in `worker.rs`): its join handle reports `Cancelled`.
+
+use std::any::Any;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
+
+use crate::actor::{ActorCell, ActorId, SpawnOptions};
+use crate::context;
+use crate::join::{self, Completer, JoinError, JoinHandle};
+use crate::runtime::{Runtime, Shared, check_options};
+
+/// What an activation reports back to the worker; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The mailbox is empty and the actor is published as its waiter: park it.
+    Park,
+    /// The batch budget is spent and messages are left: queue it again.
+    Yield,
+    /// The actor has ended and completed its join handle.
+    Stop,
+}
+
+/// A handler actor's program: handles a batch of messages per call. Called on a coroutine
+/// stack that the worker lends it for the call; it may suspend (then the stack stays with it
+/// until it returns).
+pub trait Activation: Send + 'static {
+    /// Handles what is waiting, up to a batch; see [`Step`] for what to return.
+    fn run(&mut self) -> Step;
+}
+
+/// The one-shot completion of a handler actor's join handle. Dropped without completing, it
+/// records `Cancelled`.
+pub struct Completion<R>(Completer<R>);
+
+impl<R> Completion<R> {
+    /// Completes the join handle with the actor's outcome.
+    pub fn complete(self, result: Result<R, JoinError>) {
+        self.0.complete(result);
+    }
+}
+
+impl<R> std::fmt::Debug for Completion<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Completion { .. }")
+    }
+}
+
+/// Runs user code inside an actor under `catch_unwind`, and returns its panic, if any. The one
+/// unwind it does not catch is shutdown's forced unwind of the actor (it resumes it, so that
+/// the actor's stack unwinds to its root), which is not a panic of the user's.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let caught = rt.block_on(|| threadlet_runtime::catch_actor_panic(|| -> u32 { panic!("no") }));
+/// assert!(caught.is_err());
+/// ```
+pub fn catch_actor_panic<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Err(p) if context::is_cancelling() && context::current().is_some() => resume_unwind(p),
+        r => r,
+    }
+}
+
+/// Starts a handler actor on `shared`: `make` builds its program from its id and completion.
+fn start_on<R, P>(
+    shared: &Arc<Shared>,
+    opts: SpawnOptions,
+    make: impl FnOnce(ActorId, Completion<R>) -> P,
+) -> io::Result<JoinHandle<R>>
+where
+    R: Send + 'static,
+    P: Activation,
+{
+    // No stack is reserved: an idle handler actor holds none, and an activation borrows one
+    // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).
+    let id = ActorId::next();
+    let (completer, handle) = join::packet(id);
+    let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
+    let cell = ActorCell::new_handler(shared.clone(), id, opts, program);
+    shared.register_handler(cell.clone());
+    shared.spawn_cell(cell);
+    Ok(handle)
+}
+
+/// Starts a handler actor on the current runtime (from inside an actor).
+///
+/// This is the runtime's half; applications use `threadlet::start` and the `Actor` trait.
+pub fn start_handler<R, P>(
+    opts: SpawnOptions,
+    make: impl FnOnce(ActorId, Completion<R>) -> P,
+) -> io::Result<JoinHandle<R>>
+where
+    R: Send + 'static,
+    P: Activation,
+{
+    check_options(&opts)?;
+    crate::checkpoint();
+    let shared = context::current_shared().ok_or_else(|| {
+        io::Error::other("threadlet::start called outside a threadlet runtime; use Runtime::start")
+    })?;
+    start_on(&shared, opts, make)
+}
+
+impl Runtime {
+    /// Starts a handler actor on this runtime, from any thread.
+    ///
+    /// This is the runtime's half; applications use `threadlet::RuntimeExt::start` and the
+    /// `Actor` trait.
+    pub fn start_handler<R, P>(
+        &self,
+        opts: SpawnOptions,
+        make: impl FnOnce(ActorId, Completion<R>) -> P,
+    ) -> io::Result<JoinHandle<R>>
+    where
+        R: Send + 'static,
+        P: Activation,
+    {
+        check_options(&opts)?;
+        start_on(self.shared(), opts, make)
+    }
+}
