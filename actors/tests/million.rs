@@ -1,8 +1,9 @@
-//! One million blocked process actors fit on this (24 GiB) machine with guard pages on.
+//! One million blocked process actors fit on this (24 GiB) machine with guard pages on, and one
+//! million idle handler actors in a fraction of that.
 //!
 //! Ignored by default: it takes seconds in release and much longer in debug, and needs several
-//! GiB of memory. Run it with
-//! `cargo test --release -p threadlet --test million -- --ignored --nocapture`.
+//! GiB of memory. Run it with (one test at a time: each measures the process's RSS)
+//! `cargo test --release -p threadlet --test million -- --ignored --nocapture --test-threads=1`.
 
 use threadlet::{Mailbox, Runtime, RuntimeExt};
 
@@ -56,4 +57,50 @@ fn one_million_blocked_actors() {
 #[test]
 fn ten_thousand_blocked_actors() {
     blocked_actors(10_000);
+}
+
+/// Holds one number; ends on its first message, returning it.
+struct Holder(Option<u32>);
+
+impl threadlet::Actor for Holder {
+    type Msg = u32;
+    fn handle(&mut self, n: u32, ctx: &mut threadlet::Context<Self>) {
+        self.0 = Some(n);
+        ctx.stop();
+    }
+}
+
+/// `n` idle handler actors (each started, parked on its empty mailbox, holding no stack).
+fn idle_handler_actors(n: usize) {
+    let rt = Runtime::builder().build().unwrap();
+    let before = rss_bytes();
+    let runs_before = rt.stats().total().actors_run;
+    let (addrs, handles): (Vec<_>, Vec<_>) = (0..n).map(|_| rt.start(Holder(None))).unzip();
+    // Each actor's first activation (its `started` hook) is one run; then it is idle.
+    while rt.stats().total().actors_run < runs_before + n as u64 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let during = rss_bytes();
+    println!(
+        "{n} idle handler actors: RSS grew {:.1} MiB, {:.0} bytes per actor",
+        (during - before) as f64 / (1 << 20) as f64,
+        (during - before) as f64 / n as f64,
+    );
+    for (i, a) in addrs.iter().enumerate() {
+        a.send(i as u32).unwrap();
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap().0, Some(i as u32));
+    }
+}
+
+#[test]
+#[ignore = "needs seconds in release; see the module docs"]
+fn one_million_idle_handler_actors() {
+    idle_handler_actors(1_000_000);
+}
+
+#[test]
+fn ten_thousand_idle_handler_actors() {
+    idle_handler_actors(10_000);
 }

@@ -118,6 +118,31 @@ pub fn stats_json(stats: &RuntimeStats) -> Value {
 /// Only scenario actors whose stacks were checked are spawned with these options: the bench's
 /// own scenario bodies, and `threadlet_examples::hackysack`'s players (an `Arc` of the circle, an
 /// `Arc<AtomicU64>`, a mailbox and a xorshift state).
+/// Which kind of threadlet actor a message scenario uses (`--actor`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ActorKind {
+    /// Process actors: a loop over the mailbox on a stack of its own (`spawn_actor`).
+    #[default]
+    Process,
+    /// Handler actors: `handle` per message, no stack between messages (`threadlet::start`).
+    Handler,
+}
+
+impl ActorKind {
+    /// The name the CLI and the JSON records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActorKind::Process => "process",
+            ActorKind::Handler => "handler",
+        }
+    }
+
+    /// Whether `rt` has this kind: handler actors are threadlet's own.
+    pub fn runs_on(self, rt: Rt) -> bool {
+        self == ActorKind::Process || rt.scheduler().is_some()
+    }
+}
+
 pub fn options(migrate: bool) -> ActorBuilder {
     if migrate {
         // SAFETY: every actor of the bench scenarios keeps only mailboxes, addresses, channel

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use threadlet::{ActorBuilder, Addr, JoinHandle, Mailbox};
+use threadlet::{Actor, ActorBuilder, Addr, Context, JoinHandle, Mailbox};
 
 /// What a player can be sent.
 #[derive(Debug)]
@@ -127,6 +127,73 @@ fn player(
     false
 }
 
+/// Which kind of actor plays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// Process actors: a loop over the mailbox, on a stack of its own (`spawn_actor`).
+    #[default]
+    Process,
+    /// Handler actors: a value whose `handle` the runtime calls per message, with no stack
+    /// between messages (`threadlet::start`).
+    Handler,
+}
+
+/// A player as a handler actor: the same rules as [`player`], one message at a time.
+struct Player {
+    kicker: Kicker,
+    circle: Arc<OnceLock<Vec<Addr<Msg>>>>,
+    kicked: Arc<AtomicU64>,
+    kicks: u64,
+    went_home: bool,
+}
+
+impl Actor for Player {
+    type Msg = Msg;
+
+    fn handle(&mut self, msg: Msg, ctx: &mut Context<Self>) {
+        match msg {
+            Msg::Exit => {
+                self.went_home = true;
+                ctx.stop();
+            }
+            Msg::Sack => {
+                let circle = self
+                    .circle
+                    .get()
+                    .expect("the circle is formed before the first kick");
+                let Kick::To(to) = self.kicker.kick(&self.kicked, self.kicks, circle.len()) else {
+                    for p in circle {
+                        let _ = p.send(Msg::Exit);
+                    }
+                    return;
+                };
+                if circle[to].send(Msg::Sack).is_err() {
+                    for p in circle {
+                        let _ = p.send(Msg::Exit);
+                    }
+                    panic!("player {to} is gone before the game ended: the sack is lost");
+                }
+            }
+        }
+    }
+}
+
+/// A player's join handle, of either kind.
+enum Home {
+    Process(JoinHandle<bool>),
+    Handler(JoinHandle<Player>),
+}
+
+impl Home {
+    /// Whether the player went home on `Exit`.
+    fn join(self) -> Result<bool, threadlet::JoinError> {
+        match self {
+            Home::Process(h) => h.join(),
+            Home::Handler(h) => h.join().map(|p| p.went_home),
+        }
+    }
+}
+
 /// Plays one game; call it from inside an actor (for example in `Runtime::block_on`).
 ///
 /// `kicks` must be at least 1: the first kick into the circle counts as one.
@@ -147,17 +214,41 @@ pub fn try_play(players: usize, kicks: u64) -> Result<Report, String> {
 /// [`try_play`], with every player spawned with `opts` (the bench CLI's `--migrate` passes the
 /// `unsafe` migration opt-in; the players keep nothing thread-affine on their stacks).
 pub fn try_play_with(players: usize, kicks: u64, opts: &ActorBuilder) -> Result<Report, String> {
+    try_play_kind(players, kicks, Kind::Process, opts)
+}
+
+/// [`try_play_with`], with players of the given [`Kind`] (`opts` names them; its stack size
+/// and migration opt-in apply to process actors only).
+pub fn try_play_kind(
+    players: usize,
+    kicks: u64,
+    kind: Kind,
+    opts: &ActorBuilder,
+) -> Result<Report, String> {
     assert!(players >= 1 && kicks >= 1, "need a player and a kick");
     let start = Instant::now();
     let circle: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
     let kicked = Arc::new(AtomicU64::new(0));
     let mut addrs: Vec<Addr<Msg>> = Vec::with_capacity(players);
-    let mut handles: Vec<JoinHandle<bool>> = Vec::with_capacity(players);
+    let mut handles: Vec<Home> = Vec::with_capacity(players);
     for me in 0..players {
         let (circle, kicked) = (circle.clone(), kicked.clone());
-        let spawned = opts
-            .clone()
-            .spawn_actor(move |mb| player(me, mb, circle, kicked, kicks));
+        let spawned = match kind {
+            Kind::Process => opts
+                .clone()
+                .spawn_actor(move |mb| player(me, mb, circle, kicked, kicks))
+                .map(|(addr, h)| (addr, Home::Process(h))),
+            Kind::Handler => opts
+                .clone()
+                .start(Player {
+                    kicker: Kicker::new(me),
+                    circle,
+                    kicked,
+                    kicks,
+                    went_home: false,
+                })
+                .map(|(addr, h)| (addr, Home::Handler(h))),
+        };
         let (addr, h) = match spawned {
             Ok(pair) => pair,
             Err(e) => {

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::json;
-use threadlet_examples::hackysack::{Kick, Kicker, Msg, Report};
+use threadlet_examples::hackysack::{Kick, Kicker, Kind, Msg, Report};
 
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// hackysack's options.
 #[derive(Args, Clone, Debug)]
@@ -39,6 +39,10 @@ pub struct Params {
     /// state of a long-running program rather than a cold start. No effect on os-threads.
     #[arg(long)]
     pub warm: bool,
+    /// Which kind of threadlet actor plays (handler actors are threadlet's alone; the other
+    /// runtimes are skipped for them).
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
 }
 
 /// Whether hackysack has a version for `rt`.
@@ -63,18 +67,30 @@ pub fn spec(
     }
 }
 
-/// [`spec`] with the `warm` parameter.
+/// [`spec`] with the `warm` and `actor` parameters.
 fn spec_warm(rt: Rt, w: Option<usize>, migrate: bool, p: &Params) -> Spec<'static> {
     let mut s = spec(rt, w, migrate, p.players, p.kicks);
     s.params.push(("warm", json!(p.warm)));
+    if rt.scheduler().is_some() {
+        s.params.push(("actor", json!(p.actor.name())));
+    }
     s
 }
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "hackysack", supports, |out, rt, w| {
+    let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
+    super::for_each(out, opts, "hackysack", supported, |out, rt, w| {
         measure(out, spec_warm(rt, w, opts.migrate, p), opts.repeat, || {
-            run_with(rt, w, opts.migrate, p.players as usize, p.kicks, p.warm)
+            run_with(
+                rt,
+                w,
+                opts.migrate,
+                p.players as usize,
+                p.kicks,
+                p.warm,
+                p.actor,
+            )
         });
     });
     Ok(())
@@ -88,7 +104,15 @@ pub fn run(
     players: usize,
     kicks: u64,
 ) -> Result<Sample, String> {
-    run_with(rt, workers, migrate, players, kicks, false)
+    run_with(
+        rt,
+        workers,
+        migrate,
+        players,
+        kicks,
+        false,
+        ActorKind::Process,
+    )
 }
 
 /// One game on `rt`, after an untimed one in the same runtime if `warm`.
@@ -99,16 +123,17 @@ fn run_with(
     players: usize,
     kicks: u64,
     warm: bool,
+    actor: ActorKind,
 ) -> Result<Sample, String> {
     match rt {
         Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
             if warm {
-                runtime.block_on(move || play(players, kicks, migrate));
+                runtime.block_on(move || play(players, kicks, migrate, actor));
             }
             let window = rss::Window::start();
-            let report = runtime.block_on(move || play(players, kicks, migrate));
+            let report = runtime.block_on(move || play(players, kicks, migrate, actor));
             let s = window.finish(sample(report, players, kicks));
             Ok(s.with("stats", runtimes::stats_json(&runtime.stats())))
         }
@@ -152,10 +177,14 @@ fn sample(r: Report, players: usize, kicks: u64) -> Sample {
         )
 }
 
-/// One game with threadlet actors (the examples' game); call it inside an actor. Under
-/// `--migrate` the players are spawned with the migration opt-in.
-pub fn play(players: usize, kicks: u64, migrate: bool) -> Report {
-    threadlet_examples::hackysack::try_play_with(players, kicks, &runtimes::options(migrate))
+/// One game with threadlet actors of the given kind (the examples' game); call it inside an
+/// actor. Under `--migrate` process players are spawned with the migration opt-in.
+pub fn play(players: usize, kicks: u64, migrate: bool, actor: ActorKind) -> Report {
+    let kind = match actor {
+        ActorKind::Process => Kind::Process,
+        ActorKind::Handler => Kind::Handler,
+    };
+    threadlet_examples::hackysack::try_play_kind(players, kicks, kind, &runtimes::options(migrate))
         .unwrap_or_else(|e| panic!("hackysack: {e}"))
 }
 
