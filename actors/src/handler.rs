@@ -200,9 +200,13 @@ impl<A: Actor> Program<A> {
         Step::Yield
     }
 
-    /// Step 3 (or 4, with the panic): close, `stopped`, complete.
+    /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything
+    /// the actor leaves behind is dropped before `join` returns, as for a process actor.
     fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
         self.mailbox.close();
+        let left = self.mailbox.take_queued();
+        // A message's destructor may panic: it ends nothing more than this actor, which ends.
+        let _ = catch_actor_panic(move || drop(left));
         let mut actor = self.actor.take();
         let result = match panicked {
             Some(p) => Err(JoinError::Panicked(p)),

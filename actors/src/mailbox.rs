@@ -424,6 +424,11 @@ impl<M> Mailbox<M> {
         Poll::Parked
     }
 
+    /// Takes every queued message out (to be dropped by the caller, outside the lock).
+    pub(crate) fn take_queued(&self) -> VecDeque<M> {
+        std::mem::take(&mut self.shared.state.lock().queue)
+    }
+
     /// An address that does not keep the mailbox open: a handler actor's context holds it, so
     /// that the actor still stops once every address handed out is gone (`handler.rs`).
     pub(crate) fn uncounted(&self) -> UncountedAddr<M> {

@@ -199,13 +199,14 @@ fn a_handler_actor_runs_on_both_workers_over_its_life() {
     assert_eq!(seen, HashSet::from([0, 1]), "ran on workers {seen:?}");
 }
 
-/// On its first message, blocks in `handle` on a channel until released.
+/// On its first message, says so, then blocks in `handle` on a channel until released.
 #[derive(Debug)]
-struct Blocker(channel::Receiver<()>);
+struct Blocker(channel::Receiver<()>, mpsc::Sender<()>);
 
 impl Actor for Blocker {
     type Msg = ();
     fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        let _ = self.1.send(());
         self.0.recv().unwrap();
         ctx.stop();
     }
@@ -225,15 +226,18 @@ impl Actor for Tally {
 fn a_handler_blocked_inside_handle_does_not_block_its_worker() {
     let rt = runtime(1); // one worker: everything below shares it
     let (release, released) = channel::bounded::<()>(0);
-    let (blocker, b) = rt.start(Blocker(released));
+    let (blocking, is_blocking) = mpsc::channel();
+    let (blocker, b) = rt.start(Blocker(released, blocking));
     blocker.send(()).unwrap();
+    is_blocking.recv().unwrap(); // it is inside `handle`, about to wait in `recv`
     // While the blocker holds its lent stack, waiting in `recv`, others run on the same worker.
     let (tally, t) = rt.start(Tally(0));
     for n in 1..=100 {
         tally.send(n).unwrap();
     }
     drop(tally);
-    assert_eq!(t.join().unwrap().0, 5050);
+    let total = within_watchdog("the tally beside a blocked handler", move || t.join());
+    assert_eq!(total.unwrap().0, 5050);
     assert!(!b.is_finished(), "the blocker still waits");
     release.send(()).unwrap();
     within_watchdog("the blocker ends", move || b.join().map(|_| ())).expect("the blocker ends");
@@ -260,6 +264,7 @@ fn handler_actors_are_stolen_by_idle_workers() {
         }
     }
     for _ in 0..20 {
+        workers.lock().unwrap().clear();
         let w = workers.clone();
         rt.block_on(move || {
             // All started from one actor, on one worker: the other must steal to help.
@@ -283,18 +288,30 @@ fn handler_actors_are_stolen_by_idle_workers() {
 
 #[test]
 fn shutdown_cancels_idle_and_blocked_handler_actors() {
-    let (idle, blocked) = within_watchdog("drop(rt)", || {
+    let idle = within_watchdog("drop(rt)", || {
         let rt = runtime(2);
-        let (_keep, idle) = rt.start(Tally(0)); // waits for messages that never come
+        let (keep, idle) = rt.start(Tally(0)); // waits for messages that never come
+        keep.send(1).unwrap(); // it ran at least once before, and is idle (or about to be)
         let (_release, released) = channel::bounded::<()>(0);
-        let (blocker, blocked) = rt.start(Blocker(released));
+        let (blocking, is_blocking) = mpsc::channel();
+        let (blocker, blocked) = rt.start(Blocker(released, blocking));
         blocker.send(()).unwrap();
-        thread::sleep(Duration::from_millis(20));
+        is_blocking.recv().unwrap(); // suspended in `recv` inside `handle`
         drop(rt);
-        (idle, blocked)
+        (keep, idle, blocked)
     });
-    assert!(idle.join().unwrap_err().is_cancelled());
-    assert!(blocked.join().unwrap_err().is_cancelled());
+    let (keep, idle, blocked) = (idle.0, idle.1, idle.2);
+    assert!(
+        within_watchdog("join idle", move || idle.join())
+            .unwrap_err()
+            .is_cancelled()
+    );
+    assert!(
+        within_watchdog("join blocked", move || blocked.join())
+            .unwrap_err()
+            .is_cancelled()
+    );
+    drop(keep);
 }
 
 /// Counts what it receives into a shared total.
@@ -350,6 +367,74 @@ fn message_conservation_with_handler_actors_under_every_scheduler() {
             received.load(SeqCst) as u64,
             PRODUCERS * PER_PRODUCER,
             "{scheduler:?}"
+        );
+    }
+}
+
+/// Sends itself a message for every one it handles, forever: its batches always end with
+/// messages left.
+struct Spinner(u64);
+
+impl Actor for Spinner {
+    type Msg = ();
+    fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        self.0 += 1;
+        let _ = ctx.addr().send(());
+    }
+}
+
+#[test]
+fn a_busy_handler_actor_does_not_starve_others_on_its_worker() {
+    let rt = runtime(1);
+    let (spin, _s) = rt.start(Spinner(0));
+    spin.send(()).unwrap();
+    // The spinner always has a message waiting; a tally on the same worker must still run.
+    let (tally, t) = rt.start(Tally(0));
+    tally.send(7).unwrap();
+    drop(tally);
+    let total = within_watchdog("a tally beside a busy handler", move || t.join());
+    assert_eq!(total.unwrap().0, 7);
+    drop(spin);
+}
+
+/// Counts its drops.
+struct Dropped(Arc<AtomicUsize>);
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+struct StopsAtOnce;
+
+impl Actor for StopsAtOnce {
+    type Msg = Dropped;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop(); // before any message
+    }
+    fn handle(&mut self, _: Dropped, _ctx: &mut Context<Self>) {
+        unreachable!("stopped in `started`");
+    }
+}
+
+#[test]
+fn what_a_stopped_actor_leaves_is_dropped_before_join_returns() {
+    let rt = runtime(2);
+    for _ in 0..50 {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (addr, h) = rt.start(StopsAtOnce);
+        for _ in 0..10 {
+            // Accepted before the stop closes the mailbox (then dropped with the actor), or
+            // handed back after it (and dropped here).
+            if let Err(e) = addr.send(Dropped(drops.clone())) {
+                drop(e.into_inner());
+            }
+        }
+        h.join().unwrap();
+        assert_eq!(
+            drops.load(SeqCst),
+            10,
+            "every message was dropped when join returned"
         );
     }
 }

@@ -12,20 +12,24 @@
 //!
 //! 1. takes a stack from its pool and starts a coroutine on it that calls
 //!    [`Activation::run`], which handles a batch of messages (`actor.rs`, `Body::Idle`);
-//! 2. pins the actor to itself for the activation (`home`), and registers it in its registry of
-//!    started actors, because `run` may suspend (a channel, a `join`, `sleep`, a preemption):
+//! 2. pins the actor to itself for the activation (`home`), marks it started (from then on its
+//!    body belongs to registries, and a queue entry of it is only a reference, as for a started
+//!    process actor), and registers it in its registry of started actors, because `run` may
+//!    suspend (a channel, a `join`, `sleep`, a preemption):
 //!    the coroutine then keeps its stack and stays on this worker, like a process actor, until
 //!    `run` returns;
 //! 3. when `run` returns, gives the stack back, unpins the actor, and puts the program back in
 //!    the body; then, by the [`Step`] that `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
 //!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
-//!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`, and the worker
-//!      starts another activation at once; a later one schedules the actor, on the waker's
-//!      worker if it runs one (its next slot: a message chain stays on one core), else through
-//!      the injector;
+//!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is
+//!      queued again as for `Yield`. A later wake schedules the actor on the waker's worker if
+//!      it runs one (its next slot: a message chain stays on one core; an actor that a second
+//!      wake displaces from the slot goes to the stealable deque, and a parked worker is woken
+//!      to take it), else through the injector;
 //!    * [`Step::Yield`]: `run` spent its batch budget with messages left; the actor goes to the
-//!      back of this worker's stealable deque;
+//!      back of this worker's local queue (FIFO, so that the others queued here run first; the
+//!      deque is LIFO for its owner);
 //!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
 //!
 //! So the common case costs a coroutine start on a warm pooled stack and one switch pair per
@@ -38,7 +42,8 @@
 //! its program holds its mailbox, whose waiter holds the actor: a cycle that only a message or
 //! the last address breaks. So the runtime keeps every live handler actor in a registry of its
 //! own (`Shared::handlers`), and shutdown drops the program of each one that is still idle
-//! (step 4 of the shutdown protocol in `worker.rs`): its join handle reports `Cancelled`.
+//! (step 4 of the shutdown protocol in `worker.rs`): its join handle reports `Cancelled`. No
+//! handler actor can be started once shutdown has begun (it would miss that step).
 
 use std::any::Any;
 use std::io;
@@ -112,6 +117,11 @@ where
     R: Send + 'static,
     P: Activation,
 {
+    if shared.is_shutdown() {
+        // Its program could only be dropped through the handler registry, which shutdown has
+        // already emptied (or is emptying).
+        return Err(io::Error::other("the runtime is shutting down"));
+    }
     // No stack is reserved: an idle handler actor holds none, and an activation borrows one
     // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).
     let id = ActorId::next();

@@ -598,15 +598,19 @@ impl Shared {
             return;
         }
         // The actor moves into the closure and comes back only if it must go elsewhere.
-        let elsewhere = context::with_worker(move |ctx| match ctx {
+        let mut stealable = false;
+        let elsewhere = context::with_worker(|ctx| match ctx {
             Some(ctx)
                 if std::ptr::eq(&*ctx.shared, self) && home.is_none_or(|h| h == ctx.index) =>
             {
-                ctx.core.push_next(actor);
+                stealable = ctx.core.push_next(actor);
                 None
             }
             _ => Some(actor),
         });
+        if stealable {
+            self.notify_parked();
+        }
         if let Some(actor) = elsewhere {
             match home {
                 Some(h) => {

@@ -179,10 +179,27 @@ impl Core {
         }
     }
 
-    /// A woken actor runs next on this worker; the one it displaces goes to the local queue.
-    pub(crate) fn push_next(&self, actor: ActorRef) {
-        if let Some(old) = self.next.replace(Some(actor)) {
-            self.local.borrow_mut().push_back(old);
+    /// A woken actor runs next on this worker. The one it displaces goes to the local queue if
+    /// it is pinned here, or else (a handler actor between activations, a migratable actor) to
+    /// the stealable deque, where an idle worker may take it: then returns `true`, and the caller
+    /// must wake a parked worker for it.
+    pub(crate) fn push_next(&self, actor: ActorRef) -> bool {
+        match self.next.replace(Some(actor)) {
+            Some(old) => self.push_runnable(old),
+            None => false,
+        }
+    }
+
+    /// A runnable actor displaced from the next slot by another wake (a fan-out: more work
+    /// than this worker can run next): to the back of the local queue if it is pinned here,
+    /// else to the stealable deque (then `true`: the caller wakes a parked worker to take it).
+    fn push_runnable(&self, actor: ActorRef) -> bool {
+        if actor.home().is_none() {
+            self.deque.push(actor);
+            true
+        } else {
+            self.local.borrow_mut().push_back(actor);
+            false
         }
     }
 
@@ -264,7 +281,8 @@ impl WorkerLoop<'_> {
                     self.run_actor(actor, true);
                     continue;
                 }
-                // A long chain of wakes through the next slot: let the queues have a turn.
+                // A long chain of wakes through the next slot: let the queues have a turn. (A
+                // chain is one actor at a time: it stays on this worker, whatever its kind.)
                 self.core().local.borrow_mut().push_back(actor);
             }
             next_runs = 0;
@@ -532,13 +550,17 @@ impl WorkerLoop<'_> {
                     match step {
                         Step::Park => match actor.state.after_park() {
                             AfterPark::Parked => break,
-                            // A message came meanwhile: another activation, now.
-                            AfterPark::Resume if self.activate(&actor, body) => continue,
-                            AfterPark::Resume => break,
+                            // A message came meanwhile: run again, after the others queued
+                            // here (as for `Yield`: no unbounded run of activations).
+                            AfterPark::Resume => {
+                                actor.state.yielded();
+                                self.push_yielded_handler(actor.clone());
+                                break;
+                            }
                         },
                         Step::Yield => {
                             actor.state.yielded();
-                            self.push_movable(actor.clone());
+                            self.push_yielded_handler(actor.clone());
                             break;
                         }
                         Step::Stop => unreachable!("a stopped activation returns Process"),
@@ -566,14 +588,14 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// An actor that may run on any worker goes back into this worker's stealable deque (or,
-    /// under the global-queue baseline, its shared queue).
-    fn push_movable(&self, actor: ActorRef) {
+    /// A handler actor whose batch ended with messages left goes to the back of this worker's
+    /// local queue (FIFO: the deque is LIFO for its owner, which would pick the same actor
+    /// again and starve the others), or, under the global-queue baseline, its shared queue.
+    fn push_yielded_handler(&self, actor: ActorRef) {
         match &self.shared().global_queue {
             Some(gq) => gq.push_any(actor),
-            None => self.core().push_spawned(actor),
+            None => self.core().local.borrow_mut().push_back(actor),
         }
-        self.shared().notify_parked();
     }
 
     /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): a coroutine
@@ -621,6 +643,11 @@ impl WorkerLoop<'_> {
             }
         });
         *body = Body::Running(coroutine);
+        // From its first activation on, a handler actor's body belongs to registries, as a
+        // started process actor's does: a queue entry of it is only a reference, which sweeps
+        // at shutdown may drop (`Shared::after_push`, `drop_unstarted`); an idle one is dropped
+        // through the handler registry (shutdown step 4).
+        actor.started.store(true, Ordering::Release);
         actor.home.store(self.ctx.index, Ordering::Release);
         let mut live = self.core().live.borrow_mut();
         actor.registry_slot.store(live.len(), Ordering::Relaxed);
