@@ -10,6 +10,7 @@ TL=work-stealing,global-queue,gil
 $B hackysack --players 50 --kicks 500 --runtime $ALL --workers 1,2 --repeat 1
 $B hackysack --players 50 --kicks 500 --runtime $TL --workers 2 --repeat 1 --migrate
 $B hackysack --players 50 --kicks 500 --runtime $TL,tokio --workers 2 --repeat 1 --warm
+$B hackysack --players 50 --kicks 500 --runtime $ALL --workers 1,2 --repeat 1 --actor handler
 $B count --n 200000 --runtime $ALL --workers 1,2 --repeat 1
 $B count --n 200000 --ticks 100 --runtime $TL --workers 1 --repeat 1 --migrate
 $B factorial --actors 20 --times 5 --runtime $ALL --workers 1,2 --repeat 1
@@ -19,6 +20,8 @@ $B spawn --actors 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate
 $B ring --actors 20 --hops 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B ring --actors 20 --hops 2000 --runtime $TL --workers 2 --repeat 1 --migrate --json
+$B pool --actors 3 --jobs 6 --work 100000 --runtime $ALL --workers 1,2 --repeat 1
+$B pool --actors 3 --jobs 6 --work 100000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B scaling --scenario all --workers 1,2 --runtime $TL,tokio --n 200000 --factorial-actors 20 \
     --times 5 --players 10,100 --kicks 200 --repeat 1 --out "$(mktemp -d)"
 $B seeds --quick --repeat 1

@@ -81,6 +81,8 @@ enum Scenario {
     Skynet(scenarios::skynet::Params),
     /// Thread-ring: pass a token around a ring of actors.
     Ring(scenarios::ring::Params),
+    /// A pool of actors that wait, then compute: how running work spreads over the workers.
+    Pool(scenarios::pool::Params),
     /// Sweep worker counts for each runtime and write SVG plots.
     Scaling(ScalingArgs),
     /// Every seed experiment at its seed size, beside the seed's own figure.
@@ -163,6 +165,7 @@ fn main() -> ExitCode {
         Scenario::Spawn(p) => scenarios::spawn::main(&mut out, &single(&cli.common), p),
         Scenario::Skynet(p) => scenarios::skynet::main(&mut out, &single(&cli.common), p),
         Scenario::Ring(p) => scenarios::ring::main(&mut out, &single(&cli.common), p),
+        Scenario::Pool(p) => scenarios::pool::main(&mut out, &single(&cli.common), p),
         Scenario::Scaling(a) => {
             let opts = Opts::resolve(
                 &cli.common,

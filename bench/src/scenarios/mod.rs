@@ -6,6 +6,7 @@ pub mod count;
 pub mod factorial;
 pub mod hackysack;
 pub mod pingpong;
+pub mod pool;
 pub mod ring;
 pub mod scaling;
 pub mod seeds;

@@ -1,0 +1,167 @@
+//! pool: a pool of actors that wait for jobs first and compute later: how well running work is
+//! balanced across workers. `actors` pool actors start (and wait); after a pause, the driver
+//! hands out `jobs` jobs of `work` steps each (a multiply-add chain with a safe point every
+//! 1,024 steps), and waits for every result.
+//!
+//! With process actors the pool waits on one rendezvous channel; they are spawned by the driver
+//! on its worker, start there, and stay there (pinned), so the jobs are computed on one worker
+//! however many there are. With handler actors each job goes to one actor's mailbox; a handler
+//! actor owns no stack while it waits, so the workers it runs on are chosen per job: the driver's
+//! worker takes the first, the others are queued where idle workers steal them.
+//!
+//! `total_s` runs from the first job handed out to the last result; `per_op_ns` is per job.
+//! The record carries the runtime's per-worker stats (`actors_run` shows where work ran).
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+use threadlet::channel;
+use threadlet::{Actor, Context};
+
+use crate::Opts;
+use crate::measure::{Sample, Spec, check, measure};
+use crate::output::Out;
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
+
+/// pool's options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Actors in the pool.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    pub actors: u64,
+    /// Jobs handed out.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    pub jobs: u64,
+    /// Steps of work per job.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub work: u64,
+    /// Which kind of threadlet actor makes up the pool.
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
+}
+
+/// The pool is threadlet's: its point is where threadlet runs running work.
+pub fn supports(rt: Rt) -> bool {
+    rt.scheduler().is_some()
+}
+
+/// Every runtime and worker count of `opts`.
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    super::for_each(out, opts, "pool", supports, |out, rt, w| {
+        let spec = Spec {
+            scenario: "pool",
+            runtime: rt,
+            workers: w,
+            migrate: opts.migrate,
+            params: vec![
+                ("actors", json!(p.actors)),
+                ("jobs", json!(p.jobs)),
+                ("work", json!(p.work)),
+                ("actor", json!(p.actor.name())),
+            ],
+        };
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
+    });
+    Ok(())
+}
+
+/// One job: a chain of `steps` multiply-adds, with a safe point every 1,024.
+fn work(job: u64, steps: u64) -> u64 {
+    let mut x = job;
+    for i in 0..steps {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        if i % 1024 == 0 {
+            threadlet::checkpoint();
+        }
+    }
+    x
+}
+
+/// A pool member as a handler actor: computes each job it is sent, and sends the result back.
+struct Member {
+    steps: u64,
+    results: channel::Sender<u64>,
+}
+
+impl Actor for Member {
+    type Msg = u64;
+    fn handle(&mut self, job: u64, _ctx: &mut Context<Self>) {
+        let _ = self.results.send(work(job, self.steps));
+    }
+}
+
+/// How long the pool gets to start and wait before the first job: the shape of a pool that
+/// starts with the program and gets work later.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// One run on `rt`.
+pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<Sample, String> {
+    let sched = rt.scheduler().expect("a threadlet runtime");
+    let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+    let (actors, jobs, steps, kind) = (p.actors, p.jobs, p.work, p.actor);
+    let (took, sum) = runtime.block_on(move || match kind {
+        ActorKind::Process => {
+            let (tx, rx) = channel::bounded::<u64>(0);
+            let members: Vec<_> = (0..actors)
+                .map(|_| {
+                    let rx = rx.clone();
+                    runtimes::spawn(migrate, move || {
+                        rx.iter()
+                            .map(|job| work(job, steps))
+                            .fold(0u64, u64::wrapping_add)
+                    })
+                })
+                .collect();
+            drop(rx);
+            threadlet::sleep(SETTLE);
+            let start = Instant::now();
+            for job in 0..jobs {
+                tx.send(job).expect("the pool waits");
+            }
+            drop(tx);
+            let sum = members
+                .into_iter()
+                .map(|h| h.join().expect("a pool member does not panic"))
+                .fold(0u64, u64::wrapping_add);
+            (start.elapsed(), sum)
+        }
+        ActorKind::Handler => {
+            let (results, got) = channel::unbounded::<u64>();
+            let members: Vec<_> = (0..actors)
+                .map(|_| {
+                    threadlet::start(Member {
+                        steps,
+                        results: results.clone(),
+                    })
+                })
+                .collect();
+            drop(results);
+            threadlet::sleep(SETTLE);
+            let start = Instant::now();
+            for job in 0..jobs {
+                let (addr, _) = &members[(job % actors) as usize];
+                addr.send(job).expect("the pool waits");
+            }
+            let sum = (0..jobs)
+                .map(|_| got.recv().expect("every job comes back"))
+                .fold(0u64, u64::wrapping_add);
+            let took = start.elapsed();
+            for (addr, h) in members {
+                drop(addr);
+                h.join().expect("a pool member does not panic");
+            }
+            (took, sum)
+        }
+    });
+    // The same jobs on this thread (outside any runtime, its safe points do nothing).
+    let want = (0..jobs)
+        .map(|job| work(job, steps))
+        .fold(0u64, u64::wrapping_add);
+    check(sum == want, || {
+        format!("the pool's results add up to {sum}, not {want}")
+    });
+    Ok(Sample::new(took)
+        .per_op(jobs, took)
+        .with("stats", runtimes::stats_json(&runtime.stats())))
+}
