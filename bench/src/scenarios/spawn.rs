@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// spawn's options.
 #[derive(Args, Clone, Debug)]
@@ -22,6 +22,21 @@ pub struct Params {
     /// Empty actors to spawn and join.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub actors: u64,
+    /// Which kind of threadlet actor: an empty process actor, or a handler actor that stops in
+    /// its `started` hook (start, one activation, stop).
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
+}
+
+/// A handler actor that stops as soon as it starts.
+struct Empty;
+
+impl threadlet::Actor for Empty {
+    type Msg = ();
+    fn started(&mut self, ctx: &mut threadlet::Context<Self>) {
+        ctx.stop();
+    }
+    fn handle(&mut self, _: (), _ctx: &mut threadlet::Context<Self>) {}
 }
 
 /// Whether spawn has a version for `rt`.
@@ -31,23 +46,34 @@ pub fn supports(rt: Rt) -> bool {
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "spawn", supports, |out, rt, w| {
+    let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
+    super::for_each(out, opts, "spawn", supported, |out, rt, w| {
+        let mut params = vec![("actors", json!(p.actors))];
+        if rt.scheduler().is_some() {
+            params.push(("actor", json!(p.actor.name())));
+        }
         let spec = Spec {
             scenario: "spawn",
             runtime: rt,
             workers: w,
             migrate: opts.migrate,
-            params: vec![("actors", json!(p.actors))],
+            params,
         };
         measure(out, spec, opts.repeat, || {
-            run(rt, w, opts.migrate, p.actors as usize)
+            run(rt, w, opts.migrate, p.actors as usize, p.actor)
         });
     });
     Ok(())
 }
 
-/// One run on `rt`.
-pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, n: usize) -> Result<Sample, String> {
+/// One run on `rt`, with actors of the given kind (threadlet runtimes).
+pub fn run(
+    rt: Rt,
+    workers: Option<usize>,
+    migrate: bool,
+    n: usize,
+    kind: ActorKind,
+) -> Result<Sample, String> {
     let mut stats = None;
     let window;
     let (took, joined): (Duration, usize) = match rt {
@@ -56,16 +82,31 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, n: usize) -> Result<Sa
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
             window = rss::Window::start();
             let r = runtime.block_on(move || {
-                let mut handles = Vec::with_capacity(n);
                 let start = Instant::now();
-                for _ in 0..n {
-                    handles.push(runtimes::spawn(migrate, || ()));
-                }
-                let joined = handles
-                    .into_iter()
-                    .map(|h| h.join())
-                    .filter(Result::is_ok)
-                    .count();
+                let joined = match kind {
+                    ActorKind::Process => {
+                        let mut handles = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            handles.push(runtimes::spawn(migrate, || ()));
+                        }
+                        handles
+                            .into_iter()
+                            .map(|h| h.join())
+                            .filter(Result::is_ok)
+                            .count()
+                    }
+                    ActorKind::Handler => {
+                        let mut handles = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            handles.push(threadlet::start(Empty).1);
+                        }
+                        handles
+                            .into_iter()
+                            .map(|h| h.join())
+                            .filter(Result::is_ok)
+                            .count()
+                    }
+                };
                 (start.elapsed(), joined)
             });
             stats = Some(runtimes::stats_json(&runtime.stats()));
