@@ -327,6 +327,28 @@ impl ActorCell {
         stack: Option<OwnedStack>,
         reserved: bool,
     ) -> Arc<ActorCell> {
+        ActorCell::with_body(shared, id, opts, Body::Unstarted(f, stack), reserved)
+    }
+
+    /// A handler actor, idle until its first message (or its `started` hook) runs it. Its
+    /// activations borrow pooled stacks, so a custom stack size does not apply.
+    pub(crate) fn new_handler(
+        shared: Arc<Shared>,
+        id: ActorId,
+        mut opts: SpawnOptions,
+        program: Box<dyn Activation>,
+    ) -> Arc<ActorCell> {
+        opts.stack_size = None;
+        ActorCell::with_body(shared, id, opts, Body::Idle(program), false)
+    }
+
+    fn with_body(
+        shared: Arc<Shared>,
+        id: ActorId,
+        opts: SpawnOptions,
+        body: Body,
+        reserved: bool,
+    ) -> Arc<ActorCell> {
         let name: Option<Arc<str>> = opts.name.map(Arc::from);
         if let Some(name) = &name {
             shared.names.insert(id, name.clone());
@@ -345,37 +367,7 @@ impl ActorCell {
             preemptions: AtomicU64::new(0),
             reserved,
             started: AtomicBool::new(false),
-            body: UnsafeCell::new(Body::Unstarted(f, stack)),
-            shared,
-        })
-    }
-
-    /// A handler actor, idle until its first message (or its `started` hook) runs it.
-    pub(crate) fn new_handler(
-        shared: Arc<Shared>,
-        id: ActorId,
-        opts: SpawnOptions,
-        program: Box<dyn Activation>,
-    ) -> Arc<ActorCell> {
-        let name: Option<Arc<str>> = opts.name.map(Arc::from);
-        if let Some(name) = &name {
-            shared.names.insert(id, name.clone());
-        }
-        Arc::new(ActorCell {
-            id,
-            name,
-            stack_size: None,
-            migratable: false,
-            state: WakeState::new_scheduled(),
-            home: AtomicUsize::new(NO_HOME),
-            registry_slot: AtomicUsize::new(usize::MAX),
-            handler_slot: AtomicUsize::new(usize::MAX),
-            yielder: Cell::new(std::ptr::null()),
-            guard: Cell::new((0, 0)),
-            preemptions: AtomicU64::new(0),
-            reserved: false,
-            started: AtomicBool::new(false),
-            body: UnsafeCell::new(Body::Idle(program)),
+            body: UnsafeCell::new(body),
             shared,
         })
     }
@@ -535,6 +527,37 @@ impl ActorNames {
     /// The name of a live actor, if it has one.
     pub(crate) fn get(&self, id: ActorId) -> Option<String> {
         self.0.lock().get(&id).map(|n| n.to_string())
+    }
+}
+
+/// A registry of actors (a worker's started pinned actors, the runtime's migratable or handler
+/// actors) with O(1) removal: each actor keeps its index in the field that `slot` names.
+pub(crate) struct Registry {
+    slot: fn(&ActorCell) -> &AtomicUsize,
+}
+
+impl Registry {
+    /// The registry whose index lives in `ActorCell::registry_slot`.
+    pub(crate) const STARTED: Registry = Registry {
+        slot: |a| &a.registry_slot,
+    };
+    /// The registry whose index lives in `ActorCell::handler_slot`.
+    pub(crate) const HANDLERS: Registry = Registry {
+        slot: |a| &a.handler_slot,
+    };
+
+    pub(crate) fn insert(&self, live: &mut Vec<ActorRef>, actor: ActorRef) {
+        (self.slot)(&actor).store(live.len(), Ordering::Relaxed);
+        live.push(actor);
+    }
+
+    pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorRef) {
+        let slot = (self.slot)(actor).load(Ordering::Relaxed);
+        debug_assert!(Arc::ptr_eq(&live[slot], actor));
+        live.swap_remove(slot);
+        if let Some(moved) = live.get(slot) {
+            (self.slot)(moved).store(slot, Ordering::Relaxed);
+        }
     }
 }
 

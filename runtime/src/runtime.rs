@@ -33,7 +33,7 @@ use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorNames, ActorRef, SpawnOptions};
+use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, SpawnOptions};
 use crate::baseline::GlobalQueue;
 use crate::context;
 use crate::idle::Idle;
@@ -711,35 +711,19 @@ impl Shared {
     }
 
     pub(crate) fn register_migratable(&self, actor: ActorRef) {
-        let mut live = self.migratable_live.lock();
-        actor.registry_slot.store(live.len(), Ordering::Relaxed);
-        live.push(actor);
+        Registry::STARTED.insert(&mut self.migratable_live.lock(), actor);
     }
 
     pub(crate) fn unregister_migratable(&self, actor: &ActorRef) {
-        let mut live = self.migratable_live.lock();
-        let slot = actor.registry_slot.load(Ordering::Relaxed);
-        debug_assert!(Arc::ptr_eq(&live[slot], actor));
-        live.swap_remove(slot);
-        if let Some(moved) = live.get(slot) {
-            moved.registry_slot.store(slot, Ordering::Relaxed);
-        }
+        Registry::STARTED.remove(&mut self.migratable_live.lock(), actor);
     }
 
     pub(crate) fn register_handler(&self, actor: ActorRef) {
-        let mut live = self.handlers.lock();
-        actor.handler_slot.store(live.len(), Ordering::Relaxed);
-        live.push(actor);
+        Registry::HANDLERS.insert(&mut self.handlers.lock(), actor);
     }
 
     pub(crate) fn unregister_handler(&self, actor: &ActorRef) {
-        let mut live = self.handlers.lock();
-        let slot = actor.handler_slot.load(Ordering::Relaxed);
-        debug_assert!(Arc::ptr_eq(&live[slot], actor));
-        live.swap_remove(slot);
-        if let Some(moved) = live.get(slot) {
-            moved.handler_slot.store(slot, Ordering::Relaxed);
-        }
+        Registry::HANDLERS.remove(&mut self.handlers.lock(), actor);
     }
 
     /// Takes one live handler actor out of the registry (shutdown).

@@ -65,7 +65,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Suspend,
+    ActorCell, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Registry, Suspend,
 };
 use crate::context::{self, WorkerContext};
 use crate::fault;
@@ -649,9 +649,7 @@ impl WorkerLoop<'_> {
         // through the handler registry (shutdown step 4).
         actor.started.store(true, Ordering::Release);
         actor.home.store(self.ctx.index, Ordering::Release);
-        let mut live = self.core().live.borrow_mut();
-        actor.registry_slot.store(live.len(), Ordering::Relaxed);
-        live.push(actor.clone());
+        Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
         true
     }
 
@@ -710,9 +708,7 @@ impl WorkerLoop<'_> {
             shared.register_migratable(actor.clone());
         } else {
             actor.home.store(self.ctx.index, Ordering::Release);
-            let mut live = self.core().live.borrow_mut();
-            actor.registry_slot.store(live.len(), Ordering::Relaxed);
-            live.push(actor.clone());
+            Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
         }
         true
     }
@@ -742,13 +738,7 @@ impl WorkerLoop<'_> {
     }
 
     fn unregister_local(&self, actor: &ActorRef) {
-        let mut live = self.core().live.borrow_mut();
-        let slot = actor.registry_slot.load(Ordering::Relaxed);
-        debug_assert!(Arc::ptr_eq(&live[slot], actor));
-        live.swap_remove(slot);
-        if let Some(moved) = live.get(slot) {
-            moved.registry_slot.store(slot, Ordering::Relaxed);
-        }
+        Registry::STARTED.remove(&mut self.core().live.borrow_mut(), actor);
     }
 
     /// Steps 2 to 5 of the shutdown protocol (module docs).
