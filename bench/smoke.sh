@@ -16,6 +16,7 @@ $B count --n 200000 --ticks 100 --runtime $TL --workers 1 --repeat 1 --migrate
 $B factorial --actors 20 --times 5 --runtime $ALL --workers 1,2 --repeat 1
 $B pingpong --pairs 2 --round-trips 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 2 --repeat 1 --migrate
+$B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B spawn --actors 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B spawn --actors 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate

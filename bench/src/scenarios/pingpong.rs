@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::json;
-use threadlet::{Addr, Mailbox, channel};
+use threadlet::{Actor, Addr, Context, Mailbox, channel};
 
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// pingpong's options.
 #[derive(Args, Clone, Debug)]
@@ -29,6 +29,9 @@ pub struct Params {
     /// Round trips each pair makes.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub round_trips: u64,
+    /// Which kind of threadlet actor plays both sides.
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
 }
 
 /// Whether pingpong has a version for `rt`.
@@ -38,16 +41,21 @@ pub fn supports(rt: Rt) -> bool {
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "pingpong", supports, |out, rt, w| {
+    let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
+    super::for_each(out, opts, "pingpong", supported, |out, rt, w| {
+        let mut params = vec![
+            ("pairs", json!(p.pairs)),
+            ("round_trips", json!(p.round_trips)),
+        ];
+        if rt.scheduler().is_some() {
+            params.push(("actor", json!(p.actor.name())));
+        }
         let spec = Spec {
             scenario: "pingpong",
             runtime: rt,
             workers: w,
             migrate: opts.migrate,
-            params: vec![
-                ("pairs", json!(p.pairs)),
-                ("round_trips", json!(p.round_trips)),
-            ],
+            params,
         };
         measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
     });
@@ -69,7 +77,11 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
         Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
-            let o = runtime.block_on(move || threadlet_pairs(pairs, rts, migrate));
+            let actor = p.actor;
+            let o = runtime.block_on(move || match actor {
+                ActorKind::Process => threadlet_pairs(pairs, rts, migrate),
+                ActorKind::Handler => handler_pairs(pairs, rts),
+            });
             stats = Some(runtimes::stats_json(&runtime.stats()));
             o
         }
@@ -150,6 +162,101 @@ fn threadlet_pairs(pairs: usize, rts: u64, migrate: bool) -> Outcome {
         .sum();
     Outcome {
         took: start.elapsed(),
+        wrong,
+        echoed,
+    }
+}
+
+/// The ponger as a handler actor: told where to reply, then echoes every number.
+struct Ponger {
+    pinger: Option<Addr<u64>>,
+    echoed: u64,
+}
+
+/// What a handler ponger is sent.
+enum PongMsg {
+    ReplyTo(Addr<u64>),
+    Ping(u64),
+}
+
+impl Actor for Ponger {
+    type Msg = PongMsg;
+    fn handle(&mut self, msg: PongMsg, _ctx: &mut Context<Self>) {
+        match msg {
+            PongMsg::ReplyTo(a) => self.pinger = Some(a),
+            PongMsg::Ping(n) => {
+                let pinger = self.pinger.as_ref().expect("told first");
+                pinger.send(n).expect("the pinger waits for its reply");
+                self.echoed += 1;
+            }
+        }
+    }
+}
+
+/// The pinger as a handler actor: each reply triggers the next ping, until the last.
+struct Pinger {
+    ponger: Addr<PongMsg>,
+    rts: u64,
+    wrong: u64,
+    expect: u64,
+    done: channel::Sender<()>,
+}
+
+impl Actor for Pinger {
+    type Msg = u64;
+    fn handle(&mut self, n: u64, ctx: &mut Context<Self>) {
+        self.wrong += u64::from(n != self.expect);
+        if n == self.rts {
+            let _ = self.done.send(());
+            ctx.stop();
+            return;
+        }
+        self.expect = n + 1;
+        self.ponger
+            .send(PongMsg::Ping(n + 1))
+            .expect("the ponger waits");
+    }
+}
+
+/// Both sides as handler actors; runs inside an actor. The first ping starts each pair, all
+/// at once after every pair is set up.
+fn handler_pairs(pairs: usize, rts: u64) -> Outcome {
+    let (done_tx, done_rx) = channel::unbounded::<()>();
+    let mut sides = Vec::with_capacity(pairs);
+    for _ in 0..pairs {
+        let (ponger, pong_h) = threadlet::start(Ponger {
+            pinger: None,
+            echoed: 0,
+        });
+        let (pinger, ping_h) = threadlet::start(Pinger {
+            ponger: ponger.clone(),
+            rts,
+            wrong: 0,
+            expect: 0,
+            done: done_tx.clone(),
+        });
+        ponger
+            .send(PongMsg::ReplyTo(pinger))
+            .expect("the ponger waits");
+        sides.push((ponger, ping_h, pong_h));
+    }
+    drop(done_tx);
+    let start = Instant::now();
+    for (ponger, _, _) in &sides {
+        ponger.send(PongMsg::Ping(0)).expect("the ponger waits");
+    }
+    for _ in 0..pairs {
+        done_rx.recv().expect("every pair finishes");
+    }
+    let took = start.elapsed();
+    let (mut wrong, mut echoed) = (0, 0);
+    for (ponger, ping_h, pong_h) in sides {
+        wrong += ping_h.join().expect("pingers do not panic").wrong;
+        drop(ponger);
+        echoed += pong_h.join().expect("pongers do not panic").echoed;
+    }
+    Outcome {
+        took,
         wrong,
         echoed,
     }
