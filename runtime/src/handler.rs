@@ -12,14 +12,15 @@
 //!
 //! 1. takes a stack from its pool and starts a coroutine on it that calls
 //!    [`Activation::run`], which handles a batch of messages (`actor.rs`, `Body::Idle`);
-//! 2. pins the actor to itself for the activation (`home`), marks it started (from then on its
-//!    body belongs to registries, and a queue entry of it is only a reference, as for a started
-//!    process actor), and registers it in its registry of started actors, because `run` may
-//!    suspend (a channel, a `join`, `sleep`, a preemption):
-//!    the coroutine then keeps its stack and stays on this worker, like a process actor, until
-//!    `run` returns;
-//! 3. when `run` returns, gives the stack back, unpins the actor, and puts the program back in
-//!    the body; then, by the [`Step`] that `run` returned:
+//! 2. marks it started (from then on its body belongs to registries, and a queue entry of it is
+//!    only a reference, as for a started process actor). If `run` suspends (a channel, a
+//!    `join`, `sleep`, a preemption), the coroutine keeps its stack and stays on this worker,
+//!    like a process actor, until `run` returns: at its first suspension the worker pins it to
+//!    itself (`home`) and registers it among its started actors, for wakes and for shutdown.
+//!    An activation that does not suspend needs neither: a wake while it runs only leaves
+//!    `NOTIFIED`, no queue holds it, and shutdown never interrupts a run;
+//! 3. when `run` returns, gives the stack back, unpins and unregisters the actor if it had
+//!    suspended, and puts the program back in the body; then, by the [`Step`] that `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
 //!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
 //!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is

@@ -514,6 +514,11 @@ impl WorkerLoop<'_> {
             self.ctx.current.set(Arc::as_ptr(&actor));
             let resumed = coroutine.resume(());
             self.ctx.current.set(std::ptr::null());
+            if let CoroutineResult::Yield(_) = resumed {
+                // A handler actor's activation that suspends keeps its stack: from now until
+                // it returns, it is pinned here like a process actor (`handler.rs`, step 2).
+                self.pin_activation(&actor);
+            }
             match resumed {
                 CoroutineResult::Yield(Suspend::Park) => match actor.state.after_park() {
                     AfterPark::Parked => break,
@@ -648,9 +653,21 @@ impl WorkerLoop<'_> {
         // at shutdown may drop (`Shared::after_push`, `drop_unstarted`); an idle one is dropped
         // through the handler registry (shutdown step 4).
         actor.started.store(true, Ordering::Release);
+        true
+    }
+
+    /// An activation suspended: pin the actor here and register it, for wakes and shutdown
+    /// (`handler.rs`, step 2). Until it suspends nobody needs either: a wake while it runs only
+    /// leaves `NOTIFIED`, no queue holds it, and shutdown never interrupts a run. Does nothing
+    /// for a process actor, or an activation already pinned.
+    fn pin_activation(&self, actor: &ActorRef) {
+        if actor.handler_slot.load(Ordering::Relaxed) == usize::MAX || actor.home().is_some() {
+            return;
+        }
+        // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release) that
+        // follow: a waker that then schedules the actor reads `home` after its own acquire.
         actor.home.store(self.ctx.index, Ordering::Release);
         Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
-        true
     }
 
     /// An activation returned (`handler.rs`, step 3): its stack goes back to the pool, the actor
@@ -660,11 +677,14 @@ impl WorkerLoop<'_> {
             unreachable!("an activation returned from a coroutine");
         };
         self.recycle(coroutine.into_stack());
-        self.unregister_local(actor);
-        // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release): a
-        // waker that then schedules the actor reads `home` after its own acquire, and routes it
-        // as movable.
-        actor.home.store(NO_HOME, Ordering::Release);
+        if actor.home().is_some() {
+            // It had suspended (`pin_activation`).
+            self.unregister_local(actor);
+            // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release): a
+            // waker that then schedules the actor reads `home` after its own acquire, and
+            // routes it as movable.
+            actor.home.store(NO_HOME, Ordering::Release);
+        }
     }
 
     /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
@@ -721,7 +741,8 @@ impl WorkerLoop<'_> {
         self.recycle(coroutine.into_stack());
         if actor.migratable {
             self.shared().unregister_migratable(actor);
-        } else {
+        } else if actor.home().is_some() {
+            // A pinned process actor, or an activation that had suspended (`pin_activation`).
             self.unregister_local(actor);
         }
         if actor.handler_slot.load(Ordering::Relaxed) != usize::MAX {
