@@ -6,6 +6,8 @@
 //! `__private::shutting_down()`, so that an actor queued behind it is still unstarted when the
 //! runtime drops, deterministically. Hangs are caught by a watchdog rather than a test timeout.
 
+mod common;
+
 use std::cell::{RefCell, RefMut};
 use std::io::ErrorKind;
 use std::process::Command;
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::{WATCHDOG, within_watchdog};
 use threadlet::channel::{self, Sender};
 use threadlet::{
     ActorBuilder, BuildError, JoinHandle, MAX_STACK_SIZE, MAX_WORKERS, Mailbox, Runtime,
@@ -23,21 +26,8 @@ use threadlet::{
 use threadlet_runtime::__private::shutting_down;
 use threadlet_runtime::{Cancelled, Waiter, park};
 
-/// Long enough for anything here on a loaded 2-core machine; only a hang takes this long.
-const WATCHDOG: Duration = Duration::from_secs(30);
-
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder().workers(workers).build().unwrap()
-}
-
-/// Runs `f` on a helper thread; fails the test if it does not finish within the watchdog.
-fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(WATCHDOG)
-        .unwrap_or_else(|_| panic!("{what}: did not finish within {WATCHDOG:?} (hang)"))
 }
 
 /// Holds a worker, with no safe point, until its runtime begins to shut down; returns once

@@ -1,29 +1,19 @@
 //! Handler actors: semantics (start, stop, panics, the last address), movement between
 //! workers, blocking inside `handle`, shutdown, and message conservation under every scheduler.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
-use std::thread;
 use std::time::Duration;
 
+use common::within_watchdog;
 use threadlet::channel;
 use threadlet::{Actor, Addr, Context, JoinError, Mailbox, Runtime, RuntimeExt, Scheduler};
 
-const WATCHDOG: Duration = Duration::from_secs(30);
-
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder().workers(workers).build().unwrap()
-}
-
-/// Runs `f` on a helper thread; fails the test if it does not finish within the watchdog.
-fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(WATCHDOG)
-        .unwrap_or_else(|_| panic!("{what}: did not finish within {WATCHDOG:?}"))
 }
 
 /// Records every hook call and message, in order.
