@@ -153,14 +153,19 @@ fn a_handler_actor_runs_on_both_workers_over_its_life() {
     // from one makes the handler actor run next on that one's worker.
     let mut on = [None, None];
     let mut spare = Vec::new();
-    for _ in 0..200 {
+    // Which worker starts a spawn depends on which one wakes first: try for a while (other
+    // tests may keep one worker's thread off the CPU for a time).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
         if on.iter().all(Option::is_some) {
             break;
         }
         let (tx, rx) = mpsc::channel();
         let (go, h) = rt.spawn_actor(move |mb: Mailbox<(Addr<Addr<()>>, u32)>| {
             tx.send(threadlet::worker_index().unwrap()).unwrap();
-            let (target, rounds) = mb.recv().expect("told what to do");
+            let Some((target, rounds)) = mb.recv() else {
+                return 0; // a spare, not needed
+            };
             let (ack, acks) = threadlet::spawn_actor(|mb: Mailbox<()>| mb.iter().count());
             for _ in 0..rounds {
                 target.send(ack.clone()).unwrap();
@@ -174,10 +179,11 @@ fn a_handler_actor_runs_on_both_workers_over_its_life() {
             on[w] = Some((go, h));
         } else {
             spare.push((go, h));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
     let [Some(a), Some(b)] = on else {
-        panic!("no actor started on one of the two workers in 200 tries");
+        panic!("no actor started on one of the two workers in 20 s");
     };
     for (go, h) in [a, b] {
         go.send((target.clone(), 20)).unwrap();
@@ -427,4 +433,35 @@ fn what_a_stopped_actor_leaves_is_dropped_before_join_returns() {
             "every message was dropped when join returned"
         );
     }
+}
+
+#[test]
+fn many_handlers_blocked_inside_handle_at_once_each_keep_their_stack() {
+    // Every one of them holds a carrier at the same time; once released, they hand their
+    // carriers back, more than a worker keeps idle (the rest are retired).
+    let rt = runtime(1);
+    let (release, released) = channel::unbounded::<()>();
+    let (blocking, is_blocking) = mpsc::channel();
+    let blockers: Vec<_> = (0..12)
+        .map(|_| {
+            let (addr, h) = rt.start(Blocker(released.clone(), blocking.clone()));
+            addr.send(()).unwrap();
+            (addr, h)
+        })
+        .collect();
+    for _ in 0..12 {
+        is_blocking.recv().unwrap(); // each is inside `handle`, waiting
+    }
+    for _ in 0..12 {
+        release.send(()).unwrap();
+    }
+    for (addr, h) in blockers {
+        within_watchdog("a released blocker ends", move || h.join()).unwrap();
+        drop(addr);
+    }
+    // The worker still runs handler actors on the carriers it kept.
+    let (tally, t) = rt.start(Tally(0));
+    tally.send(3).unwrap();
+    drop(tally);
+    assert_eq!(t.join().unwrap().0, 3);
 }

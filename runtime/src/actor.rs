@@ -117,16 +117,27 @@ impl ActorStack {
     }
 }
 
-pub(crate) type ActorCoroutine = Coroutine<(), Suspend, Finished, ActorStack>;
+/// A coroutine that runs an actor: a process actor's for its whole life, or a worker's
+/// *carrier*, lent to one handler actor per activation (`handler.rs`). A carrier is resumed
+/// with the program to run; a process actor's coroutine is always resumed with `None`.
+pub(crate) type ActorCoroutine = Coroutine<Option<Box<dyn Activation>>, Out, Finished, ActorStack>;
 
-/// What an actor's coroutine returns.
-pub(crate) enum Finished {
-    /// A process actor's entry returned: the actor has ended.
-    Process,
-    /// A handler actor's activation returned (`handler.rs`): its program and what to do next.
-    Activation(Box<dyn Activation>, Step),
+/// What a coroutine hands back when it suspends.
+pub(crate) enum Out {
+    /// The actor suspended (parked, yielded, preempted), keeping the coroutine.
+    Suspend(Suspend),
+    /// A carrier finished an activation: the program, and what to do next.
+    Activated(Box<dyn Activation>, Step),
+    /// A carrier finished an activation whose actor stopped (its program is dropped).
+    Stopped,
 }
-pub(crate) type ActorYielder = Yielder<(), Suspend>;
+
+/// What an actor's coroutine returns: a process actor's entry returned, the actor has ended.
+/// (A carrier never returns: it loops over activations until it is unwound.)
+pub(crate) enum Finished {
+    Process,
+}
+pub(crate) type ActorYielder = Yielder<Option<Box<dyn Activation>>, Out>;
 
 /// An actor's entry: called on its own stack with `None`, or, if no stack could be had when it
 /// was due to start (the kernel refused memory), on the worker's stack with that error, which it

@@ -112,9 +112,24 @@ pub struct Cancelled;
 fn suspend(actor: &ActorCell, reason: Suspend) {
     let y = actor.yielder.get();
     debug_assert!(!y.is_null());
-    // SAFETY: the yielder pointer was set by the coroutine's entry and lives on its stack,
-    // which is the stack we are running on now (we are inside that actor), so it is valid.
-    unsafe { (*y).suspend(reason) };
+    // SAFETY: the yielder pointer was set by the coroutine's entry (for a carrier, at the
+    // start of this activation, `lend_yielder`) and lives on its stack, which is the stack we
+    // are running on now (we are inside that actor), so it is valid.
+    let input = unsafe { (*y).suspend(crate::actor::Out::Suspend(reason)) };
+    debug_assert!(
+        input.is_none(),
+        "a suspended actor is resumed with no new program"
+    );
+}
+
+/// A carrier starts an activation (`handler.rs`): the actor it runs now suspends through the
+/// carrier's yielder.
+pub(crate) fn lend_yielder(y: &crate::actor::ActorYielder) {
+    with_current(|cur| {
+        if let Some((_, actor)) = cur {
+            actor.yielder.set(y);
+        }
+    })
 }
 
 /// Blocks the caller until woken: suspends the running actor, or parks a plain thread.

@@ -10,8 +10,10 @@
 //! The runtime runs a handler actor in *activations*. Its body is `Body::Idle(program)` while
 //! it waits; a worker that pops it:
 //!
-//! 1. takes a stack from its pool and starts a coroutine on it that calls
-//!    [`Activation::run`], which handles a batch of messages (`actor.rs`, `Body::Idle`);
+//! 1. lends it one of its idle *carriers* (or makes one, on a stack from its pool): a coroutine
+//!    that loops, resumed with a program each time, calling [`Activation::run`] (which
+//!    handles a batch of messages) and suspending with the outcome (`Out::Activated`, or
+//!    `Out::Stopped` once the actor has stopped and its program is dropped);
 //! 2. marks it started (from then on its body belongs to registries, and a queue entry of it is
 //!    only a reference, as for a started process actor). If `run` suspends (a channel, a
 //!    `join`, `sleep`, a preemption), the coroutine keeps its stack and stays on this worker,
@@ -19,8 +21,9 @@
 //!    itself (`home`) and registers it among its started actors, for wakes and for shutdown.
 //!    An activation that does not suspend needs neither: a wake while it runs only leaves
 //!    `NOTIFIED`, no queue holds it, and shutdown never interrupts a run;
-//! 3. when `run` returns, gives the stack back, unpins and unregisters the actor if it had
-//!    suspended, and puts the program back in the body; then, by the [`Step`] that `run` returned:
+//! 3. when `run` returns, takes the carrier back (it keeps a few idle ones and unwinds the
+//!    rest), unpins and unregisters the actor if it had suspended, and puts the program back in
+//!    the body; then, by the [`Step`] that `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
 //!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
 //!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is
@@ -33,8 +36,9 @@
 //!      deque is LIFO for its owner);
 //!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
 //!
-//! So the common case costs a coroutine start on a warm pooled stack and one switch pair per
-//! batch of messages, and no stack is held between batches.
+//! So the common case costs one switch pair per batch of messages, on a carrier that stays
+//! warm, with no coroutine created; and no stack is held between batches. Only an activation
+//! that suspends inside `handle` takes its carrier away, and the worker makes another.
 //!
 //! # Shutdown
 //!

@@ -65,7 +65,8 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Registry, Suspend,
+    ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Out,
+    Registry, Suspend,
 };
 use crate::context::{self, WorkerContext};
 use crate::fault;
@@ -147,6 +148,30 @@ impl Remote {
     }
 }
 
+/// Idle carriers a worker keeps. A carrier leaves the pool only while an activation suspended
+/// inside `handle` holds it; a few cover the common case of a handful of such actors at a time,
+/// and the rest are unwound rather than kept.
+const IDLE_CARRIERS: usize = 4;
+
+/// A coroutine that runs handler actors' activations one after another (`handler.rs`), with
+/// the guard range of its stack (for the overflow report of the actor it runs).
+struct Carrier {
+    coroutine: ActorCoroutine,
+    guard: (usize, usize),
+}
+
+/// Names the handler actor an activation runs, for a contained panic's report.
+struct ActivationOf(&'static str);
+
+impl std::fmt::Display for ActivationOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match context::current() {
+            Some(id) => write!(f, "{} of handler actor {id}", self.0),
+            None => write!(f, "{} of a handler actor", self.0),
+        }
+    }
+}
+
 /// What only the worker thread touches; see the module docs.
 pub(crate) struct Core {
     next: Cell<Option<ActorRef>>,
@@ -155,6 +180,8 @@ pub(crate) struct Core {
     pool: RefCell<StackPool>,
     /// Started pinned actors, for shutdown. Each knows its slot (`registry_slot`).
     live: RefCell<Vec<ActorRef>>,
+    /// Idle carriers for handler actors' activations (`handler.rs`).
+    carriers: RefCell<Vec<Carrier>>,
     tick: Cell<u32>,
     rng: Cell<u64>,
     /// Number of the current time slice (published in `Remote::slice` while running).
@@ -172,6 +199,7 @@ impl Core {
             deque,
             pool: RefCell::new(StackPool::new()),
             live: RefCell::new(Vec::new()),
+            carriers: RefCell::new(Vec::new()),
             tick: Cell::new(0),
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
@@ -470,9 +498,17 @@ impl WorkerLoop<'_> {
         // yield, finish). A pinned started actor only enters this worker's queues, so its
         // coroutine is resumed on its home thread.
         let body = unsafe { &mut *actor.body.get() };
+        // What the coroutine is resumed with: the program, for a carrier starting an activation.
+        let mut input = None;
         let ready = match body {
             Body::Unstarted(..) => self.start(&actor, body),
-            Body::Idle(_) => self.activate(&actor, body),
+            Body::Idle(_) => match self.activate(&actor, body) {
+                Some(program) => {
+                    input = Some(program);
+                    true
+                }
+                None => false,
+            },
             Body::Running(_) => true,
             Body::Done => {
                 // A finished actor is never scheduled: its wakes are no-ops.
@@ -512,19 +548,21 @@ impl WorkerLoop<'_> {
             // `current` names the actor only while its coroutine runs: whatever the worker
             // does between resumes (queueing, waking, dropping) runs outside any actor.
             self.ctx.current.set(Arc::as_ptr(&actor));
-            let resumed = coroutine.resume(());
+            let resumed = coroutine.resume(input.take());
             self.ctx.current.set(std::ptr::null());
-            if let CoroutineResult::Yield(_) = resumed {
-                // A handler actor's activation that suspends keeps its stack: from now until
+            if let CoroutineResult::Yield(Out::Suspend(_)) = resumed {
+                // A handler actor's activation that suspends keeps its carrier: from now until
                 // it returns, it is pinned here like a process actor (`handler.rs`, step 2).
                 self.pin_activation(&actor);
             }
             match resumed {
-                CoroutineResult::Yield(Suspend::Park) => match actor.state.after_park() {
-                    AfterPark::Parked => break,
-                    AfterPark::Resume => continue,
-                },
-                CoroutineResult::Yield(reason) => {
+                CoroutineResult::Yield(Out::Suspend(Suspend::Park)) => {
+                    match actor.state.after_park() {
+                        AfterPark::Parked => break,
+                        AfterPark::Resume => continue,
+                    }
+                }
+                CoroutineResult::Yield(Out::Suspend(reason)) => {
                     if reason == Suspend::Preempted {
                         remote.stats.bump(&remote.stats.preemptions);
                         remote.stats.bump(&actor.preemptions);
@@ -549,9 +587,16 @@ impl WorkerLoop<'_> {
                     self.finish(&actor, body);
                     break;
                 }
+                // A handler actor's activation ended with its actor stopped (`handler.rs`).
+                CoroutineResult::Yield(Out::Stopped) => {
+                    self.end_activation(&actor, body, None);
+                    self.shared().unregister_handler(&actor);
+                    actor.end();
+                    break;
+                }
                 // A handler actor's activation returned (`handler.rs`, step 3).
-                CoroutineResult::Return(Finished::Activation(program, step)) => {
-                    self.end_activation(&actor, body, program);
+                CoroutineResult::Yield(Out::Activated(program, step)) => {
+                    self.end_activation(&actor, body, Some(program));
                     match step {
                         Step::Park => match actor.state.after_park() {
                             AfterPark::Parked => break,
@@ -568,7 +613,7 @@ impl WorkerLoop<'_> {
                             self.push_yielded_handler(actor.clone());
                             break;
                         }
-                        Step::Stop => unreachable!("a stopped activation returns Process"),
+                        Step::Stop => unreachable!("a stopped activation yields `Out::Stopped`"),
                     }
                 }
             }
@@ -603,57 +648,73 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): a coroutine
-    /// on a stack from this worker's pool, pinned here until it returns. `false` if no stack
-    /// could be had: the actor then ends (its join handle reports `Cancelled`).
-    fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
-        let Body::Idle(mut program) = std::mem::replace(body, Body::Done) else {
+    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): lends it
+    /// one of this worker's idle carriers (or a new one, on a stack from the pool) and returns
+    /// the program to resume the carrier with. `None` if no stack could be had for a new
+    /// carrier: the actor then ends (its join handle reports `Cancelled`).
+    fn activate(&self, actor: &ActorRef, body: &mut Body) -> Option<Box<dyn Activation>> {
+        let Body::Idle(program) = std::mem::replace(body, Body::Done) else {
             unreachable!("activate() on an actor that is not idle");
         };
-        let shared = self.shared();
-        let stack = match self.core().pool.borrow_mut().take(&shared.slab) {
-            Ok(s) => ActorStack::Pooled(s),
-            Err(e) => {
-                actor.end();
-                shared.unregister_handler(actor);
-                self.remote().slice.store(0, Ordering::Relaxed);
-                let id = actor.id;
-                fault::contain(
-                    format_args!("handler actor {id}, which could not get a stack ({e})"),
-                    move || drop(program),
-                );
-                return false;
-            }
-        };
-        actor.guard.set(stack.guard_range());
-        let cell: *const ActorCell = Arc::as_ptr(actor);
-        let id = actor.id;
-        let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
-            // SAFETY: as in `start`: the cell owns this coroutine, and only the worker running
-            // the actor touches `yielder`.
-            unsafe { (*cell).yielder.set(y) };
-            // `run` catches the user's panics; one of its own ends the actor, contained.
-            let step = fault::contain(format_args!("an activation of handler actor {id}"), || {
-                program.run()
-            });
-            match step {
-                Some(step @ (Step::Park | Step::Yield)) => Finished::Activation(program, step),
-                Some(Step::Stop) | None => {
-                    // Dropped here, inside the actor: its mailbox and what is left in it.
-                    fault::contain(format_args!("dropping handler actor {id}"), move || {
-                        drop(program)
-                    });
-                    Finished::Process
+        let carrier = match self.core().carriers.borrow_mut().pop() {
+            Some(c) => c,
+            None => match self.new_carrier() {
+                Ok(c) => c,
+                Err(e) => {
+                    let shared = self.shared();
+                    actor.end();
+                    shared.unregister_handler(actor);
+                    self.remote().slice.store(0, Ordering::Relaxed);
+                    let id = actor.id;
+                    fault::contain(
+                        format_args!("handler actor {id}, which could not get a stack ({e})"),
+                        move || drop(program),
+                    );
+                    return None;
                 }
-            }
-        });
-        *body = Body::Running(coroutine);
+            },
+        };
+        actor.guard.set(carrier.guard);
+        *body = Body::Running(carrier.coroutine);
         // From its first activation on, a handler actor's body belongs to registries, as a
         // started process actor's does: a queue entry of it is only a reference, which sweeps
         // at shutdown may drop (`Shared::after_push`, `drop_unstarted`); an idle one is dropped
         // through the handler registry (shutdown step 4).
         actor.started.store(true, Ordering::Release);
-        true
+        Some(program)
+    }
+
+    /// A new carrier (`handler.rs`): a coroutine on a pooled stack that runs one program per
+    /// resume, and suspends with the outcome.
+    fn new_carrier(&self) -> std::io::Result<Carrier> {
+        let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
+        let stack = ActorStack::Pooled(stack);
+        let guard = stack.guard_range();
+        let coroutine = Coroutine::with_stack(
+            stack,
+            |y: &ActorYielder, first: Option<Box<dyn Activation>>| {
+                let mut next = first;
+                loop {
+                    let Some(mut program) = next.take() else {
+                        unreachable!("a carrier is resumed with a program when idle");
+                    };
+                    // The actor this activation runs suspends through this carrier.
+                    context::lend_yielder(y);
+                    // `run` catches the user's panics; one of its own ends the actor, contained.
+                    let step = fault::contain(ActivationOf("an activation"), || program.run());
+                    let out = match step {
+                        Some(step @ (Step::Park | Step::Yield)) => Out::Activated(program, step),
+                        Some(Step::Stop) | None => {
+                            // Dropped here, inside the actor: its mailbox and what is left.
+                            fault::contain(ActivationOf("dropping"), move || drop(program));
+                            Out::Stopped
+                        }
+                    };
+                    next = y.suspend(out);
+                }
+            },
+        );
+        Ok(Carrier { coroutine, guard })
     }
 
     /// An activation suspended: pin the actor here and register it, for wakes and shutdown
@@ -670,13 +731,26 @@ impl WorkerLoop<'_> {
         Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
     }
 
-    /// An activation returned (`handler.rs`, step 3): its stack goes back to the pool, the actor
-    /// leaves this worker's registry and is unpinned, and its program is its body again.
-    fn end_activation(&self, actor: &ActorRef, body: &mut Body, program: Box<dyn Activation>) {
-        let Body::Running(coroutine) = std::mem::replace(body, Body::Idle(program)) else {
-            unreachable!("an activation returned from a coroutine");
+    /// An activation ended (`handler.rs`, step 3): the carrier goes back to this worker, the
+    /// actor leaves its registry and is unpinned if it had suspended, and its program (if it
+    /// has not stopped) is its body again.
+    fn end_activation(
+        &self,
+        actor: &ActorRef,
+        body: &mut Body,
+        program: Option<Box<dyn Activation>>,
+    ) {
+        let next = match program {
+            Some(p) => Body::Idle(p),
+            None => Body::Done,
         };
-        self.recycle(coroutine.into_stack());
+        let Body::Running(coroutine) = std::mem::replace(body, next) else {
+            unreachable!("an activation ran on a carrier");
+        };
+        self.put_carrier(Carrier {
+            coroutine,
+            guard: actor.guard.get(),
+        });
         if actor.home().is_some() {
             // It had suspended (`pin_activation`).
             self.unregister_local(actor);
@@ -684,6 +758,29 @@ impl WorkerLoop<'_> {
             // waker that then schedules the actor reads `home` after its own acquire, and
             // routes it as movable.
             actor.home.store(NO_HOME, Ordering::Release);
+        }
+    }
+
+    /// Keeps an idle carrier for the next activation, up to `IDLE_CARRIERS`; retires the rest.
+    fn put_carrier(&self, carrier: Carrier) {
+        let mut carriers = self.core().carriers.borrow_mut();
+        if carriers.len() < IDLE_CARRIERS {
+            carriers.push(carrier);
+        } else {
+            drop(carriers);
+            self.retire_carrier(carrier);
+        }
+    }
+
+    /// Unwinds an idle carrier (it holds no actor: only its own loop is on its stack) and gives
+    /// its stack back.
+    fn retire_carrier(&self, carrier: Carrier) {
+        let mut coroutine = carrier.coroutine;
+        let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+        if unwound.is_ok() {
+            self.recycle(coroutine.into_stack());
+        } else {
+            std::mem::forget(coroutine);
         }
     }
 
@@ -715,7 +812,7 @@ impl WorkerLoop<'_> {
         };
         actor.guard.set(stack.guard_range());
         let cell: *const ActorCell = Arc::as_ptr(actor);
-        let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, ()| {
+        let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, _: Option<_>| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
@@ -786,6 +883,10 @@ impl WorkerLoop<'_> {
         unwound.wait();
         // Step 5: whatever that unwinding queued here.
         self.drain_and_unwind_pinned();
+        let carriers = std::mem::take(&mut *self.core().carriers.borrow_mut());
+        for c in carriers {
+            self.retire_carrier(c);
+        }
         self.core()
             .pool
             .borrow_mut()
