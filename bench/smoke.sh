@@ -22,6 +22,7 @@ $B spawn --actors 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate
 $B ring --actors 20 --hops 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B ring --actors 20 --hops 2000 --runtime $TL --workers 2 --repeat 1 --migrate --json
+$B ring --actors 20 --hops 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B pool --actors 3 --jobs 6 --work 100000 --runtime $ALL --workers 1,2 --repeat 1
 $B pool --actors 3 --jobs 6 --work 100000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B scaling --scenario all --workers 1,2 --runtime $TL,tokio --n 200000 --factorial-actors 20 \

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::json;
-use threadlet::{Addr, Mailbox, channel};
+use threadlet::{Actor, Addr, Context, Mailbox, channel};
 
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// ring's options.
 #[derive(Args, Clone, Debug)]
@@ -28,6 +28,9 @@ pub struct Params {
     /// Times the token is passed on.
     #[arg(long, default_value_t = 10_000_000)]
     pub hops: u64,
+    /// Which kind of threadlet actor makes up the ring.
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
 }
 
 /// Whether ring has a version for `rt`.
@@ -37,13 +40,18 @@ pub fn supports(rt: Rt) -> bool {
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "ring", supports, |out, rt, w| {
+    let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
+    super::for_each(out, opts, "ring", supported, |out, rt, w| {
+        let mut params = vec![("actors", json!(p.actors)), ("hops", json!(p.hops))];
+        if rt.scheduler().is_some() {
+            params.push(("actor", json!(p.actor.name())));
+        }
         let spec = Spec {
             scenario: "ring",
             runtime: rt,
             workers: w,
             migrate: opts.migrate,
-            params: vec![("actors", json!(p.actors)), ("hops", json!(p.hops))],
+            params,
         };
         measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
     });
@@ -76,7 +84,11 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
         Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
-            let o = runtime.block_on(move || actor_ring(n, hops, migrate));
+            let actor = p.actor;
+            let o = runtime.block_on(move || match actor {
+                ActorKind::Process => actor_ring(n, hops, migrate),
+                ActorKind::Handler => handler_ring(n, hops),
+            });
             stats = Some(runtimes::stats_json(&runtime.stats()));
             o
         }
@@ -161,6 +173,80 @@ fn actor_ring(n: usize, hops: u64, migrate: bool) -> Outcome {
         .into_iter()
         .map(|h| h.join().expect("ring members do not panic"))
         .fold((0, 0), |(p, w), (p1, w1)| (p + p1, w + usize::from(w1)));
+    Outcome {
+        setup,
+        hops: t.elapsed(),
+        passed,
+        winner,
+        winners,
+    }
+}
+
+/// A ring member as a handler actor: passes the token on, once the ring is formed.
+struct RingMember {
+    i: usize,
+    n: usize,
+    ring: Arc<OnceLock<Vec<Addr<Msg>>>>,
+    next: Option<Addr<Msg>>,
+    done: channel::Sender<usize>,
+    passed: u64,
+    won: bool,
+}
+
+impl Actor for RingMember {
+    type Msg = Msg;
+    fn handle(&mut self, m: Msg, ctx: &mut Context<Self>) {
+        let (ring, i, n) = (&self.ring, self.i, self.n);
+        let next = self.next.get_or_insert_with(|| {
+            ring.get().expect("the ring is formed first")[(i + 1) % n].clone()
+        });
+        match m {
+            Msg::Token(0) => {
+                self.won = true;
+                self.done.send(self.i).expect("the driver waits");
+            }
+            Msg::Token(t) => {
+                next.send(Msg::Token(t - 1))
+                    .expect("ring members stay until exit");
+                self.passed += 1;
+            }
+            Msg::Exit => ctx.stop(),
+        }
+    }
+}
+
+/// The threadlet ring of handler actors; runs inside an actor.
+fn handler_ring(n: usize, hops: u64) -> Outcome {
+    let start = Instant::now();
+    let ring: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
+    let (done_tx, done_rx) = channel::unbounded::<usize>();
+    let (addrs, handles): (Vec<_>, Vec<_>) = (0..n)
+        .map(|i| {
+            threadlet::start(RingMember {
+                i,
+                n,
+                ring: ring.clone(),
+                next: None,
+                done: done_tx.clone(),
+                passed: 0,
+                won: false,
+            })
+        })
+        .unzip();
+    drop(done_tx);
+    let first = addrs[0].clone();
+    ring.set(addrs).unwrap_or_else(|_| unreachable!("set once"));
+    let setup = start.elapsed();
+    let t = Instant::now();
+    first.send(Msg::Token(hops)).expect("actor 0 waits");
+    let winner = done_rx.recv().expect("an actor gets the last token");
+    for a in ring.get().expect("formed") {
+        a.send(Msg::Exit).expect("ring members stay until exit");
+    }
+    let (passed, winners) = handles
+        .into_iter()
+        .map(|h| h.join().expect("ring members do not panic"))
+        .fold((0, 0), |(p, w), m| (p + m.passed, w + usize::from(m.won)));
     Outcome {
         setup,
         hops: t.elapsed(),
