@@ -115,6 +115,18 @@ pub fn run(
     )
 }
 
+/// [`run`] with players of the given kind (threadlet runtimes).
+pub fn run_kind(
+    rt: Rt,
+    workers: Option<usize>,
+    migrate: bool,
+    players: usize,
+    kicks: u64,
+    actor: ActorKind,
+) -> Result<Sample, String> {
+    run_with(rt, workers, migrate, players, kicks, false, actor)
+}
+
 /// One game on `rt`, after an untimed one in the same runtime if `warm`.
 fn run_with(
     rt: Rt,

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::measure::{Record, Sample, Spec, measure_then};
 use crate::output::{Out, secs};
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 use crate::{Common, Opts};
 
 use super::{count, factorial, hackysack};
@@ -67,7 +67,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
              threads would use up the thread ids every process on this machine shares",
         );
     }
-    out.sweep(Some(14));
+    out.sweep(Some(16));
     let mut rows = Vec::new();
 
     // 000: hackysack.
@@ -76,45 +76,68 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     // OS threads at the seed's 100,000 would exhaust the machine's thread ids (pid_max is
     // often 32,768, shared by every process), disturbing everything else that runs there.
     let threads_big = if q { 1100 } else { 10_000 };
-    let games: [(usize, Rt, &str, Option<f64>); 4] = [
+    let games: [(usize, Rt, ActorKind, &str, Option<f64>); 6] = [
         (
             small.0,
             Rt::WorkStealing,
+            ActorKind::Process,
+            "Stackless tasklets: 19.7 ms",
+            Some(0.0197),
+        ),
+        (
+            small.0,
+            Rt::WorkStealing,
+            ActorKind::Handler,
             "Stackless tasklets: 19.7 ms",
             Some(0.0197),
         ),
         (
             small.0,
             Rt::OsThreads,
+            ActorKind::Process,
             "Python OS threads: 183 ms",
             Some(0.183),
         ),
         (
             big,
             Rt::WorkStealing,
+            ActorKind::Process,
+            "Stackless tasklets, 100,000 players: 1.07 s, mostly setup",
+            Some(1.07),
+        ),
+        (
+            big,
+            Rt::WorkStealing,
+            ActorKind::Handler,
             "Stackless tasklets, 100,000 players: 1.07 s, mostly setup",
             Some(1.07),
         ),
         (
             threads_big,
             Rt::OsThreads,
+            ActorKind::Process,
             "Python OS threads: failed at about 1,100 threads",
             None,
         ),
     ];
-    for (players, rt, seed, seed_s) in games {
+    for (players, rt, kind, seed, seed_s) in games {
         let wk = rt.has_workers().then_some(w);
-        let name = format!("hackysack {players} players x {} kicks", small.1);
-        experiment(
-            out,
-            &mut rows,
-            &name,
-            seed,
-            seed_s,
-            hackysack::spec(rt, wk, migrate, players as u64, small.1),
-            repeat,
-            || hackysack::run(rt, wk, migrate, players, small.1),
-        );
+        let name = match kind {
+            ActorKind::Handler => {
+                format!(
+                    "hackysack {players} players x {} kicks, handler actors",
+                    small.1
+                )
+            }
+            ActorKind::Process => format!("hackysack {players} players x {} kicks", small.1),
+        };
+        let mut spec = hackysack::spec(rt, wk, migrate, players as u64, small.1);
+        if rt.scheduler().is_some() {
+            spec.params.push(("actor", json!(kind.name())));
+        }
+        experiment(out, &mut rows, &name, seed, seed_s, spec, repeat, || {
+            hackysack::run_kind(rt, wk, migrate, players, small.1, kind)
+        });
     }
 
     // 003: count(100M) twice.
