@@ -20,6 +20,7 @@ $B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 1,2 --repeat 1 
 $B spawn --actors 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B spawn --actors 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate
+$B skynet --size 1000 --fanout 10 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B ring --actors 20 --hops 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B ring --actors 20 --hops 2000 --runtime $TL --workers 2 --repeat 1 --migrate --json
 $B ring --actors 20 --hops 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler

@@ -14,11 +14,12 @@ use std::time::Instant;
 
 use clap::Args;
 use serde_json::json;
+use threadlet::{Actor, Addr, Context, channel};
 
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
-use crate::runtimes::{self, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// skynet's options.
 #[derive(Args, Clone, Debug)]
@@ -29,6 +30,9 @@ pub struct Params {
     /// Children per inner actor.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..))]
     pub fanout: u64,
+    /// Which kind of threadlet actor makes up the tree.
+    #[arg(long, value_enum, default_value_t = ActorKind::Process)]
+    pub actor: ActorKind,
 }
 
 /// Whether skynet has a version for `rt`.
@@ -39,17 +43,22 @@ pub fn supports(rt: Rt) -> bool {
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let nodes = nodes(p.size, p.fanout);
-    super::for_each(out, opts, "skynet", supports, |out, rt, w| {
+    let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
+    super::for_each(out, opts, "skynet", supported, |out, rt, w| {
+        let mut params = vec![
+            ("size", json!(p.size)),
+            ("fanout", json!(p.fanout)),
+            ("actors", json!(nodes)),
+        ];
+        if rt.scheduler().is_some() {
+            params.push(("actor", json!(p.actor.name())));
+        }
         let spec = Spec {
             scenario: "skynet",
             runtime: rt,
             workers: w,
             migrate: opts.migrate,
-            params: vec![
-                ("size", json!(p.size)),
-                ("fanout", json!(p.fanout)),
-                ("actors", json!(nodes)),
-            ],
+            params,
         };
         measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
     });
@@ -75,6 +84,68 @@ pub fn nodes(size: u64, fanout: u64) -> u64 {
     1 + full * nodes(chunk, fanout) + if rest > 0 { nodes(rest, fanout) } else { 0 }
 }
 
+/// Where a handler node reports its sum.
+enum Parent {
+    Node(Addr<u64>),
+    Driver(channel::Sender<u64>),
+}
+
+/// A skynet node as a handler actor: starts its children in `started`, adds up what they
+/// report, reports the sum and stops.
+struct Node {
+    num: u64,
+    size: u64,
+    fanout: u64,
+    parent: Option<Parent>,
+    pending: u64,
+    sum: u64,
+}
+
+impl Node {
+    fn new(num: u64, size: u64, fanout: u64, parent: Parent) -> Node {
+        Node {
+            num,
+            size,
+            fanout,
+            parent: Some(parent),
+            pending: 0,
+            sum: 0,
+        }
+    }
+
+    fn report(&mut self, ctx: &mut Context<Self>) {
+        match self.parent.take().expect("reports once") {
+            Parent::Node(a) => a.send(self.sum).expect("the parent waits"),
+            Parent::Driver(tx) => tx.send(self.sum).expect("the driver waits"),
+        }
+        ctx.stop();
+    }
+}
+
+impl Actor for Node {
+    type Msg = u64;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.size == 1 {
+            self.sum = self.num;
+            return self.report(ctx);
+        }
+        for (num, size) in children(self.num, self.size, self.fanout) {
+            let parent = Parent::Node(ctx.addr());
+            drop(threadlet::start(Node::new(num, size, self.fanout, parent)));
+            self.pending += 1;
+        }
+    }
+
+    fn handle(&mut self, v: u64, ctx: &mut Context<Self>) {
+        self.sum += v;
+        self.pending -= 1;
+        if self.pending == 0 {
+            self.report(ctx);
+        }
+    }
+}
+
 /// One run on `rt`.
 pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<Sample, String> {
     let (size, fanout) = (p.size, p.fanout);
@@ -85,10 +156,22 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
             window = rss::Window::start();
+            let actor = p.actor;
             let r = runtime.block_on(move || {
                 let start = Instant::now();
-                let root = runtimes::spawn(migrate, move || actor_node(0, size, fanout, migrate));
-                let sum = root.join().expect("skynet actors do not panic");
+                let sum = match actor {
+                    ActorKind::Process => {
+                        let root =
+                            runtimes::spawn(migrate, move || actor_node(0, size, fanout, migrate));
+                        root.join().expect("skynet actors do not panic")
+                    }
+                    ActorKind::Handler => {
+                        let (tx, rx) = channel::bounded(1);
+                        let _root =
+                            threadlet::start(Node::new(0, size, fanout, Parent::Driver(tx)));
+                        rx.recv().expect("the root reports")
+                    }
+                };
                 (start.elapsed(), sum)
             });
             stats = Some(runtimes::stats_json(&runtime.stats()));
