@@ -93,35 +93,11 @@ impl Kicker {
 /// One player: wait for the sack, kick it on, until told to go home. Returns `true` when it went
 /// home on `Exit`. If the chosen player is gone (it could not start: the runtime ran out of
 /// stacks), the game cannot go on: everybody is sent home and the kicker reports the loss.
-fn player(
-    me: usize,
-    mb: Mailbox<Msg>,
-    circle: Arc<OnceLock<Vec<Addr<Msg>>>>,
-    kicked: Arc<AtomicU64>,
-    kicks: u64,
-) -> bool {
-    let mut kicker = Kicker::new(me);
+fn player(mut me: Player, mb: Mailbox<Msg>) -> bool {
     while let Some(msg) = mb.recv() {
         match msg {
             Msg::Exit => return true,
-            Msg::Sack => {
-                let circle = circle
-                    .get()
-                    .expect("the circle is formed before the first kick");
-                let Kick::To(to) = kicker.kick(&kicked, kicks, circle.len()) else {
-                    for p in circle {
-                        // A player that already left would hand the message back; nobody has.
-                        let _ = p.send(Msg::Exit);
-                    }
-                    continue;
-                };
-                if circle[to].send(Msg::Sack).is_err() {
-                    for p in circle {
-                        let _ = p.send(Msg::Exit);
-                    }
-                    panic!("player {to} is gone before the game ended: the sack is lost");
-                }
-            }
+            Msg::Sack => me.take_sack(),
         }
     }
     false
@@ -156,24 +132,47 @@ impl Actor for Player {
                 self.went_home = true;
                 ctx.stop();
             }
-            Msg::Sack => {
-                let circle = self
-                    .circle
-                    .get()
-                    .expect("the circle is formed before the first kick");
-                let Kick::To(to) = self.kicker.kick(&self.kicked, self.kicks, circle.len()) else {
-                    for p in circle {
-                        let _ = p.send(Msg::Exit);
-                    }
-                    return;
-                };
-                if circle[to].send(Msg::Sack).is_err() {
-                    for p in circle {
-                        let _ = p.send(Msg::Exit);
-                    }
-                    panic!("player {to} is gone before the game ended: the sack is lost");
-                }
+            Msg::Sack => self.take_sack(),
+        }
+    }
+}
+
+impl Player {
+    fn new(
+        me: usize,
+        circle: Arc<OnceLock<Vec<Addr<Msg>>>>,
+        kicked: Arc<AtomicU64>,
+        kicks: u64,
+    ) -> Player {
+        Player {
+            kicker: Kicker::new(me),
+            circle,
+            kicked,
+            kicks,
+            went_home: false,
+        }
+    }
+
+    /// The player's turn with the sack, whichever kind of actor it is: kick it on to a random
+    /// other player, or, after the last kick, send everybody home. If the chosen player is
+    /// gone, everybody is sent home and the game is lost (a panic).
+    fn take_sack(&mut self) {
+        let circle = self
+            .circle
+            .get()
+            .expect("the circle is formed before the first kick");
+        let Kick::To(to) = self.kicker.kick(&self.kicked, self.kicks, circle.len()) else {
+            for p in circle {
+                // A player that already left would hand the message back; nobody has.
+                let _ = p.send(Msg::Exit);
             }
+            return;
+        };
+        if circle[to].send(Msg::Sack).is_err() {
+            for p in circle {
+                let _ = p.send(Msg::Exit);
+            }
+            panic!("player {to} is gone before the game ended: the sack is lost");
         }
     }
 }
@@ -232,21 +231,15 @@ pub fn try_play_kind(
     let mut addrs: Vec<Addr<Msg>> = Vec::with_capacity(players);
     let mut handles: Vec<Home> = Vec::with_capacity(players);
     for me in 0..players {
-        let (circle, kicked) = (circle.clone(), kicked.clone());
+        let player_me = Player::new(me, circle.clone(), kicked.clone(), kicks);
         let spawned = match kind {
             Kind::Process => opts
                 .clone()
-                .spawn_actor(move |mb| player(me, mb, circle, kicked, kicks))
+                .spawn_actor(move |mb| player(player_me, mb))
                 .map(|(addr, h)| (addr, Home::Process(h))),
             Kind::Handler => opts
                 .clone()
-                .start(Player {
-                    kicker: Kicker::new(me),
-                    circle,
-                    kicked,
-                    kicks,
-                    went_home: false,
-                })
+                .start(player_me)
                 .map(|(addr, h)| (addr, Home::Handler(h))),
         };
         let (addr, h) = match spawned {
