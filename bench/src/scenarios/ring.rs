@@ -85,10 +85,7 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
             let sched = rt.scheduler().expect("a threadlet runtime");
             let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
             let actor = p.actor;
-            let o = runtime.block_on(move || match actor {
-                ActorKind::Process => actor_ring(n, hops, migrate),
-                ActorKind::Handler => handler_ring(n, hops),
-            });
+            let o = runtime.block_on(move || actor_ring(n, hops, migrate, actor));
             stats = Some(runtimes::stats_json(&runtime.stats()));
             o
         }
@@ -124,65 +121,7 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
 /// What a ring member returns: passes made, and whether it got the last token.
 type Member = (u64, bool);
 
-/// The threadlet ring; runs inside an actor.
-fn actor_ring(n: usize, hops: u64, migrate: bool) -> Outcome {
-    let start = Instant::now();
-    let ring: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
-    let (done_tx, done_rx) = channel::unbounded::<usize>();
-    let mut addrs = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
-    for i in 0..n {
-        let (ring, done_tx) = (ring.clone(), done_tx.clone());
-        let (addr, h) = runtimes::actor(migrate, move |mb: Mailbox<Msg>| -> Member {
-            let (mut passed, mut won) = (0, false);
-            let mut next = None;
-            while let Some(m) = mb.recv() {
-                // The ring is formed before the first token, not necessarily before we start.
-                let next = next.get_or_insert_with(|| {
-                    ring.get().expect("the ring is formed first")[(i + 1) % n].clone()
-                });
-                match m {
-                    Msg::Token(0) => {
-                        won = true;
-                        done_tx.send(i).expect("the driver waits");
-                    }
-                    Msg::Token(t) => {
-                        next.send(Msg::Token(t - 1))
-                            .expect("ring members stay until exit");
-                        passed += 1;
-                    }
-                    Msg::Exit => break,
-                }
-            }
-            (passed, won)
-        });
-        addrs.push(addr);
-        handles.push(h);
-    }
-    drop(done_tx);
-    let first = addrs[0].clone();
-    ring.set(addrs).unwrap_or_else(|_| unreachable!("set once"));
-    let setup = start.elapsed();
-    let t = Instant::now();
-    first.send(Msg::Token(hops)).expect("actor 0 waits");
-    let winner = done_rx.recv().expect("an actor gets the last token");
-    for a in ring.get().expect("formed") {
-        a.send(Msg::Exit).expect("ring members stay until exit");
-    }
-    let (passed, winners) = handles
-        .into_iter()
-        .map(|h| h.join().expect("ring members do not panic"))
-        .fold((0, 0), |(p, w), (p1, w1)| (p + p1, w + usize::from(w1)));
-    Outcome {
-        setup,
-        hops: t.elapsed(),
-        passed,
-        winner,
-        winners,
-    }
-}
-
-/// A ring member as a handler actor: passes the token on, once the ring is formed.
+/// A threadlet ring member, of either kind: passes the token on, once the ring is formed.
 struct RingMember {
     i: usize,
     n: usize,
@@ -193,10 +132,11 @@ struct RingMember {
     won: bool,
 }
 
-impl Actor for RingMember {
-    type Msg = Msg;
-    fn handle(&mut self, m: Msg, ctx: &mut Context<Self>) {
+impl RingMember {
+    /// Handles one message; `false` on `Exit`.
+    fn take(&mut self, m: Msg) -> bool {
         let (ring, i, n) = (&self.ring, self.i, self.n);
+        // The ring is formed before the first token, not necessarily before we start.
         let next = self.next.get_or_insert_with(|| {
             ring.get().expect("the ring is formed first")[(i + 1) % n].clone()
         });
@@ -210,29 +150,65 @@ impl Actor for RingMember {
                     .expect("ring members stay until exit");
                 self.passed += 1;
             }
-            Msg::Exit => ctx.stop(),
+            Msg::Exit => return false,
+        }
+        true
+    }
+}
+
+impl Actor for RingMember {
+    type Msg = Msg;
+    fn handle(&mut self, m: Msg, ctx: &mut Context<Self>) {
+        if !self.take(m) {
+            ctx.stop();
         }
     }
 }
 
-/// The threadlet ring of handler actors; runs inside an actor.
-fn handler_ring(n: usize, hops: u64) -> Outcome {
+/// The threadlet ring, of process actors (`migrate`: with the opt-in) or handler actors; runs
+/// inside an actor.
+fn actor_ring(n: usize, hops: u64, migrate: bool, kind: ActorKind) -> Outcome {
     let start = Instant::now();
     let ring: Arc<OnceLock<Vec<Addr<Msg>>>> = Arc::new(OnceLock::new());
     let (done_tx, done_rx) = channel::unbounded::<usize>();
-    let (addrs, handles): (Vec<_>, Vec<_>) = (0..n)
-        .map(|i| {
-            threadlet::start(RingMember {
-                i,
-                n,
-                ring: ring.clone(),
-                next: None,
-                done: done_tx.clone(),
-                passed: 0,
-                won: false,
-            })
-        })
-        .unzip();
+    let mut addrs = Vec::with_capacity(n);
+    let mut handles: Vec<Box<dyn FnOnce() -> Member + Send>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut member = RingMember {
+            i,
+            n,
+            ring: ring.clone(),
+            next: None,
+            done: done_tx.clone(),
+            passed: 0,
+            won: false,
+        };
+        let addr = match kind {
+            ActorKind::Process => {
+                let (addr, h) = runtimes::actor(migrate, move |mb: Mailbox<Msg>| -> Member {
+                    while let Some(m) = mb.recv() {
+                        if !member.take(m) {
+                            break;
+                        }
+                    }
+                    (member.passed, member.won)
+                });
+                handles.push(Box::new(move || {
+                    h.join().expect("ring members do not panic")
+                }));
+                addr
+            }
+            ActorKind::Handler => {
+                let (addr, h) = threadlet::start(member);
+                handles.push(Box::new(move || {
+                    let m = h.join().expect("ring members do not panic");
+                    (m.passed, m.won)
+                }));
+                addr
+            }
+        };
+        addrs.push(addr);
+    }
     drop(done_tx);
     let first = addrs[0].clone();
     ring.set(addrs).unwrap_or_else(|_| unreachable!("set once"));
@@ -245,8 +221,8 @@ fn handler_ring(n: usize, hops: u64) -> Outcome {
     }
     let (passed, winners) = handles
         .into_iter()
-        .map(|h| h.join().expect("ring members do not panic"))
-        .fold((0, 0), |(p, w), m| (p + m.passed, w + usize::from(m.won)));
+        .map(|join| join())
+        .fold((0, 0), |(p, w), (p1, w1)| (p + p1, w + usize::from(w1)));
     Outcome {
         setup,
         hops: t.elapsed(),
