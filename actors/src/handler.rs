@@ -290,29 +290,23 @@ fn start_with<A: Actor>(
 /// assert_eq!(got, Some(7));
 /// ```
 pub fn start<A: Actor>(actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
-    ActorBuilderExt::start_with_opts(SpawnOptions::new(), actor)
-        .unwrap_or_else(|e| panic!("threadlet::start: {e}"))
+    start_here(SpawnOptions::new(), actor).unwrap_or_else(|e| panic!("threadlet::start: {e}"))
 }
 
-/// The ways to start a handler actor, shared by `start`, `RuntimeExt::start` and
-/// `ActorBuilder::start`.
-pub(crate) struct ActorBuilderExt;
+/// Starts a handler actor with `opts` on the current runtime (`start`, `ActorBuilder::start`).
+pub(crate) fn start_here<A: Actor>(
+    opts: SpawnOptions,
+    actor: A,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    start_with(actor, |make| threadlet_runtime::start_handler(opts, make))
+}
 
-impl ActorBuilderExt {
-    /// On the current runtime.
-    pub(crate) fn start_with_opts<A: Actor>(
-        opts: SpawnOptions,
-        actor: A,
-    ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        start_with(actor, |make| threadlet_runtime::start_handler(opts, make))
-    }
-
-    /// On `rt`, from any thread.
-    pub(crate) fn start_on<A: Actor>(
-        rt: &Runtime,
-        opts: SpawnOptions,
-        actor: A,
-    ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        start_with(actor, |make| rt.start_handler(opts, make))
-    }
+/// Starts a handler actor with `opts` on `rt`, from any thread (`RuntimeExt::start`,
+/// `ActorBuilder::start_on`).
+pub(crate) fn start_on<A: Actor>(
+    rt: &Runtime,
+    opts: SpawnOptions,
+    actor: A,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    start_with(actor, |make| rt.start_handler(opts, make))
 }

@@ -175,7 +175,7 @@ impl RuntimeExt for Runtime {
     }
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
-        handler::ActorBuilderExt::start_on(self, SpawnOptions::new(), actor)
+        handler::start_on(self, SpawnOptions::new(), actor)
             .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
     }
 }
@@ -376,7 +376,7 @@ impl ActorBuilder {
     /// assert!(ActorBuilder::new().start(Named).is_err()); // outside any runtime
     /// ```
     pub fn start<A: Actor>(self, actor: A) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        handler::ActorBuilderExt::start_with_opts(self.opts, actor)
+        handler::start_here(self.opts, actor)
     }
 
     /// Starts a handler actor with these options on `rt`, from any thread.
@@ -385,6 +385,6 @@ impl ActorBuilder {
         rt: &Runtime,
         actor: A,
     ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        handler::ActorBuilderExt::start_on(rt, self.opts, actor)
+        handler::start_on(rt, self.opts, actor)
     }
 }
