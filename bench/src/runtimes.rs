@@ -103,6 +103,9 @@ pub fn stats_json(stats: &RuntimeStats) -> Value {
     let t = stats.total();
     let mut m = Map::new();
     m.insert("actors_run".into(), json!(t.actors_run));
+    let per_worker: Vec<u64> = stats.workers.iter().map(|w| w.actors_run).collect();
+    m.insert("actors_run_per_worker".into(), json!(per_worker));
+    m.insert("placed".into(), json!(t.placed));
     m.insert("steals".into(), json!(t.steals));
     m.insert("stolen".into(), json!(t.stolen));
     m.insert("parks".into(), json!(t.parks));

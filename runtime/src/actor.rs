@@ -298,6 +298,11 @@ pub struct ActorCell {
     pub(crate) home: AtomicUsize,
     /// Index in the owning registry (worker-local or shared), for O(1) removal.
     pub(crate) registry_slot: AtomicUsize,
+    /// The worker whose `Remote::placed` count includes this actor: set when a spawn places it
+    /// there (`worker::place`), reset when it starts or ends unstarted; `NO_HOME` otherwise.
+    /// Touched only by whoever holds the body (the spawner, then the one queue entry's holder),
+    /// so relaxed accesses suffice: the queue push and pop that hand the body over order them.
+    pub(crate) placed_on: AtomicUsize,
     /// A handler actor (`handler.rs`): its index in the runtime's registry of handler actors;
     /// `usize::MAX` for a process actor.
     pub(crate) handler_slot: AtomicUsize,
@@ -372,6 +377,7 @@ impl ActorCell {
             state: WakeState::new_scheduled(),
             home: AtomicUsize::new(NO_HOME),
             registry_slot: AtomicUsize::new(usize::MAX),
+            placed_on: AtomicUsize::new(NO_HOME),
             handler_slot: AtomicUsize::new(usize::MAX),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new((0, 0)),
@@ -446,6 +452,9 @@ impl ActorCell {
     /// The actor has finished, was cancelled, or could not start: wakes become no-ops and its
     /// stack reservation goes back. Called exactly once, by whoever holds its body.
     pub(crate) fn end(&self) {
+        // An actor placed on a worker but never started (dropped at shutdown, or refused a
+        // stack) leaves that worker's count here.
+        self.unplace();
         self.state.complete();
         if self.name.is_some() {
             self.shared.names.remove(self.id);
@@ -473,6 +482,22 @@ impl ActorCell {
                 move || drop(closure),
             );
         }
+    }
+
+    /// The actor stops counting as placed on a worker (`worker::place`): it starts, or ends
+    /// without having started. Called by whoever holds the body; a no-op if it was not placed.
+    pub(crate) fn unplace(&self) {
+        // Relaxed: see `placed_on`.
+        let on = self.placed_on.load(Ordering::Relaxed);
+        if on != NO_HOME {
+            self.placed_on.store(NO_HOME, Ordering::Relaxed);
+            self.shared.remotes[on].unplace_one();
+        }
+    }
+
+    /// Whether this is a handler actor (`handler.rs`), registered as one when it was created.
+    pub(crate) fn is_handler(&self) -> bool {
+        self.handler_slot.load(Ordering::Relaxed) != usize::MAX
     }
 
     /// The pinned home worker, if the actor has started and is not migratable.

@@ -559,18 +559,28 @@ impl Shared {
             self.notify_parked();
             return;
         }
-        let local = context::with_worker(|ctx| match ctx {
+        // The actor moves into the closure and comes back only if spawned from outside.
+        let outside = context::with_worker(|ctx| match ctx {
             Some(ctx) if std::ptr::eq(&*ctx.shared, &**self) => {
-                ctx.core.push_spawned(actor.clone());
                 let stats = &self.remotes[ctx.index].stats;
                 stats.bump(&stats.spawns);
-                true
+                match worker::place(ctx, &actor) {
+                    Some(other) => {
+                        stats.bump(&stats.placed);
+                        // Only `other` pops its inbox, and its push unparks it: no need to
+                        // wake a searcher.
+                        self.remotes[other].take_placed(other, actor);
+                    }
+                    None => {
+                        ctx.core.push_spawned(actor);
+                        self.notify_parked();
+                    }
+                }
+                None
             }
-            _ => false,
+            _ => Some(actor),
         });
-        if local {
-            self.notify_parked();
-        } else {
+        if let Some(actor) = outside {
             self.push_injector(actor);
         }
     }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub(crate) struct WorkerStats {
     pub(crate) actors_run: AtomicU64,
     pub(crate) spawns: AtomicU64,
+    pub(crate) placed: AtomicU64,
     pub(crate) steals: AtomicU64,
     pub(crate) stolen: AtomicU64,
     pub(crate) parks: AtomicU64,
@@ -37,6 +38,7 @@ impl WorkerStats {
         WorkerSnapshot {
             actors_run: self.actors_run.load(Relaxed),
             spawns: self.spawns.load(Relaxed),
+            placed: self.placed.load(Relaxed),
             steals: self.steals.load(Relaxed),
             stolen: self.stolen.load(Relaxed),
             parks: self.parks.load(Relaxed),
@@ -65,6 +67,9 @@ pub struct WorkerSnapshot {
     pub actors_run: u64,
     /// Actors spawned from this worker.
     pub spawns: u64,
+    /// Of those, actors placed on another, less loaded worker to start there (see `worker.rs`,
+    /// "Placement").
+    pub placed: u64,
     /// Successful steal operations.
     pub steals: u64,
     /// Actors taken by those steals.
@@ -128,6 +133,7 @@ impl RuntimeStats {
             .fold(WorkerSnapshot::default(), |a, w| WorkerSnapshot {
                 actors_run: a.actors_run + w.actors_run,
                 spawns: a.spawns + w.spawns,
+                placed: a.placed + w.placed,
                 steals: a.steals + w.steals,
                 stolen: a.stolen + w.stolen,
                 parks: a.parks + w.parks,

@@ -15,7 +15,7 @@
 //! |---|---|---|---|
 //! | `next` slot | the actor just woken by the running one | this worker | this worker |
 //! | `local` FIFO | pinned actors that are runnable (woken here, displaced from `next`, yielded) | this worker | this worker |
-//! | `inbox` | pinned actors woken by other threads | anyone | this worker |
+//! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
 //! | `deque` (LIFO) | actors not started yet, migratable actors | this worker | this worker, thieves |
 //! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
 //!
@@ -26,6 +26,38 @@
 //! not started); otherwise the inbox (moved to the back of `local`), `local`, `deque`, a batch
 //! from the injector. With none, the worker searches (see `idle.rs`): it steals half of a random
 //! victim's deque, for up to `SEARCH_ROUNDS` rounds, then parks.
+//!
+//! # Placement
+//!
+//! A process actor starts on the worker that first pops it and stays there (`actor.rs`), so
+//! where it starts is where it will ever run. Stealing decides that for most spawns, but a
+//! burst of actors that start and then wait (a pool waiting for jobs) is started by the
+//! spawner's worker, one after another, before a parked worker woken to steal gets there; when
+//! the jobs come, all of them compute on one worker. So a spawn may hand the new actor to a
+//! parked worker directly ("power of two choices": the spawner's worker and one other):
+//!
+//! 1. Only a process actor that is neither a handler actor nor migratable (those are not pinned
+//!    where they start: thieves balance them), spawned by an actor running on worker W of a
+//!    runtime with two or more workers, not shutting down, is considered ([`place`]).
+//! 2. W's load is the number of actors pinned to it (its registry of started actors, published
+//!    in `Remote::pinned`), plus those placed on it and not started yet (`Remote::placed`), plus
+//!    its deque's length. Below `PLACE_MARGIN`, the actor goes to W's deque without reading
+//!    another worker's state. Otherwise W picks one other worker O at random; if O is parked
+//!    (`Remote::parked`) and its load (the same three terms) is at least `PLACE_MARGIN` below
+//!    W's, the actor is placed on O; else it goes to W's deque, as without placement. Ties
+//!    and small leads stay local, so spawn, run and exit, fork-join and pairs of actors that
+//!    talk keep their cheap local path.
+//! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
+//!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
+//!    local queue and starts it there like any queued actor, pinning it to itself. The inbox is
+//!    not stealable: a placed actor waits for O, which had nothing else to do.
+//! 4. The actor leaves `placed` exactly once, through `ActorCell::unplace`, by whoever holds its
+//!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
+//!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
+//!    moved it to). `pinned` is the registry's length, republished at every change of it.
+//!
+//! The figures are read with relaxed loads and may lag: a stale one makes one placement less
+//! apt, never a wrong one (every placed actor is started by some worker or dropped).
 //!
 //! # Shutdown
 //!
@@ -57,7 +89,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
@@ -95,6 +127,45 @@ const MAX_NEXT_RUNS: u32 = 3;
 /// work arrives in bursts; the bound keeps an idle runtime from burning CPU.
 const SEARCH_ROUNDS: u32 = 32;
 
+/// How many more actors (pinned, placed, or waiting in its deque) the spawning worker must
+/// hold than a parked worker before a spawn is placed there rather than in the spawner's deque
+/// (see "Placement"). The spawner counts itself, so 3 keeps the first two children of an actor
+/// on its worker: a spawn and join of one child (spawn, run, exit), and a pair of actors that
+/// talk to each other (`pingpong`: split over two workers, each message wakes across threads,
+/// about 10x slower here), start on the spawner's warm core. A burst of four long-lived actors
+/// (the `pool` benchmark) still puts one on the other worker, a longer one about a third.
+const PLACE_MARGIN: usize = 3;
+
+/// Placement, steps 1 and 2 (module docs): where a process actor spawned by an actor running
+/// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
+/// [`Remote::take_placed`]); `None`: in the spawner's own deque, the common case.
+pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
+    let remotes = &ctx.shared.remotes;
+    let n = remotes.len();
+    // Handler and migratable actors are not pinned where they first run, so thieves balance
+    // them; once shutdown has begun nothing new should go to another worker's queues.
+    if n < 2 || actor.is_handler() || actor.migratable || ctx.shared.is_shutdown() {
+        return None;
+    }
+    let mine = remotes[ctx.index].load() + ctx.core.deque.len();
+    // No other worker can hold less than nothing: spare the other worker's cache lines.
+    if mine < PLACE_MARGIN {
+        return None;
+    }
+    let other = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
+    // Only a parked worker takes placed actors: an awake one steals what it has time for, and
+    // a hand-off to a busy worker would only move waiting from one queue to another.
+    if !remotes[other].parked.load(Ordering::Relaxed) {
+        return None;
+    }
+    let theirs = remotes[other].load();
+    if theirs + PLACE_MARGIN > mine {
+        return None;
+    }
+    let theirs = theirs + remotes[other].stealer.len();
+    (theirs + PLACE_MARGIN <= mine).then_some(other)
+}
+
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
     pub(crate) stealer: Stealer<ActorRef>,
@@ -110,6 +181,16 @@ pub(crate) struct Remote {
     pub(crate) slice: AtomicU64,
     /// The id of the actor running now (for the monitor's long-run report).
     pub(crate) running_actor: AtomicU64,
+    /// Started actors pinned here (the length of `Core::live`), published by the owner after
+    /// every change of its registry: part of this worker's load (see "Placement").
+    pinned: AtomicUsize,
+    /// Actors that spawns on other workers placed here and that have not started or ended yet:
+    /// the other part of its load. Raised by the placing spawner, lowered by whoever holds
+    /// the actor when it starts or ends unstarted (`ActorCell::unplace`).
+    placed: AtomicUsize,
+    /// Raised while the worker is parked (from just before it sleeps until it wakes; from its
+    /// start, since it starts parked): placement hands actors only to parked workers.
+    parked: AtomicBool,
     pub(crate) stats: WorkerStats,
 }
 
@@ -123,6 +204,9 @@ impl Remote {
             safe_point: SafePoint::new(ticks),
             slice: AtomicU64::new(0),
             running_actor: AtomicU64::new(0),
+            pinned: AtomicUsize::new(0),
+            placed: AtomicUsize::new(0),
+            parked: AtomicBool::new(true),
             stats: WorkerStats::default(),
         }
     }
@@ -141,10 +225,40 @@ impl Remote {
 
     /// Hands a woken pinned actor to this worker from another thread.
     pub(crate) fn push_inbox(&self, actor: ActorRef) {
-        self.inbox.push(actor);
-        self.inbox_hint.store(true, Ordering::Release);
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
+        self.push_inbox_quiet(actor);
+    }
+
+    /// Pushes into the inbox and wakes the owner, without counting a remote wake.
+    fn push_inbox_quiet(&self, actor: ActorRef) {
+        self.inbox.push(actor);
+        // Release: pairs with the acquire swap in `take_inbox_hint`.
+        self.inbox_hint.store(true, Ordering::Release);
         self.unparker.unpark();
+    }
+
+    /// This worker's load, as placement sees it: actors pinned here plus actors placed here
+    /// that have not started yet. (Each reader adds the length of the worker's deque.)
+    pub(crate) fn load(&self) -> usize {
+        // Relaxed, both: figures for a heuristic, which publish nothing; a stale value only
+        // makes one placement less apt.
+        self.pinned.load(Ordering::Relaxed) + self.placed.load(Ordering::Relaxed)
+    }
+
+    /// Step 3 of placement: takes in an unstarted actor that a spawn on another worker placed
+    /// here. It counts in this worker's load until it starts or ends (`ActorCell::unplace`).
+    pub(crate) fn take_placed(&self, index: usize, actor: ActorRef) {
+        // Relaxed, both: `placed_on` is published to the popping worker by the inbox's push and
+        // pop, as the body is; `placed` is a figure (see `load`).
+        actor.placed_on.store(index, Ordering::Relaxed);
+        self.placed.fetch_add(1, Ordering::Relaxed);
+        self.push_inbox_quiet(actor);
+    }
+
+    /// One actor placed here started, or ended unstarted (`ActorCell::unplace`).
+    pub(crate) fn unplace_one(&self) {
+        // Relaxed: a figure (see `load`).
+        self.placed.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -474,10 +588,14 @@ impl WorkerLoop<'_> {
         let stats = &self.remote().stats;
         stats.bump(&stats.parks);
         if !shared.is_shutdown() {
+            // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
+            // placed actor wakes this worker whatever the flag says.
+            self.remote().parked.store(true, Ordering::Relaxed);
             match trim_due {
                 Some(d) => self.parker.park_timeout(d),
                 None => self.parker.park(),
             }
+            self.remote().parked.store(false, Ordering::Relaxed);
         }
         let searching = idle.unpark_self(self.ctx.index);
         if shared.is_shutdown() {
@@ -722,13 +840,13 @@ impl WorkerLoop<'_> {
     /// leaves `NOTIFIED`, no queue holds it, and shutdown never interrupts a run. Does nothing
     /// for a process actor, or an activation already pinned.
     fn pin_activation(&self, actor: &ActorRef) {
-        if actor.handler_slot.load(Ordering::Relaxed) == usize::MAX || actor.home().is_some() {
+        if !actor.is_handler() || actor.home().is_some() {
             return;
         }
         // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release) that
         // follow: a waker that then schedules the actor reads `home` after its own acquire.
         actor.home.store(self.ctx.index, Ordering::Release);
-        Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
+        self.register_local(actor);
     }
 
     /// An activation ended (`handler.rs`, step 3): the carrier goes back to this worker, the
@@ -821,11 +939,14 @@ impl WorkerLoop<'_> {
         });
         *body = Body::Running(coroutine);
         actor.started.store(true, Ordering::Release);
+        // Placed here (or, in a race with shutdown's sweep, elsewhere): from now on it counts
+        // as pinned instead.
+        actor.unplace();
         if actor.migratable {
             shared.register_migratable(actor.clone());
         } else {
             actor.home.store(self.ctx.index, Ordering::Release);
-            Registry::STARTED.insert(&mut self.core().live.borrow_mut(), actor.clone());
+            self.register_local(actor);
         }
         true
     }
@@ -842,7 +963,7 @@ impl WorkerLoop<'_> {
             // A pinned process actor, or an activation that had suspended (`pin_activation`).
             self.unregister_local(actor);
         }
-        if actor.handler_slot.load(Ordering::Relaxed) != usize::MAX {
+        if actor.is_handler() {
             self.shared().unregister_handler(actor);
         }
         actor.end();
@@ -855,8 +976,23 @@ impl WorkerLoop<'_> {
         }
     }
 
+    /// Adds a started actor to this worker's registry of pinned actors.
+    fn register_local(&self, actor: &ActorRef) {
+        let mut live = self.core().live.borrow_mut();
+        Registry::STARTED.insert(&mut live, actor.clone());
+        self.publish_pinned(live.len());
+    }
+
     fn unregister_local(&self, actor: &ActorRef) {
-        Registry::STARTED.remove(&mut self.core().live.borrow_mut(), actor);
+        let mut live = self.core().live.borrow_mut();
+        Registry::STARTED.remove(&mut live, actor);
+        self.publish_pinned(live.len());
+    }
+
+    /// Publishes the number of actors pinned here, for placement (`Remote::load`).
+    fn publish_pinned(&self, n: usize) {
+        // Relaxed: a figure for a heuristic (see `Remote::load`); only this worker writes it.
+        self.remote().pinned.store(n, Ordering::Relaxed);
     }
 
     /// Steps 2 to 5 of the shutdown protocol (module docs).
@@ -903,6 +1039,7 @@ impl WorkerLoop<'_> {
                 self.drop_queued(a);
             }
             let live = std::mem::take(&mut *self.core().live.borrow_mut());
+            self.publish_pinned(0);
             for a in live {
                 did_work = true;
                 self.unwind(&a);
@@ -946,5 +1083,78 @@ impl WorkerLoop<'_> {
             // The coroutine is in an unknown state; leak it rather than reuse its stack.
             std::mem::forget(coroutine);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::Runtime;
+
+    /// Each worker's (pinned, placed) figures.
+    fn loads(shared: &Shared) -> Vec<(usize, usize)> {
+        let figures = shared.remotes.iter();
+        figures
+            .map(|r| {
+                (
+                    r.pinned.load(Ordering::Relaxed),
+                    r.placed.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// The placement figures count every actor exactly once: they are back to zero once the
+    /// actors have finished, and after a shutdown that unwound started actors and dropped
+    /// placed ones that never started.
+    #[test]
+    fn placement_figures_return_to_zero() {
+        const ACTORS: usize = 16;
+        let mut placed = 0;
+        for round in 0..20 {
+            let rt = Runtime::builder().workers(2).build().unwrap();
+            let shared = rt.shared().clone();
+            let started = Arc::new(AtomicUsize::new(0));
+            let s = started.clone();
+            rt.block_on(move || {
+                let hs: Vec<_> = (0..ACTORS)
+                    .map(|_| {
+                        let s = s.clone();
+                        crate::spawn(move || {
+                            s.fetch_add(1, Ordering::SeqCst);
+                            // Parked for good in odd rounds (until shutdown cancels the park).
+                            while round % 2 == 1 && crate::park().is_ok() {}
+                        })
+                    })
+                    .collect();
+                if round % 2 == 0 {
+                    hs.into_iter().for_each(|h| h.join().unwrap());
+                }
+            });
+            placed += rt.stats().total().placed;
+            if round % 2 == 0 {
+                // Every actor has returned; the last may not have left its registry yet.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while loads(&shared) != [(0, 0), (0, 0)] {
+                    assert!(
+                        Instant::now() < deadline,
+                        "figures stuck at {:?}",
+                        loads(&shared)
+                    );
+                    std::thread::yield_now();
+                }
+            } else if round % 4 == 3 {
+                // Let some of them start: the others are dropped unstarted.
+                while started.load(Ordering::SeqCst) < ACTORS / 2 {
+                    std::thread::yield_now();
+                }
+            }
+            drop(rt);
+            assert_eq!(loads(&shared), [(0, 0), (0, 0)], "round {round}");
+        }
+        assert!(placed > 0, "no spawn was placed in 20 rounds");
     }
 }

@@ -4,13 +4,16 @@
 //! 1,024 steps), and waits for every result.
 //!
 //! With process actors the pool waits on one rendezvous channel; they are spawned by the driver
-//! on its worker, start there, and stay there (pinned), so the jobs are computed on one worker
-//! however many there are. With handler actors each job goes to one actor's mailbox; a handler
+//! and stay where they start (pinned). Without placement at spawn (`docs/scheduler.md`,
+//! "Placement") all of them started on the driver's worker, before a parked worker woken to
+//! steal got there, and the jobs were computed on one worker however many there were. With
+//! handler actors each job goes to one actor's mailbox; a handler
 //! actor owns no stack while it waits, so the workers it runs on are chosen per job: the driver's
 //! worker takes the first, the others are queued where idle workers steal them.
 //!
 //! `total_s` runs from the first job handed out to the last result; `per_op_ns` is per job.
-//! The record carries the runtime's per-worker stats (`actors_run` shows where work ran).
+//! The record carries the runtime's stats (`actors_run_per_worker` shows where work ran,
+//! `placed` how many spawns were placed on another worker).
 
 use std::time::{Duration, Instant};
 
