@@ -1,26 +1,32 @@
-//! The idle set: which workers are searching for work, which are parked, and whom to wake.
+//! The idle set: which workers are searching for work, which are parked, and whom to wake; and
+//! the sleep protocol that a worker with no work runs against it.
 //!
-//! Shared by all workers of a runtime. It keeps two counts in one word (`searching`, and
-//! `unparked` = workers not in the sleeper list) and the list of parked workers under a mutex
-//! that only the slow paths (parking, waking) take.
+//! [`Idle`] is shared by all workers of a runtime. It keeps two counts in one word
+//! (`searching`, and `unparked` = workers not in the sleeper list) and the list of parked
+//! workers under a mutex that only the slow paths (parking, waking) take. [`Idle::search`] is
+//! one worker's side of the protocol, steps 1 to 4 below, written against the [`Searcher`]
+//! trait: the worker loop (`worker.rs`) implements it with its run queues, stealing and
+//! `Parker`, and `tests/loom_idle.rs` with a model of them, so the model checks this code.
 //!
 //! # The sleep protocol
 //!
-//! A worker that runs out of local work:
+//! A worker that runs out of local work ([`Idle::search`]; a new worker starts at step 3):
 //!
 //! 1. becomes *searching* if fewer than half of the workers already are
-//!    ([`Idle::try_start_searching`]); a non-searching idle worker goes straight to 3;
-//! 2. looks in the injector and steals from the others for a few rounds; if it finds work it
-//!    stops searching ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one
-//!    parked worker, because more work may be waiting where it did not look;
+//!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2;
+//! 2. looks in its own queues and the injector and, if searching, steals from the others, for
+//!    up to [`Searcher::ROUNDS`] rounds; if it finds work it stops searching
+//!    ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked worker,
+//!    because more work may be waiting where it did not look;
 //! 3. parks: under the lock, it leaves the unparked (and searching) count and joins the sleeper
 //!    list ([`Idle::park`]). It then checks every stealable queue once more and wakes a worker
 //!    (maybe itself) if any holds work. Every parking worker re-checks, searching or not: a
 //!    worker that could not become a searcher may find that the searchers it counted on have
 //!    since found work and stopped searching, and a producer that saw it still unparked did not
 //!    wake anyone;
-//! 4. sleeps on its own `Parker` until woken, then rejoins the unparked count
-//!    ([`Idle::unpark_self`]).
+//! 4. sleeps on its own `Parker` until woken (unless shutdown has begun), then rejoins the
+//!    unparked count ([`Idle::unpark_self`]) and goes back to 2, searching if it was woken by
+//!    a producer. At shutdown it stops searching and returns.
 //!
 //! Whoever makes stealable work appear (spawn, injector push) calls [`Idle::worker_to_wake`]
 //! after the push: a `SeqCst` fence, then if no worker is searching and one is parked, it pops
@@ -52,11 +58,53 @@
 //! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
 //! publish with `SeqCst` fences or read-modify-writes.
 //!
-//! `tests/loom_idle.rs` checks this protocol with loom (with one extra fence, since loom models
-//! `SeqCst` loads as acquire loads; see that file).
+//! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in two
+//! modelled workers (with one extra fence in the model's re-check, since loom models `SeqCst`
+//! loads as acquire loads; see that file).
 
 use crate::sync::{AtomicUsize, Mutex, fence};
 use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+/// Rounds of looking for work before an idle worker parks (step 2). Waking a parked thread
+/// costs about 10 us here against well under 1 us for a spinning one, so a short spin pays for
+/// itself when work arrives in bursts; the bound keeps an idle runtime from burning CPU.
+pub const SEARCH_ROUNDS: u32 = 32;
+
+/// What the sleep protocol needs of one worker: where it looks for work and how it sleeps.
+/// Implemented by the worker loop (`worker.rs`) and by the loom model (`tests/loom_idle.rs`).
+pub trait Searcher {
+    /// What the worker runs once found (an actor).
+    type Work;
+
+    /// Rounds of step 2 before the worker parks.
+    const ROUNDS: u32 = SEARCH_ROUNDS;
+
+    /// Work the worker may take without stealing: its own queues and the injector.
+    fn find(&self) -> Option<Self::Work>;
+
+    /// Steals from another worker; called only while the worker counts as searching.
+    fn steal(&self) -> Option<Self::Work>;
+
+    /// Whether the runtime has begun to shut down.
+    fn is_shutdown(&self) -> bool;
+
+    /// Whether any queue that thieves can reach holds work (the re-check of step 3). Its
+    /// emptiness checks must take part in the `SeqCst` order (see "Why no wakeup is lost").
+    fn any_stealable_work(&self) -> bool;
+
+    /// Wakes a parked worker to search if nobody searches: [`Idle::worker_to_wake`], then
+    /// unpark the worker it names.
+    fn notify_parked(&self);
+
+    /// Idle chores before the worker announces its park (step 3): returns how long it may
+    /// sleep at most, `None` for no limit.
+    fn before_park(&self) -> Option<Duration>;
+
+    /// Sleeps until unparked (step 4), or until `timeout`; may return spuriously. An unpark
+    /// that came before the sleep must make it return at once (a `Parker`'s token).
+    fn sleep(&self, timeout: Option<Duration>);
+}
 
 /// `state` keeps `searching` in the low half and `unparked` in the high half.
 const UNPARKED_SHIFT: usize = usize::BITS as usize / 2;
@@ -147,6 +195,80 @@ impl Idle {
 
     fn should_wake(&self, state: usize) -> bool {
         Self::searching(state) == 0 && Self::unparked(state) < self.num_workers
+    }
+
+    /// One worker's side of the protocol (module docs, steps 1 to 4) for worker `index`, until
+    /// it finds work (`Some`) or the runtime shuts down (`None`). With `park_first` it starts
+    /// at step 3, as a new worker does: a start spent searching would make each of n workers
+    /// scan every other's queue, quadratic in n, for work that cannot exist yet.
+    pub fn search<S: Searcher>(
+        &self,
+        index: usize,
+        worker: &S,
+        park_first: bool,
+    ) -> Option<S::Work> {
+        let mut searching = if park_first {
+            self.park_and_sleep(index, worker, false)?
+        } else {
+            self.try_start_searching()
+        };
+        loop {
+            // Step 2.
+            for round in 0..S::ROUNDS {
+                let found = worker
+                    .find()
+                    .or_else(|| if searching { worker.steal() } else { None });
+                if let Some(work) = found {
+                    if searching && self.stop_searching() {
+                        worker.notify_parked();
+                    }
+                    return Some(work);
+                }
+                if worker.is_shutdown() {
+                    if searching {
+                        self.stop_searching();
+                    }
+                    return None;
+                }
+                // The first half of the rounds spin, the rest yield the thread; no pause after
+                // the last one, which is followed by the park.
+                if round + 1 < S::ROUNDS {
+                    if round < S::ROUNDS / 2 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            searching = self.park_and_sleep(index, worker, searching)?;
+        }
+    }
+
+    /// Steps 3 and 4. Returns whether the worker is searching once woken, or `None` at
+    /// shutdown.
+    fn park_and_sleep<S: Searcher>(
+        &self,
+        index: usize,
+        worker: &S,
+        searching: bool,
+    ) -> Option<bool> {
+        let timeout = worker.before_park();
+        self.park(index, searching);
+        // Every parking worker re-checks, searching or not (module docs, step 3).
+        if worker.any_stealable_work() {
+            worker.notify_parked();
+        }
+        if !worker.is_shutdown() {
+            worker.sleep(timeout);
+        }
+        let searching = self.unpark_self(index);
+        if worker.is_shutdown() {
+            if searching {
+                self.stop_searching();
+            }
+            return None;
+        }
+        Some(searching)
     }
 
     /// Workers currently searching (stats and tests).

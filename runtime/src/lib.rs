@@ -76,7 +76,7 @@ pub use stats::{RuntimeStats, WorkerSnapshot};
 #[doc(hidden)]
 pub mod __private {
     //! Exposed for the loom models and tests only; not part of the API.
-    pub use crate::idle::Idle;
+    pub use crate::idle::{Idle, Searcher};
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any

@@ -24,8 +24,9 @@
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
 //! not started); otherwise the inbox (moved to the back of `local`), `local`, `deque`, a batch
-//! from the injector. With none, the worker searches (see `idle.rs`): it steals half of a random
-//! victim's deque, for up to `SEARCH_ROUNDS` rounds, then parks.
+//! from the injector. With none, the worker runs the sleep protocol (`Idle::search` in
+//! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque,
+//! for up to `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
@@ -90,7 +91,7 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
@@ -104,6 +105,7 @@ use crate::context::{self, WorkerContext};
 use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::handler::{Activation, Step};
+use crate::idle::Searcher;
 use crate::runtime::{Scheduler, Shared};
 use crate::safepoint::SafePoint;
 use crate::stack::StackPool;
@@ -121,11 +123,6 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 /// their shared time slice ends, or forever with time slices off). Tokio caps its LIFO slot at
 /// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
 const MAX_NEXT_RUNS: u32 = 3;
-
-/// Rounds of stealing attempts before an idle worker parks. Waking a parked thread costs about
-/// 10 us here against well under 1 us for a spinning one, so a short spin pays for itself when
-/// work arrives in bursts; the bound keeps an idle runtime from burning CPU.
-const SEARCH_ROUNDS: u32 = 32;
 
 /// How many more actors (pinned, placed, or waiting in its deque) the spawning worker must
 /// hold than a parked worker before a spawn is placed there rather than in the spawner's deque
@@ -536,77 +533,11 @@ impl WorkerLoop<'_> {
         None
     }
 
-    /// No local work: search (bounded, see `idle.rs`), then park; with `park_first`, park
-    /// before searching. Returns work if found, `None` at shutdown.
+    /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
+    /// parks before searching. Returns work if found, `None` at shutdown.
     fn search(&self, park_first: bool) -> Option<ActorRef> {
-        let shared = self.shared();
-        let idle = &shared.idle;
-        let mut searching = if park_first {
-            self.park(false)?
-        } else {
-            idle.try_start_searching()
-        };
-        loop {
-            for round in 0..SEARCH_ROUNDS {
-                let found = self
-                    .next_local()
-                    .or_else(|| if searching { self.steal() } else { None });
-                if let Some(a) = found {
-                    if searching && idle.stop_searching() {
-                        shared.notify_parked();
-                    }
-                    return Some(a);
-                }
-                if shared.is_shutdown() {
-                    if searching {
-                        idle.stop_searching();
-                    }
-                    return None;
-                }
-                if round < SEARCH_ROUNDS / 2 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-            searching = self.park(searching)?;
-        }
+        self.shared().idle.search(self.ctx.index, self, park_first)
     }
-
-    /// Steps 3 and 4 of the sleep protocol (`idle.rs`). Returns whether the worker is
-    /// searching once woken, or `None` at shutdown.
-    fn park(&self, searching: bool) -> Option<bool> {
-        let shared = self.shared();
-        let idle = &shared.idle;
-        // A core with nothing to do gives ended actors' stack pages back to the kernel, and
-        // parks no longer than until the next batch is due.
-        let trim_due = shared.slab.trim(Instant::now());
-        idle.park(self.ctx.index, searching);
-        if shared.any_stealable_work() {
-            shared.notify_parked();
-        }
-        let stats = &self.remote().stats;
-        stats.bump(&stats.parks);
-        if !shared.is_shutdown() {
-            // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
-            // placed actor wakes this worker whatever the flag says.
-            self.remote().parked.store(true, Ordering::Relaxed);
-            match trim_due {
-                Some(d) => self.parker.park_timeout(d),
-                None => self.parker.park(),
-            }
-            self.remote().parked.store(false, Ordering::Relaxed);
-        }
-        let searching = idle.unpark_self(self.ctx.index);
-        if shared.is_shutdown() {
-            if searching {
-                idle.stop_searching();
-            }
-            return None;
-        }
-        Some(searching)
-    }
-
     /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
     /// slot continues the current time slice; any other starts a new one (see `monitor.rs`).
     fn run_actor(&self, actor: ActorRef, from_next: bool) {
@@ -1083,6 +1014,50 @@ impl WorkerLoop<'_> {
             // The coroutine is in an unknown state; leak it rather than reuse its stack.
             std::mem::forget(coroutine);
         }
+    }
+}
+
+/// The worker loop's side of the sleep protocol (`idle.rs`).
+impl Searcher for WorkerLoop<'_> {
+    type Work = ActorRef;
+
+    fn find(&self) -> Option<ActorRef> {
+        self.next_local()
+    }
+
+    fn steal(&self) -> Option<ActorRef> {
+        WorkerLoop::steal(self)
+    }
+
+    fn is_shutdown(&self) -> bool {
+        self.shared().is_shutdown()
+    }
+
+    fn any_stealable_work(&self) -> bool {
+        self.shared().any_stealable_work()
+    }
+
+    fn notify_parked(&self) {
+        self.shared().notify_parked();
+    }
+
+    /// A core with nothing to do gives ended actors' stack pages back to the kernel, and parks
+    /// no longer than until the next batch is due.
+    fn before_park(&self) -> Option<Duration> {
+        self.shared().slab.trim(Instant::now())
+    }
+
+    fn sleep(&self, timeout: Option<Duration>) {
+        let remote = self.remote();
+        remote.stats.bump(&remote.stats.parks);
+        // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
+        // placed actor wakes this worker whatever the flag says.
+        remote.parked.store(true, Ordering::Relaxed);
+        match timeout {
+            Some(d) => self.parker.park_timeout(d),
+            None => self.parker.park(),
+        }
+        remote.parked.store(false, Ordering::Relaxed);
     }
 }
 

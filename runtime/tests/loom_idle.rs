@@ -1,30 +1,35 @@
-//! Loom model of the worker sleep protocol (`idle.rs`), run against the shipped `Idle`:
+//! Loom model of the worker sleep protocol (`idle.rs`): the shipped `Idle::search`, the search
+//! and park sequence every worker runs when it has no work, driven by two modelled workers.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p threadlet-runtime --test loom_idle --release
 //! ```
 //!
-//! Two workers run the search/park loop of `worker.rs` (`Worker::search`) against a modeled
-//! injector, an atomic count of items; a producer pushes one item and calls
-//! `Idle::worker_to_wake`, as `Shared::push_injector` does. Each worker sleeps on its own
-//! parker, a token under a mutex and condvar like `crossbeam_utils::sync::Parker` (an unpark
-//! before the park is not lost).
+//! Each worker implements `Searcher` against a modelled queue, an atomic count of items, that
+//! stands for another worker's deque: only a *searching* worker may take from it (`steal`), as
+//! only searchers steal in the runtime; `find` (a worker's own queues) finds nothing. A producer
+//! pushes one item and calls `Idle::worker_to_wake`, as `Shared::spawn_cell` does after a
+//! push into the spawner's deque. Each worker sleeps on its own parker, a token under a mutex
+//! and condvar like `crossbeam_utils::sync::Parker` (an unpark before the park is not lost).
 //!
 //! Whoever takes the item shuts the model down: it sets a flag and unparks both workers, as
 //! runtime shutdown does. Nothing else ends it, so if the item could stay in the queue while
 //! both workers sleep, every thread would block for good and loom would report a deadlock.
+//! The model runs with both workers starting parked, as the runtime's do, and with both
+//! starting to search.
 #![cfg(loom)]
 
 // std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
 // test binary, hiding which model failed and how.
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, fence};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
-use threadlet_runtime::__private::Idle;
+use threadlet_runtime::__private::{Idle, Searcher};
 
 const WORKERS: usize = 2;
 
@@ -52,9 +57,9 @@ impl Parker {
 
 struct Shared {
     idle: Idle,
-    /// The injector: how many items it holds. Pushes and pops are `SeqCst` read-modify-writes,
-    /// as in `crossbeam_deque::Injector`; see `try_pop` and `any_stealable_work` for the
-    /// emptiness checks.
+    /// The stealable queue: how many items it holds. Pushes and pops are `SeqCst`
+    /// read-modify-writes, as in crossbeam's deque and injector; see `try_pop` and
+    /// `any_stealable_work` for the emptiness checks.
     queue: AtomicUsize,
     taken: AtomicUsize,
     shutdown: AtomicBool,
@@ -69,15 +74,15 @@ impl Shared {
         }
     }
 
-    /// `Shared::push_injector` (without the shutdown drain).
+    /// A spawn into a worker's deque, then `notify_parked` (`Shared::spawn_cell`).
     fn push(&self) {
         self.queue.fetch_add(1, SeqCst);
         self.notify_parked();
     }
 
-    /// A steal from the injector. `Injector::steal` reads the head, issues a `SeqCst` fence,
-    /// then reads the tail to see whether the queue is empty, and takes an item with a `SeqCst`
-    /// CAS of the head.
+    /// A steal. crossbeam's `steal` reads the head, issues a `SeqCst` fence, then reads the
+    /// tail to see whether the queue is empty, and takes an item with a `SeqCst` CAS of the
+    /// head.
     fn try_pop(&self) -> bool {
         fence(SeqCst);
         let mut n = self.queue.load(Relaxed);
@@ -90,20 +95,6 @@ impl Shared {
         false
     }
 
-    /// `Shared::any_stealable_work`, right after `Idle::park`.
-    ///
-    /// The fence is not in the shipped code. There, `Idle::park`'s `SeqCst` read-modify-write
-    /// of the counts and `Injector::is_empty`'s `SeqCst` loads are ordered in the single total
-    /// order of `SeqCst` operations, which is what makes the re-check see a push whose producer
-    /// read the counts too early (the store-buffering case in `idle.rs`). Loom models `SeqCst`
-    /// accesses as `AcqRel` and only `SeqCst` fences as such, so without this fence it reports
-    /// that impossible execution; the fence stands in for the ordering the accesses already
-    /// have.
-    fn any_stealable_work(&self) -> bool {
-        fence(SeqCst);
-        self.queue.load(SeqCst) > 0
-    }
-
     /// Runtime shutdown, done by whoever took the item.
     fn shut_down(&self) {
         self.shutdown.store(true, SeqCst);
@@ -111,57 +102,81 @@ impl Shared {
             p.unpark();
         }
     }
+}
+
+/// One modelled worker, as `Idle::search` sees it.
+struct Worker<'a> {
+    shared: &'a Shared,
+    index: usize,
+}
+
+impl Searcher for Worker<'_> {
+    type Work = ();
+
+    /// One round before parking: each extra round multiplies the interleavings loom explores,
+    /// and adds no new kind of step (a round is `find`, `steal`, the shutdown check).
+    const ROUNDS: u32 = 1;
+
+    /// A worker's own queues and the injector: empty here.
+    fn find(&self) -> Option<()> {
+        None
+    }
+
+    fn steal(&self) -> Option<()> {
+        self.shared.try_pop().then_some(())
+    }
 
     fn is_shutdown(&self) -> bool {
-        self.shutdown.load(SeqCst)
+        self.shared.shutdown.load(SeqCst)
+    }
+
+    /// `Shared::any_stealable_work`, right after `Idle::park`.
+    ///
+    /// The fence is not in the shipped code. There, `Idle::park`'s `SeqCst` read-modify-write
+    /// of the counts and `Stealer::is_empty`'s `SeqCst` loads are ordered in the single total
+    /// order of `SeqCst` operations, which is what makes the re-check see a push whose producer
+    /// read the counts too early (the store-buffering case in `idle.rs`). Loom models `SeqCst`
+    /// accesses as `AcqRel` and only `SeqCst` fences as such, so without this fence it reports
+    /// that impossible execution; the fence stands in for the ordering the accesses already
+    /// have.
+    fn any_stealable_work(&self) -> bool {
+        fence(SeqCst);
+        self.shared.queue.load(SeqCst) > 0
+    }
+
+    fn notify_parked(&self) {
+        self.shared.notify_parked();
+    }
+
+    fn before_park(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Loom has no time: a timeout would only be a spurious wake, which `park` already allows
+    /// for in the runtime and which the model does not need to find a lost wakeup.
+    fn sleep(&self, _timeout: Option<Duration>) {
+        self.shared.parkers[self.index].park();
     }
 }
 
-/// `Worker::search` with one search round and no local queue, looping until shutdown.
-fn worker(shared: &Shared, index: usize) {
-    let idle = &shared.idle;
-    let mut searching = idle.try_start_searching();
-    loop {
-        // Step 2: only a searching worker steals from the injector.
-        if searching && shared.try_pop() {
-            if idle.stop_searching() {
-                shared.notify_parked();
-            }
-            shared.taken.fetch_add(1, SeqCst);
-            shared.shut_down();
-            return;
-        }
-        if shared.is_shutdown() {
-            if searching {
-                idle.stop_searching();
-            }
-            return;
-        }
-        // Step 3: park, then re-check the queues (every parking worker does).
-        idle.park(index, searching);
-        if shared.any_stealable_work() {
-            shared.notify_parked();
-        }
-        // Step 4: sleep, then rejoin the unparked count.
-        if !shared.is_shutdown() {
-            shared.parkers[index].park();
-        }
-        searching = idle.unpark_self(index);
-        if shared.is_shutdown() {
-            if searching {
-                idle.stop_searching();
-            }
-            return;
-        }
+/// A worker: runs the shipped search/park sequence until shutdown; whatever it finds, it
+/// takes, then shuts the model down.
+fn worker(shared: &Shared, index: usize, park_first: bool) {
+    let me = Worker { shared, index };
+    let mut park_first = park_first;
+    while let Some(()) = shared.idle.search(index, &me, park_first) {
+        shared.taken.fetch_add(1, SeqCst);
+        shared.shut_down();
+        park_first = false;
     }
 }
 
 /// Runs the model with at most `preemption_bound` preemptions per execution, unless
 /// `LOOM_MAX_PREEMPTIONS` sets another bound.
-fn model(preemption_bound: usize) {
+fn model(preemption_bound: usize, park_first: bool) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound.get_or_insert(preemption_bound);
-    builder.check(|| {
+    builder.check(move || {
         let shared = Arc::new(Shared {
             idle: Idle::new(WORKERS),
             queue: AtomicUsize::new(0),
@@ -172,11 +187,11 @@ fn model(preemption_bound: usize) {
         let workers: Vec<_> = (0..WORKERS)
             .map(|index| {
                 let shared = shared.clone();
-                thread::spawn(move || worker(&shared, index))
+                thread::spawn(move || worker(&shared, index, park_first))
             })
             .collect();
 
-        // The producer: an actor spawned from outside the workers.
+        // The producer: an actor spawning another on its worker's deque.
         shared.push();
 
         for w in workers {
@@ -189,11 +204,15 @@ fn model(preemption_bound: usize) {
     });
 }
 
-/// The pushed item is always taken: never is it left in the queue with both workers asleep.
-///
-/// Three preemptions explore the model in about a second; four take about ten seconds and
-/// five about a minute (`LOOM_MAX_PREEMPTIONS=5`), and find nothing more.
+/// The pushed item is always taken, with workers that start parked (as the runtime's do):
+/// never is it left in the queue with both workers asleep.
 #[test]
-fn pushed_work_is_always_taken() {
-    model(3);
+fn pushed_work_is_always_taken_from_parked_start() {
+    model(3, true);
+}
+
+/// The same, with workers that start by searching (a worker that just ran out of work).
+#[test]
+fn pushed_work_is_always_taken_from_searching_start() {
+    model(3, false);
 }
