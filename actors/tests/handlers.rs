@@ -367,6 +367,74 @@ fn message_conservation_with_handler_actors_under_every_scheduler() {
     }
 }
 
+/// Waits inside `handle` for a release, after saying so; then stops.
+struct Waits(channel::Receiver<()>, channel::Sender<()>);
+
+impl Actor for Waits {
+    type Msg = ();
+    fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        let _ = self.1.send(());
+        self.0.recv().unwrap();
+        ctx.stop();
+    }
+}
+
+#[test]
+fn handler_actors_block_yield_and_stop_under_every_scheduler() {
+    const WAITERS: usize = 4;
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        for workers in [1, 2] {
+            let rt = Runtime::builder()
+                .workers(workers)
+                .scheduler(scheduler)
+                .build()
+                .unwrap();
+            let what = format!("handler actors under {scheduler:?}, {workers} workers");
+            let total = within_watchdog(&what, move || {
+                let total = rt.block_on(|| {
+                    // Started from inside an actor: the spawn path of a worker.
+                    let (spin, _s) = threadlet::start(Spinner(0));
+                    spin.send(()).unwrap(); // always has a message left: yields every batch
+                    let (release, released) = channel::unbounded::<()>();
+                    let (inside, is_inside) = channel::unbounded::<()>();
+                    let waiters: Vec<_> = (0..WAITERS)
+                        .map(|_| {
+                            let (addr, h) =
+                                threadlet::start(Waits(released.clone(), inside.clone()));
+                            addr.send(()).unwrap();
+                            (addr, h)
+                        })
+                        .collect();
+                    for _ in 0..WAITERS {
+                        is_inside.recv().unwrap(); // each blocks inside `handle`, on a carrier
+                    }
+                    let (tally, t) = threadlet::start(Tally(0));
+                    for n in 1..=100 {
+                        tally.send(n).unwrap();
+                    }
+                    drop(tally);
+                    let total = t.join().unwrap().0;
+                    for _ in 0..WAITERS {
+                        release.send(()).unwrap();
+                    }
+                    for (addr, h) in waiters {
+                        h.join().unwrap();
+                        drop(addr);
+                    }
+                    total
+                });
+                drop(rt); // shutdown cancels the spinner
+                total
+            });
+            assert_eq!(total, 5050, "{scheduler:?}, {workers} workers");
+        }
+    }
+}
+
 /// Sends itself a message for every one it handles, forever: its batches always end with
 /// messages left.
 struct Spinner(u64);

@@ -17,12 +17,70 @@
 //! Both are what a reasonable engineer would build for such a design, not straw men: the locks
 //! are uncontended when one worker is busy, and the idle protocol, timers and preemption are
 //! the same as for work stealing.
+//!
+//! # Where the schedulers differ
+//!
+//! A runtime holds its scheduler as one [`Policy`] (`Shared::policy`), with the state its
+//! baseline adds. The work-stealing code has no other test of the scheduler: each point where
+//! the schedulers differ matches the policy once, exhaustively, so a new policy cannot be
+//! forgotten at one of them:
+//!
+//! 1. spawn (`Shared::spawn_cell`): the shared FIFO under `GlobalQueue`;
+//! 2. wake (`Shared::schedule_woken`): the home's FIFO or the shared one under `GlobalQueue`;
+//! 3. yield (`WorkerLoop::push_yielded`, `push_yielded_handler`): likewise;
+//! 4. pick (`WorkerLoop::next_local`): [`GlobalQueue::pop`] under `GlobalQueue`;
+//! 5. the idle re-check (`Shared::any_stealable_work`): [`GlobalQueue::has_shared_work`];
+//! 6. shutdown's sweeps of the shared queues (`Shared::take_shared_queued`, `requeue_unstarted`);
+//! 7. run (`WorkerLoop::run_actor`): [`Policy::run_guard`], the GIL under `Gil`.
+//!
+//! Placement at spawn (`worker.rs`) is part of the work-stealing path, so `Gil` has it and
+//! `GlobalQueue` does not.
 
 use std::collections::VecDeque;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::actor::ActorRef;
+use crate::runtime::Scheduler;
+
+/// The scheduler a runtime runs, with the state its baseline adds; see the module docs for
+/// where it is matched.
+pub(crate) enum Policy {
+    /// Per-worker queues and work stealing (`Scheduler::WorkStealing`).
+    WorkStealing,
+    /// Every run queue behind one lock (`Scheduler::GlobalQueue`).
+    GlobalQueue(GlobalQueue),
+    /// Work stealing, and the global interpreter lock that a worker holds while it runs an
+    /// actor (`Scheduler::Gil`).
+    Gil(Mutex<()>),
+}
+
+impl Policy {
+    pub(crate) fn new(scheduler: Scheduler, workers: usize) -> Policy {
+        match scheduler {
+            Scheduler::WorkStealing => Policy::WorkStealing,
+            Scheduler::GlobalQueue => Policy::GlobalQueue(GlobalQueue::new(workers)),
+            Scheduler::Gil => Policy::Gil(Mutex::new(())),
+        }
+    }
+
+    pub(crate) fn scheduler(&self) -> Scheduler {
+        match self {
+            Policy::WorkStealing => Scheduler::WorkStealing,
+            Policy::GlobalQueue(_) => Scheduler::GlobalQueue,
+            Policy::Gil(_) => Scheduler::Gil,
+        }
+    }
+
+    /// Point 7: what a worker holds while it runs an actor, from the first resume to the
+    /// suspension or return: the GIL under `Gil`, nothing otherwise.
+    pub(crate) fn run_guard(&self) -> Option<MutexGuard<'_, ()>> {
+        match self {
+            Policy::Gil(gil) => Some(gil.lock()),
+            Policy::WorkStealing | Policy::GlobalQueue(_) => None,
+        }
+    }
+}
 
 /// All run queues of the `GlobalQueue` scheduler, behind one lock.
 pub(crate) struct GlobalQueue {
@@ -54,6 +112,14 @@ impl GlobalQueue {
     /// Queues a started actor for its home worker.
     pub(crate) fn push_pinned(&self, home: usize, actor: ActorRef) {
         self.queues.lock().pinned[home].push_back(actor);
+    }
+
+    /// Queues a runnable actor: for its home worker if it is pinned, else for any worker.
+    pub(crate) fn push(&self, actor: ActorRef) {
+        match actor.home() {
+            Some(h) => self.push_pinned(h, actor),
+            None => self.push_any(actor),
+        }
     }
 
     /// The next actor for worker `index`: its own pinned actors first, then shared work.

@@ -34,7 +34,7 @@ use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
 use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, SpawnOptions};
-use crate::baseline::GlobalQueue;
+use crate::baseline::Policy;
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
@@ -450,10 +450,7 @@ impl Builder {
             shutdown: AtomicBool::new(false),
             slab: StackSlab::new(self.stack_size),
             migratable_live: Mutex::new(Vec::new()),
-            scheduler: self.scheduler,
-            global_queue: (self.scheduler == Scheduler::GlobalQueue)
-                .then(|| GlobalQueue::new(workers)),
-            gil: Mutex::new(()),
+            policy: Policy::new(self.scheduler, workers),
             config: Config {
                 time_slice: self.time_slice,
                 preempt_ticks: self.preempt_ticks,
@@ -512,11 +509,8 @@ pub(crate) struct Shared {
     pub(crate) slab: StackSlab,
     /// Started migratable actors, for shutdown (pinned ones are in their worker's registry).
     migratable_live: Mutex<Vec<ActorRef>>,
-    pub(crate) scheduler: Scheduler,
-    /// All run queues, under `Scheduler::GlobalQueue`.
-    pub(crate) global_queue: Option<GlobalQueue>,
-    /// The global interpreter lock, under `Scheduler::Gil`.
-    pub(crate) gil: Mutex<()>,
+    /// The scheduler, with its baseline's state (`baseline.rs`).
+    pub(crate) policy: Policy,
     pub(crate) config: Config,
     pub(crate) timers: Timers,
     pub(crate) monitor: Arc<MonitorSignal>,
@@ -552,13 +546,20 @@ impl Shared {
     }
 
     /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
-    /// take it before it starts, or the injector when spawned from outside the runtime.
+    /// take it before it starts, another worker's inbox if placement picks one (`worker.rs`,
+    /// "Placement"), or the injector when spawned from outside the runtime.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: ActorRef) {
-        if let Some(gq) = &self.global_queue {
-            gq.push_any(actor);
-            self.notify_parked();
-            return;
+        match &self.policy {
+            Policy::GlobalQueue(gq) => {
+                gq.push_any(actor);
+                self.notify_parked();
+            }
+            Policy::WorkStealing | Policy::Gil(_) => self.spawn_stealable(actor),
         }
+    }
+
+    /// `spawn_cell` under work stealing.
+    fn spawn_stealable(self: &Arc<Self>, actor: ActorRef) {
         // The actor moves into the closure and comes back only if spawned from outside.
         let outside = context::with_worker(|ctx| match ctx {
             Some(ctx) if std::ptr::eq(&*ctx.shared, &**self) => {
@@ -592,21 +593,23 @@ impl Shared {
             // It will never run again: its registry unwinds it (`worker.rs`, "Shutdown").
             return;
         }
-        let home = actor.home();
-        if let Some(gq) = &self.global_queue {
-            match home {
-                Some(h) => {
-                    gq.push_pinned(h, actor);
-                    self.remotes[h].unparker.unpark();
+        match &self.policy {
+            Policy::GlobalQueue(gq) => {
+                let home = actor.home();
+                gq.push(actor);
+                match home {
+                    Some(h) => self.remotes[h].unparker.unpark(),
+                    None => self.notify_parked(),
                 }
-                None => {
-                    gq.push_any(actor);
-                    self.notify_parked();
-                }
+                self.after_push();
             }
-            self.after_push();
-            return;
+            Policy::WorkStealing | Policy::Gil(_) => self.schedule_woken_stealable(actor),
         }
+    }
+
+    /// `schedule_woken` under work stealing.
+    fn schedule_woken_stealable(&self, actor: ActorRef) {
+        let home = actor.home();
         // The actor moves into the closure and comes back only if it must go elsewhere.
         let mut stealable = false;
         let elsewhere = context::with_worker(|ctx| match ctx {
@@ -677,29 +680,43 @@ impl Shared {
     /// See [`after_push`](Shared::after_push).
     fn release_started_entries(&self) {
         let _sweep = self.sweep.lock();
-        let mut unstarted = Vec::new();
-        if let Some(gq) = &self.global_queue {
-            unstarted.extend(
-                gq.drain()
-                    .into_iter()
-                    .filter(|a| !a.started.load(Ordering::Acquire)),
-            );
+        let mut queued = self.take_shared_queued();
+        // The entries of started actors are released here; the unstarted go back.
+        queued.retain(|a| !a.started.load(Ordering::Acquire));
+        for a in queued {
+            self.requeue_unstarted(a);
         }
-        let queues = std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
-        for q in queues {
-            loop {
-                match q.steal() {
-                    Steal::Success(a) if !a.started.load(Ordering::Acquire) => unstarted.push(a),
-                    Steal::Success(_) | Steal::Retry => continue,
-                    Steal::Empty => break,
+    }
+
+    /// Takes every entry out of the queues that other threads push into: the injector and the
+    /// workers' inboxes, or the global queue's. Caller holds the sweep lock (see `after_push`).
+    fn take_shared_queued(&self) -> Vec<ActorRef> {
+        let mut taken = Vec::new();
+        match &self.policy {
+            Policy::GlobalQueue(gq) => taken.extend(gq.drain()),
+            Policy::WorkStealing | Policy::Gil(_) => {
+                let queues =
+                    std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
+                for q in queues {
+                    loop {
+                        match q.steal() {
+                            Steal::Success(a) => taken.push(a),
+                            Steal::Retry => continue,
+                            Steal::Empty => break,
+                        }
+                    }
                 }
             }
         }
-        for a in unstarted {
-            match &self.global_queue {
-                Some(gq) => gq.push_any(a),
-                None => self.injector.push(a),
-            }
+        taken
+    }
+
+    /// Puts an unstarted actor that a sweep took back where any worker, or the final sweep,
+    /// finds it.
+    fn requeue_unstarted(&self, actor: ActorRef) {
+        match &self.policy {
+            Policy::GlobalQueue(gq) => gq.push_any(actor),
+            Policy::WorkStealing | Policy::Gil(_) => self.injector.push(actor),
         }
     }
 
@@ -714,10 +731,12 @@ impl Shared {
 
     /// Whether any queue that thieves can reach holds work.
     pub(crate) fn any_stealable_work(&self) -> bool {
-        if let Some(gq) = &self.global_queue {
-            return gq.has_shared_work();
+        match &self.policy {
+            Policy::GlobalQueue(gq) => gq.has_shared_work(),
+            Policy::WorkStealing | Policy::Gil(_) => {
+                !self.injector.is_empty() || self.remotes.iter().any(|r| !r.stealer.is_empty())
+            }
         }
-        !self.injector.is_empty() || self.remotes.iter().any(|r| !r.stealer.is_empty())
     }
 
     pub(crate) fn register_migratable(&self, actor: ActorRef) {
@@ -751,24 +770,10 @@ impl Shared {
     fn drain_injector(&self) {
         // Taken under the sweep lock (see `after_push`), dropped after it: the closures'
         // destructors may wake actors, and a wake may sweep.
-        let mut left = Vec::new();
-        {
+        let left = {
             let _sweep = self.sweep.lock();
-            if let Some(gq) = &self.global_queue {
-                left.extend(gq.drain());
-            }
-            let queues =
-                std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
-            for q in queues {
-                loop {
-                    match q.steal() {
-                        Steal::Success(a) => left.push(a),
-                        Steal::Retry => continue,
-                        Steal::Empty => break,
-                    }
-                }
-            }
-        }
+            self.take_shared_queued()
+        };
         left.into_iter().for_each(drop_unstarted);
     }
 }
@@ -860,7 +865,7 @@ impl Runtime {
     /// assert_eq!(gil.scheduler(), Scheduler::Gil);
     /// ```
     pub fn scheduler(&self) -> Scheduler {
-        self.shared.scheduler
+        self.shared.policy.scheduler()
     }
 
     /// The stack size actors get by default.

@@ -101,12 +101,13 @@ use crate::actor::{
     ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Out,
     Registry, Suspend,
 };
+use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
 use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::handler::{Activation, Step};
 use crate::idle::Searcher;
-use crate::runtime::{Scheduler, Shared};
+use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
@@ -439,9 +440,14 @@ impl WorkerLoop<'_> {
     /// Work this worker can take without stealing, other than its next slot (which `run`
     /// checks first), in the order of the module docs.
     fn next_local(&self) -> Option<ActorRef> {
-        if let Some(gq) = &self.shared().global_queue {
-            return gq.pop(self.ctx.index);
+        match &self.shared().policy {
+            Policy::GlobalQueue(gq) => gq.pop(self.ctx.index),
+            Policy::WorkStealing | Policy::Gil(_) => self.next_local_stealable(),
         }
+    }
+
+    /// `next_local` under work stealing.
+    fn next_local_stealable(&self) -> Option<ActorRef> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
@@ -589,7 +595,7 @@ impl WorkerLoop<'_> {
             remote.safe_point.refill(ticks);
         }
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
-        let gil = (self.shared().scheduler == Scheduler::Gil).then(|| self.shared().gil.lock());
+        let gil = self.shared().policy.run_guard();
         loop {
             let Body::Running(coroutine) = &mut *body else {
                 unreachable!("the actor was started or activated above, or again below");
@@ -673,17 +679,14 @@ impl WorkerLoop<'_> {
     /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
     /// injector where any worker may take them.
     fn push_yielded(&self, actor: ActorRef) {
-        if let Some(gq) = &self.shared().global_queue {
-            match actor.home() {
-                Some(h) => gq.push_pinned(h, actor),
-                None => gq.push_any(actor),
+        match &self.shared().policy {
+            Policy::GlobalQueue(gq) => gq.push(actor),
+            Policy::WorkStealing | Policy::Gil(_) if actor.migratable => {
+                self.shared().push_injector(actor);
             }
-            return;
-        }
-        if actor.migratable {
-            self.shared().push_injector(actor);
-        } else {
-            self.core().local.borrow_mut().push_back(actor);
+            Policy::WorkStealing | Policy::Gil(_) => {
+                self.core().local.borrow_mut().push_back(actor);
+            }
         }
     }
 
@@ -691,9 +694,12 @@ impl WorkerLoop<'_> {
     /// local queue (FIFO: the deque is LIFO for its owner, which would pick the same actor
     /// again and starve the others), or, under the global-queue baseline, its shared queue.
     fn push_yielded_handler(&self, actor: ActorRef) {
-        match &self.shared().global_queue {
-            Some(gq) => gq.push_any(actor),
-            None => self.core().local.borrow_mut().push_back(actor),
+        match &self.shared().policy {
+            // Unpinned when its activation ended: any worker may run it.
+            Policy::GlobalQueue(gq) => gq.push_any(actor),
+            Policy::WorkStealing | Policy::Gil(_) => {
+                self.core().local.borrow_mut().push_back(actor);
+            }
         }
     }
 
