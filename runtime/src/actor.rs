@@ -3,8 +3,8 @@
 //! An [`ActorCell`] is shared (`Arc`) by everything that may wake the actor: run queues,
 //! mailboxes, channels, join handles. What it runs, its [`Body`], is touched only by the one
 //! worker that is running it, as the wake state word guarantees (see `wake.rs`): a worker gets
-//! the body only after popping the actor from a run queue, and the actor enters a run queue
-//! only through the single winner of `IDLE -> SCHEDULED` or its spawner.
+//! the body only through the actor's run-queue entry, a [`Runnable`], which only the spawner
+//! (for the first run) and the single winner of `IDLE -> SCHEDULED` receive.
 //!
 //! # Pinning (the soundness rule)
 //!
@@ -335,27 +335,41 @@ unsafe impl Send for ActorCell {}
 unsafe impl Sync for ActorCell {}
 
 impl ActorCell {
-    pub(crate) fn new(
+    /// A new process actor, and its first run-queue entry, for its spawner to queue.
+    pub(crate) fn new_process(
         shared: Arc<Shared>,
         id: ActorId,
         opts: SpawnOptions,
         f: StartFn,
         stack: Option<OwnedStack>,
         reserved: bool,
-    ) -> Arc<ActorCell> {
-        ActorCell::with_body(shared, id, opts, Body::Unstarted(f, stack), reserved)
+    ) -> Runnable {
+        Runnable(ActorCell::with_body(
+            shared,
+            id,
+            opts,
+            Body::Unstarted(f, stack),
+            reserved,
+        ))
     }
 
     /// A handler actor, idle until its first message (or its `started` hook) runs it. Its
     /// activations borrow pooled stacks, so a custom stack size does not apply.
+    /// Returns its first run-queue entry, for its spawner to queue.
     pub(crate) fn new_handler(
         shared: Arc<Shared>,
         id: ActorId,
         mut opts: SpawnOptions,
         program: Box<dyn Activation>,
-    ) -> Arc<ActorCell> {
+    ) -> Runnable {
         opts.stack_size = None;
-        ActorCell::with_body(shared, id, opts, Body::Idle(program), false)
+        Runnable(ActorCell::with_body(
+            shared,
+            id,
+            opts,
+            Body::Idle(program),
+            false,
+        ))
     }
 
     fn with_body(
@@ -445,7 +459,8 @@ impl ActorCell {
     #[inline]
     pub fn wake(self: &Arc<ActorCell>) {
         if self.state.wake() == WakeAction::Schedule {
-            self.shared.schedule_woken(self.clone());
+            // This wake won `IDLE -> SCHEDULED`: it makes the actor's one entry.
+            self.shared.schedule_woken(Runnable(self.clone()));
         }
     }
 
@@ -599,3 +614,71 @@ impl Registry {
 
 /// Shorthand for a shared actor.
 pub(crate) type ActorRef = Arc<ActorCell>;
+
+/// A run-queue entry: the right to run one actor, and so to touch its body. (Tokio's
+/// `Notified` plays the same part for its tasks.)
+///
+/// Every run queue holds `Runnable`s, and an actor has at most one at a time. Only this module
+/// makes them, at two points: a new actor's first entry, which its spawner queues
+/// ([`ActorCell::new_process`], [`ActorCell::new_handler`]), and the entry that the wake winning
+/// `IDLE -> SCHEDULED` makes ([`ActorCell::wake`]; the state word lets one wake win per park,
+/// see `wake.rs`). A worker that pops an entry holds it while it runs the actor, gives it up
+/// (drops it) when the actor parks or ends, and queues the same entry again when it yields.
+/// `Runnable` is not `Clone`.
+///
+/// So the holder of a `Runnable` is the one thread that may run the actor, and
+/// [`Runnable::body`] is the run path's only way to the body. The one other owner a body has is
+/// a registry at shutdown (`worker.rs`, "Shutdown"): a started actor is unwound through its
+/// registry while an entry of it may still sit in a queue. Sweeps that take such entries on
+/// other threads get [`Runnable::release_at_shutdown`], which never touches a started actor's
+/// body; `body` asks for the worker's [`Core`](crate::worker::Core), which only the worker loop
+/// has, and a worker touches registered bodies only in its own shutdown steps (see `body`).
+pub(crate) struct Runnable(ActorRef);
+
+impl Runnable {
+    /// The actor this entry runs.
+    pub(crate) fn actor(&self) -> &ActorRef {
+        &self.0
+    }
+
+    /// The actor and its body, for the worker loop that popped this entry (`_worker` is its
+    /// `Core`, which only a worker loop has).
+    pub(crate) fn body(&mut self, _worker: &crate::worker::Core) -> (&ActorRef, &mut Body) {
+        // SAFETY: this entry is the actor's only one (see the type's docs), so no other thread
+        // runs the actor or touches its body through an entry. The caller is a worker loop (it
+        // holds a `Core`), not a sweep: the registries own started bodies only at shutdown,
+        // and a worker's own registry is unwound by that worker after it has stopped running
+        // actors (pinned actors: on this thread, in sequence with its drains), while a
+        // migratable actor is unwound between the two shutdown barriers, when no worker pops
+        // a queue. The pinned actor's coroutine is resumed on its home thread because a
+        // started pinned actor's entries go only to its home worker's queues
+        // (`Shared::schedule_woken`); thieves never see them.
+        let body = unsafe { &mut *self.0.body.get() };
+        (&self.0, body)
+    }
+
+    /// An entry that a shutdown sweep took from a queue, on any thread: an actor that has not
+    /// started is dropped with its closure (its join handle reports `Cancelled`); a started
+    /// one is left alone, without touching its body: its worker, or the shutdown's migratable
+    /// phase, unwinds it through its registry, possibly right now.
+    pub(crate) fn release_at_shutdown(self) {
+        if self.0.started.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: the actor has not started (the acquire load pairs with the release store of
+        // `started` in `WorkerLoop::start`/`activate`), so it is in no registry and cannot be
+        // woken (only a started actor parks); this entry is its only one, which gives us its
+        // body as in `body`. An unstarted body is a `Send` closure (and maybe a stack no code
+        // ran on), or a handler actor's `Send` program, which any thread may drop.
+        let body = unsafe { &mut *self.0.body.get() };
+        self.0.discard_unstarted(body);
+    }
+}
+
+impl std::ops::Deref for Runnable {
+    type Target = ActorCell;
+
+    fn deref(&self) -> &ActorCell {
+        &self.0
+    }
+}

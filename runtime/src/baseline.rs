@@ -1,14 +1,14 @@
 //! The single-lock baselines, run by the same workers on the same actors, so that benchmarks
 //! can show what work stealing buys.
 //!
-//! * [`Scheduler::GlobalQueue`](crate::Scheduler::GlobalQueue): every run queue lives behind one
+//! * [`Scheduler::GlobalQueue`]: every run queue lives behind one
 //!   global lock ([`GlobalQueue`]); there are no per-worker queues, no next slot and no
 //!   stealing. Every spawn, wake, yield and pick takes that lock. Started process actors stay
 //!   pinned to their worker (the soundness rule of `actor.rs` holds under every scheduler), so
 //!   the structure behind the lock has one FIFO of runnable pinned actors per worker beside the
 //!   FIFO of actors any worker may run; a worker picks from its own FIFO first, then from the
 //!   shared one.
-//! * [`Scheduler::Gil`](crate::Scheduler::Gil): the work-stealing scheduler, plus one global
+//! * [`Scheduler::Gil`]: the work-stealing scheduler, plus one global
 //!   interpreter lock that a worker holds for as long as it runs an actor, released at every
 //!   switch, as CPython does between threads. Parallelism is gone; queues and wakes are as fast
 //!   as work stealing makes them. The lock is `parking_lot`'s, which hands over fairly every
@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::actor::ActorRef;
+use crate::actor::Runnable;
 use crate::runtime::Scheduler;
 
 /// The scheduler a runtime runs, with the state its baseline adds; see the module docs for
@@ -89,9 +89,9 @@ pub(crate) struct GlobalQueue {
 
 struct Queues {
     /// Actors any worker may run: not started yet, or migratable.
-    any: VecDeque<ActorRef>,
+    any: VecDeque<Runnable>,
     /// Runnable started actors, by home worker.
-    pinned: Box<[VecDeque<ActorRef>]>,
+    pinned: Box<[VecDeque<Runnable>]>,
 }
 
 impl GlobalQueue {
@@ -105,17 +105,17 @@ impl GlobalQueue {
     }
 
     /// Queues an actor any worker may run.
-    pub(crate) fn push_any(&self, actor: ActorRef) {
+    pub(crate) fn push_any(&self, actor: Runnable) {
         self.queues.lock().any.push_back(actor);
     }
 
     /// Queues a started actor for its home worker.
-    pub(crate) fn push_pinned(&self, home: usize, actor: ActorRef) {
+    pub(crate) fn push_pinned(&self, home: usize, actor: Runnable) {
         self.queues.lock().pinned[home].push_back(actor);
     }
 
     /// Queues a runnable actor: for its home worker if it is pinned, else for any worker.
-    pub(crate) fn push(&self, actor: ActorRef) {
+    pub(crate) fn push(&self, actor: Runnable) {
         match actor.home() {
             Some(h) => self.push_pinned(h, actor),
             None => self.push_any(actor),
@@ -123,7 +123,7 @@ impl GlobalQueue {
     }
 
     /// The next actor for worker `index`: its own pinned actors first, then shared work.
-    pub(crate) fn pop(&self, index: usize) -> Option<ActorRef> {
+    pub(crate) fn pop(&self, index: usize) -> Option<Runnable> {
         let mut q = self.queues.lock();
         q.pinned[index].pop_front().or_else(|| q.any.pop_front())
     }
@@ -134,9 +134,9 @@ impl GlobalQueue {
     }
 
     /// Empties every queue (runtime drop, after the workers are gone).
-    pub(crate) fn drain(&self) -> Vec<ActorRef> {
+    pub(crate) fn drain(&self) -> Vec<Runnable> {
         let mut q = self.queues.lock();
-        let mut all: Vec<ActorRef> = q.any.drain(..).collect();
+        let mut all: Vec<Runnable> = q.any.drain(..).collect();
         for p in q.pinned.iter_mut() {
             all.extend(p.drain(..));
         }

@@ -132,9 +132,9 @@ where
     let id = ActorId::next();
     let (completer, handle) = join::packet(id);
     let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
-    let cell = ActorCell::new_handler(shared.clone(), id, opts, program);
-    shared.register_handler(cell.clone());
-    shared.spawn_cell(cell);
+    let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
+    shared.register_handler(entry.actor().clone());
+    shared.spawn_cell(entry);
     Ok(handle)
 }
 

@@ -33,7 +33,7 @@ use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, SpawnOptions};
+use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOptions};
 use crate::baseline::Policy;
 use crate::context;
 use crate::idle::Idle;
@@ -503,7 +503,7 @@ impl Builder {
 /// What every worker and every actor of one runtime share.
 pub(crate) struct Shared {
     pub(crate) remotes: Box<[Remote]>,
-    pub(crate) injector: Injector<ActorRef>,
+    pub(crate) injector: Injector<Runnable>,
     pub(crate) idle: Idle,
     shutdown: AtomicBool,
     pub(crate) slab: StackSlab,
@@ -548,7 +548,7 @@ impl Shared {
     /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
     /// take it before it starts, another worker's inbox if placement picks one (`worker.rs`,
     /// "Placement"), or the injector when spawned from outside the runtime.
-    pub(crate) fn spawn_cell(self: &Arc<Self>, actor: ActorRef) {
+    pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
                 gq.push_any(actor);
@@ -559,7 +559,7 @@ impl Shared {
     }
 
     /// `spawn_cell` under work stealing.
-    fn spawn_stealable(self: &Arc<Self>, actor: ActorRef) {
+    fn spawn_stealable(self: &Arc<Self>, actor: Runnable) {
         // The actor moves into the closure and comes back only if spawned from outside.
         let outside = context::with_worker(|ctx| match ctx {
             Some(ctx) if std::ptr::eq(&*ctx.shared, &**self) => {
@@ -588,7 +588,7 @@ impl Shared {
 
     /// Routes a woken actor (the winner of `IDLE -> SCHEDULED`) to a run queue. See the module
     /// docs of `actor.rs` for why pinned actors only go to their home worker.
-    pub(crate) fn schedule_woken(&self, actor: ActorRef) {
+    pub(crate) fn schedule_woken(&self, actor: Runnable) {
         if self.is_shutdown() {
             // It will never run again: its registry unwinds it (`worker.rs`, "Shutdown").
             return;
@@ -608,7 +608,7 @@ impl Shared {
     }
 
     /// `schedule_woken` under work stealing.
-    fn schedule_woken_stealable(&self, actor: ActorRef) {
+    fn schedule_woken_stealable(&self, actor: Runnable) {
         let home = actor.home();
         // The actor moves into the closure and comes back only if it must go elsewhere.
         let mut stealable = false;
@@ -636,7 +636,7 @@ impl Shared {
     }
 
     /// Pushes stealable work into the injector and wakes a worker for it.
-    pub(crate) fn push_injector(&self, actor: ActorRef) {
+    pub(crate) fn push_injector(&self, actor: Runnable) {
         if self.is_shutdown() && actor.started.load(Ordering::Acquire) {
             // A started actor never runs again once shutdown began; its registry unwinds it.
             return;
@@ -690,7 +690,7 @@ impl Shared {
 
     /// Takes every entry out of the queues that other threads push into: the injector and the
     /// workers' inboxes, or the global queue's. Caller holds the sweep lock (see `after_push`).
-    fn take_shared_queued(&self) -> Vec<ActorRef> {
+    fn take_shared_queued(&self) -> Vec<Runnable> {
         let mut taken = Vec::new();
         match &self.policy {
             Policy::GlobalQueue(gq) => taken.extend(gq.drain()),
@@ -713,7 +713,7 @@ impl Shared {
 
     /// Puts an unstarted actor that a sweep took back where any worker, or the final sweep,
     /// finds it.
-    fn requeue_unstarted(&self, actor: ActorRef) {
+    fn requeue_unstarted(&self, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => gq.push_any(actor),
             Policy::WorkStealing | Policy::Gil(_) => self.injector.push(actor),
@@ -774,23 +774,8 @@ impl Shared {
             let _sweep = self.sweep.lock();
             self.take_shared_queued()
         };
-        left.into_iter().for_each(drop_unstarted);
+        left.into_iter().for_each(Runnable::release_at_shutdown);
     }
-}
-
-/// Drops an actor taken from a queue after its workers have gone (or while they go).
-fn drop_unstarted(actor: ActorRef) {
-    // A started actor is left alone without touching its body: its worker, or the shutdown's
-    // migratable phase, unwinds it through its registry, possibly right now.
-    if actor.started.load(Ordering::Acquire) {
-        return;
-    }
-    // SAFETY: the actor has not started, so it is in no registry and cannot be woken (only a
-    // started actor parks); the queue entry we took was its only one, which gives us its body
-    // as in `run_actor`. An unstarted body is a `Send` closure (and maybe a stack no code ran
-    // on), which any thread may drop.
-    let body = unsafe { &mut *actor.body.get() };
-    actor.discard_unstarted(body);
 }
 
 /// A running set of workers. Dropping it shuts them down (see `worker.rs`, "Shutdown").
@@ -1104,8 +1089,8 @@ where
     let (stack, reserved) = prepare_stack(shared, &opts)?;
     let id = crate::actor::ActorId::next();
     let (start, handle) = join::entry(id, f);
-    let cell = ActorCell::new(shared.clone(), id, opts, start, stack, reserved);
-    shared.spawn_cell(cell);
+    let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
+    shared.spawn_cell(entry);
     Ok(handle)
 }
 

@@ -99,7 +99,7 @@ use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
     ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Out,
-    Registry, Suspend,
+    Registry, Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
@@ -153,6 +153,8 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     let other = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
     // Only a parked worker takes placed actors: an awake one steals what it has time for, and
     // a hand-off to a busy worker would only move waiting from one queue to another.
+    // Relaxed: a hint (see `Remote::parked`); a stale `false` keeps one actor local, a stale
+    // `true` places one on a worker that has just woken, which then runs it.
     if !remotes[other].parked.load(Ordering::Relaxed) {
         return None;
     }
@@ -166,9 +168,9 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
 
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
-    pub(crate) stealer: Stealer<ActorRef>,
+    pub(crate) stealer: Stealer<Runnable>,
     /// Pinned actors of this worker woken from other threads.
-    pub(crate) inbox: Injector<ActorRef>,
+    pub(crate) inbox: Injector<Runnable>,
     /// Raised (release) after every push into `inbox`, lowered by the owner before it drains:
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
     inbox_hint: AtomicBool,
@@ -193,7 +195,7 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(stealer: Stealer<ActorRef>, unparker: Unparker, ticks: bool) -> Remote {
+    pub(crate) fn new(stealer: Stealer<Runnable>, unparker: Unparker, ticks: bool) -> Remote {
         Remote {
             stealer,
             inbox: Injector::new(),
@@ -222,13 +224,13 @@ impl Remote {
     }
 
     /// Hands a woken pinned actor to this worker from another thread.
-    pub(crate) fn push_inbox(&self, actor: ActorRef) {
+    pub(crate) fn push_inbox(&self, actor: Runnable) {
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
         self.push_inbox_quiet(actor);
     }
 
     /// Pushes into the inbox and wakes the owner, without counting a remote wake.
-    fn push_inbox_quiet(&self, actor: ActorRef) {
+    fn push_inbox_quiet(&self, actor: Runnable) {
         self.inbox.push(actor);
         // Release: pairs with the acquire swap in `take_inbox_hint`.
         self.inbox_hint.store(true, Ordering::Release);
@@ -245,7 +247,7 @@ impl Remote {
 
     /// Step 3 of placement: takes in an unstarted actor that a spawn on another worker placed
     /// here. It counts in this worker's load until it starts or ends (`ActorCell::unplace`).
-    pub(crate) fn take_placed(&self, index: usize, actor: ActorRef) {
+    pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
         // Relaxed, both: `placed_on` is published to the popping worker by the inbox's push and
         // pop, as the body is; `placed` is a figure (see `load`).
         actor.placed_on.store(index, Ordering::Relaxed);
@@ -286,9 +288,9 @@ impl std::fmt::Display for ActivationOf {
 
 /// What only the worker thread touches; see the module docs.
 pub(crate) struct Core {
-    next: Cell<Option<ActorRef>>,
-    local: RefCell<VecDeque<ActorRef>>,
-    deque: Deque<ActorRef>,
+    next: Cell<Option<Runnable>>,
+    local: RefCell<VecDeque<Runnable>>,
+    deque: Deque<Runnable>,
     pool: RefCell<StackPool>,
     /// Started pinned actors, for shutdown. Each knows its slot (`registry_slot`).
     live: RefCell<Vec<ActorRef>>,
@@ -304,7 +306,7 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(deque: Deque<ActorRef>, seed: u64) -> Core {
+    pub(crate) fn new(deque: Deque<Runnable>, seed: u64) -> Core {
         Core {
             next: Cell::new(None),
             local: RefCell::new(VecDeque::new()),
@@ -323,7 +325,7 @@ impl Core {
     /// it is pinned here, or else (a handler actor between activations, a migratable actor) to
     /// the stealable deque, where an idle worker may take it: then returns `true`, and the caller
     /// must wake a parked worker for it.
-    pub(crate) fn push_next(&self, actor: ActorRef) -> bool {
+    pub(crate) fn push_next(&self, actor: Runnable) -> bool {
         match self.next.replace(Some(actor)) {
             Some(old) => self.push_runnable(old),
             None => false,
@@ -333,7 +335,7 @@ impl Core {
     /// A runnable actor displaced from the next slot by another wake (a fan-out: more work
     /// than this worker can run next): to the back of the local queue if it is pinned here,
     /// else to the stealable deque (then `true`: the caller wakes a parked worker to take it).
-    fn push_runnable(&self, actor: ActorRef) -> bool {
+    fn push_runnable(&self, actor: Runnable) -> bool {
         if actor.home().is_none() {
             self.deque.push(actor);
             true
@@ -344,7 +346,7 @@ impl Core {
     }
 
     /// A new actor, stealable until it starts.
-    pub(crate) fn push_spawned(&self, actor: ActorRef) {
+    pub(crate) fn push_spawned(&self, actor: Runnable) {
         self.deque.push(actor);
     }
 
@@ -363,7 +365,7 @@ impl Core {
 pub(crate) fn run(
     shared: Arc<Shared>,
     index: usize,
-    deque: Deque<ActorRef>,
+    deque: Deque<Runnable>,
     parker: Parker,
     meet: (WaitGroup, WaitGroup),
 ) {
@@ -439,7 +441,7 @@ impl WorkerLoop<'_> {
 
     /// Work this worker can take without stealing, other than its next slot (which `run`
     /// checks first), in the order of the module docs.
-    fn next_local(&self) -> Option<ActorRef> {
+    fn next_local(&self) -> Option<Runnable> {
         match &self.shared().policy {
             Policy::GlobalQueue(gq) => gq.pop(self.ctx.index),
             Policy::WorkStealing | Policy::Gil(_) => self.next_local_stealable(),
@@ -447,7 +449,7 @@ impl WorkerLoop<'_> {
     }
 
     /// `next_local` under work stealing.
-    fn next_local_stealable(&self) -> Option<ActorRef> {
+    fn next_local_stealable(&self) -> Option<Runnable> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
@@ -493,7 +495,7 @@ impl WorkerLoop<'_> {
         local.rotate_right(woken);
     }
 
-    fn pop_injector(&self) -> Option<ActorRef> {
+    fn pop_injector(&self) -> Option<Runnable> {
         loop {
             match self
                 .shared()
@@ -508,7 +510,7 @@ impl WorkerLoop<'_> {
     }
 
     /// Steals about half of a random victim's deque, trying every victim once.
-    fn steal(&self) -> Option<ActorRef> {
+    fn steal(&self) -> Option<Runnable> {
         let remotes = &self.shared().remotes;
         let n = remotes.len();
         if n < 2 {
@@ -541,23 +543,21 @@ impl WorkerLoop<'_> {
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
     /// parks before searching. Returns work if found, `None` at shutdown.
-    fn search(&self, park_first: bool) -> Option<ActorRef> {
+    fn search(&self, park_first: bool) -> Option<Runnable> {
         self.shared().idle.search(self.ctx.index, self, park_first)
     }
     /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
     /// slot continues the current time slice; any other starts a new one (see `monitor.rs`).
-    fn run_actor(&self, actor: ActorRef, from_next: bool) {
-        actor.state.start_running();
-        // SAFETY: we popped `actor` from a run queue, so we hold its one queue entry and the
-        // wake protocol gives us exclusive access to its body until we hand it back (park,
-        // yield, finish). A pinned started actor only enters this worker's queues, so its
-        // coroutine is resumed on its home thread.
-        let body = unsafe { &mut *actor.body.get() };
+    fn run_actor(&self, mut entry: Runnable, from_next: bool) {
+        entry.state.start_running();
+        // The entry is the right to run the actor until it parks or ends (the entry is then
+        // dropped) or yields (it is queued again).
+        let (actor, body) = entry.body(self.core());
         // What the coroutine is resumed with: the program, for a carrier starting an activation.
         let mut input = None;
         let ready = match body {
-            Body::Unstarted(..) => self.start(&actor, body),
-            Body::Idle(_) => match self.activate(&actor, body) {
+            Body::Unstarted(..) => self.start(actor, body),
+            Body::Idle(_) => match self.activate(actor, body) {
                 Some(program) => {
                     input = Some(program);
                     true
@@ -602,13 +602,13 @@ impl WorkerLoop<'_> {
             };
             // `current` names the actor only while its coroutine runs: whatever the worker
             // does between resumes (queueing, waking, dropping) runs outside any actor.
-            self.ctx.current.set(Arc::as_ptr(&actor));
+            self.ctx.current.set(Arc::as_ptr(actor));
             let resumed = coroutine.resume(input.take());
             self.ctx.current.set(std::ptr::null());
             if let CoroutineResult::Yield(Out::Suspend(_)) = resumed {
                 // A handler actor's activation that suspends keeps its carrier: from now until
                 // it returns, it is pinned here like a process actor (`handler.rs`, step 2).
-                self.pin_activation(&actor);
+                self.pin_activation(actor);
             }
             match resumed {
                 CoroutineResult::Yield(Out::Suspend(Suspend::Park)) => {
@@ -635,23 +635,23 @@ impl WorkerLoop<'_> {
                     } else {
                         self.drain_inbox();
                     }
-                    self.push_yielded(actor.clone());
+                    self.push_yielded(entry);
                     break;
                 }
                 CoroutineResult::Return(Finished::Process) => {
-                    self.finish(&actor, body);
+                    self.finish(actor, body);
                     break;
                 }
                 // A handler actor's activation ended with its actor stopped (`handler.rs`).
                 CoroutineResult::Yield(Out::Stopped) => {
-                    self.end_activation(&actor, body, None);
-                    self.shared().unregister_handler(&actor);
+                    self.end_activation(actor, body, None);
+                    self.shared().unregister_handler(actor);
                     actor.end();
                     break;
                 }
                 // A handler actor's activation returned (`handler.rs`, step 3).
                 CoroutineResult::Yield(Out::Activated(program, step)) => {
-                    self.end_activation(&actor, body, Some(program));
+                    self.end_activation(actor, body, Some(program));
                     match step {
                         Step::Park => match actor.state.after_park() {
                             AfterPark::Parked => break,
@@ -659,13 +659,13 @@ impl WorkerLoop<'_> {
                             // here (as for `Yield`: no unbounded run of activations).
                             AfterPark::Resume => {
                                 actor.state.yielded();
-                                self.push_yielded_handler(actor.clone());
+                                self.push_yielded_handler(entry);
                                 break;
                             }
                         },
                         Step::Yield => {
                             actor.state.yielded();
-                            self.push_yielded_handler(actor.clone());
+                            self.push_yielded_handler(entry);
                             break;
                         }
                         Step::Stop => unreachable!("a stopped activation yields `Out::Stopped`"),
@@ -678,7 +678,7 @@ impl WorkerLoop<'_> {
 
     /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
     /// injector where any worker may take them.
-    fn push_yielded(&self, actor: ActorRef) {
+    fn push_yielded(&self, actor: Runnable) {
         match &self.shared().policy {
             Policy::GlobalQueue(gq) => gq.push(actor),
             Policy::WorkStealing | Policy::Gil(_) if actor.migratable => {
@@ -693,7 +693,7 @@ impl WorkerLoop<'_> {
     /// A handler actor whose batch ended with messages left goes to the back of this worker's
     /// local queue (FIFO: the deque is LIFO for its owner, which would pick the same actor
     /// again and starve the others), or, under the global-queue baseline, its shared queue.
-    fn push_yielded_handler(&self, actor: ActorRef) {
+    fn push_yielded_handler(&self, actor: Runnable) {
         match &self.shared().policy {
             // Unpinned when its activation ended: any worker may run it.
             Policy::GlobalQueue(gq) => gq.push_any(actor),
@@ -733,7 +733,7 @@ impl WorkerLoop<'_> {
         *body = Body::Running(carrier.coroutine);
         // From its first activation on, a handler actor's body belongs to registries, as a
         // started process actor's does: a queue entry of it is only a reference, which sweeps
-        // at shutdown may drop (`Shared::after_push`, `drop_unstarted`); an idle one is dropped
+        // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle one is dropped
         // through the handler registry (shutdown step 4).
         actor.started.store(true, Ordering::Release);
         Some(program)
@@ -989,9 +989,8 @@ impl WorkerLoop<'_> {
 
     /// A queued actor at shutdown: an unstarted one is dropped with its closure; a started one
     /// is unwound through its registry, so its queue entry is simply released.
-    fn drop_queued(&self, actor: ActorRef) {
-        // SAFETY: popped from a run queue, so we own the body (as in `run_actor`).
-        let body = unsafe { &mut *actor.body.get() };
+    fn drop_queued(&self, mut entry: Runnable) {
+        let (actor, body) = entry.body(self.core());
         actor.discard_unstarted(body);
     }
 
@@ -1025,13 +1024,13 @@ impl WorkerLoop<'_> {
 
 /// The worker loop's side of the sleep protocol (`idle.rs`).
 impl Searcher for WorkerLoop<'_> {
-    type Work = ActorRef;
+    type Work = Runnable;
 
-    fn find(&self) -> Option<ActorRef> {
+    fn find(&self) -> Option<Runnable> {
         self.next_local()
     }
 
-    fn steal(&self) -> Option<ActorRef> {
+    fn steal(&self) -> Option<Runnable> {
         WorkerLoop::steal(self)
     }
 
