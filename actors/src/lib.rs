@@ -37,6 +37,7 @@
 pub mod channel;
 mod handler;
 mod mailbox;
+mod queue;
 
 use std::io;
 

@@ -23,12 +23,13 @@ use threadlet::channel::TryRecvError;
 
 /// Two senders send one message each and drop their addresses while the receiver calls `recv`
 /// three times: both messages arrive exactly once, then `None` once every `Addr` is gone.
+///
 #[test]
 fn two_senders_then_disconnect() {
-    loom::model(|| {
+    model(|| {
         let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
-        // Dropping a mailbox locks it, which panics again (and aborts the test binary) while a
-        // failing execution unwinds; so it is only dropped on success, below.
+        // Dropping a mailbox runs loom operations, which panic again (and abort the test binary)
+        // while a failing execution unwinds; so it is only dropped on success, below.
         let mb = ManuallyDrop::new(mb);
         let senders: Vec<_> = [1, 2]
             .into_iter()
@@ -55,6 +56,16 @@ fn two_senders_then_disconnect() {
     });
 }
 
+/// Runs a model with at most 3 preemptions per execution. The full search of the models with
+/// three threads, or two sends and two receives, takes hours; 3 preemptions cover every
+/// interleaving of one sender's exit with the receiver's registration, with the other steps
+/// anywhere (the models run in about a minute in release).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(3);
+    builder.check(f);
+}
+
 /// A message that counts its drops.
 struct Counted(Arc<AtomicUsize>);
 
@@ -70,7 +81,7 @@ impl Drop for Counted {
 /// fails and hands its message back.
 #[test]
 fn send_racing_the_end_conserves_the_message() {
-    loom::model(|| {
+    model(|| {
         let drops = Arc::new(AtomicUsize::new(0));
         let (addr, mb) = threadlet::__mailbox_for_tests::<Counted>();
         let sender = {
@@ -102,7 +113,7 @@ fn send_racing_the_end_conserves_the_message() {
 /// The drain never waits for the live address, and nothing is received twice.
 #[test]
 fn send_racing_close_is_drained_or_handed_back() {
-    loom::model(|| {
+    model(|| {
         let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
         let mb = ManuallyDrop::new(mb);
         let sender = thread::spawn(move || {
@@ -123,6 +134,28 @@ fn send_racing_close_is_drained_or_handed_back() {
         assert_eq!(mb.recv(), None);
         assert!(addr.is_closed());
         drop(addr);
+        drop(ManuallyDrop::into_inner(mb));
+    });
+}
+
+/// One sender sends two messages while the receiver waits for both: the first exit may wake
+/// the receiver, which then registers again while the second send is in flight. Both arrive,
+/// in order, and the receiver never sleeps through the second.
+#[test]
+fn receiver_registers_again_between_two_sends() {
+    model(|| {
+        let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
+        let mb = ManuallyDrop::new(mb);
+        let sender = thread::spawn(move || {
+            addr.send(1).unwrap();
+            addr.send(2).unwrap();
+            addr
+        });
+        assert_eq!((mb.recv(), mb.recv()), (Some(1), Some(2)));
+        let addr = sender.join().unwrap();
+        assert_eq!(mb.len(), 0);
+        drop(addr);
+        assert_eq!(mb.recv(), None);
         drop(ManuallyDrop::into_inner(mb));
     });
 }
