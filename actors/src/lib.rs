@@ -37,7 +37,6 @@
 pub mod channel;
 mod handler;
 mod mailbox;
-mod queue;
 
 use std::io;
 

@@ -1,288 +1,78 @@
 //! Mailboxes: the one typed inbox of each actor, and the [`Addr`]esses that send to it.
 //!
-//! # State
+//! # State and protocol
 //!
-//! No lock. A mailbox is a lock-free queue (`queue.rs`: many senders, one receiver) and three
-//! words:
+//! One short lock guards the mailbox state: the queue, the parked receiver (if any), the count
+//! of live addresses, and whether the mailbox is closed (by [`Mailbox::close`] or because the
+//! actor ended). Nothing else is shared. A mailbox has exactly one receiver (`Mailbox` is not
+//! `Sync`), so there is at most one waiter to record.
 //!
-//! * `state`: the number of messages accepted and not yet received (what [`Mailbox::len`]
-//!   reports), the number of senders *in flight* (between their entry and their exit below),
-//!   `CLOSED` (by [`Mailbox::close`] or because the actor ended), and `WAITING` (the receiver
-//!   has registered);
-//! * `addrs`: the number of live [`Addr`]s;
-//! * `waiter`: the registered receiver, if any (a `WaiterSlot` of the runtime: whoever swaps the
-//!   waiter out of it owns it, so exactly one thread wakes it).
-//!
-//! A mailbox has exactly one receiver (`Mailbox` is not `Sync`), so only one thread at a time
-//! pops the queue or registers.
-//!
-//! # Protocol
+//! Receiving (the actor, steps of the wake protocol in `threadlet-runtime`'s `wake.rs`):
+//! 1. under the lock: pop a message and return it; else, if no address is left or the mailbox
+//!    is closed, return `None`; else record the caller as the waiter;
+//! 2. arm a guard, then park; when woken, disarm the guard and loop to 1. If the actor is
+//!    unwound while parked (runtime shutdown starts the forced unwind inside `park`, so no code
+//!    after it runs), the guard's `Drop` clears the recorded waiter if it is still this actor,
+//!    so a mailbox that outlives its actor's stack does not keep the actor (and its runtime)
+//!    allocated.
 //!
 //! Sending (any thread):
-//! 1. allocate the message's queue node (nothing after this can block or run user code);
-//! 2. *enter*: add one sender in flight and one message to `state` (one read-modify-write).
-//!    If `CLOSED` was set, take both back, hand the message back, and go to 4;
-//! 3. push the node onto the queue;
-//! 4. *exit*: take the sender back out of `state` (a read-modify-write, release). If `WAITING`
-//!    was set, clear it, take the waiter out of the slot (if no other sender has) and wake it.
+//! 1. under the lock: if the mailbox is closed, hand the message back; else push it and *take*
+//!    the waiter out of the state;
+//! 2. after unlocking, wake the waiter taken, if any.
 //!
-//! Receiving (the one receiver; a handler actor's `poll` is the same without the park):
-//! 1. pop; if a message comes out, count it out of `state` and return it;
-//! 2. read `state` and `addrs` (acquire), then pop once more. If the queue is empty and the
-//!    mailbox is closed or has no address left, with no sender in flight, it is drained for
-//!    good: return `None`;
-//! 3. register: put the caller in the waiter slot, then set `WAITING` (a read-modify-write,
-//!    acquire) and do 2 with the `state` it returns;
-//! 4. park; when woken, do 1 and 2, then go to 3. Whenever the receiver returns (a message,
-//!    `None`, a timeout, a cancelled park, or an unwind out of the park), it takes back its
-//!    registration if no sender has, so a mailbox that outlives its actor's stack does not
-//!    keep the actor (and its runtime) allocated.
-//!
-//! # Why no wakeup is lost
-//!
-//! A receiver parks only after registering (3) and finding nothing. Take a sender whose exit
-//! (4) and the receiver's `WAITING` (3) are both read-modify-writes of `state`, so one comes
-//! first in its modification order, and each reads the latest value:
-//!
-//! * the registration comes first: the exit reads `WAITING` and takes the slot. The waiter was
-//!   put there before `WAITING` was set, so the exit (which reads it, acquire) finds it, unless
-//!   another sender took it first and woke the receiver anyway;
-//! * the exit comes first: the registration reads the exit's value (or a later one: every
-//!   change of `state` is a read-modify-write, so the exit's release sequence goes on) and
-//!   synchronizes with it, so the push before the exit happened before the receiver's pop,
-//!   which finds the message.
-//!
-//! Dropping the last `Addr` is an exit with nothing to take out, after its decrement of
-//! `addrs`: the receiver either is woken, or reads `addrs == 0` and sees `None`. Only
-//! read-modify-writes carry the argument, so it needs no `SeqCst`, and loom, which models
-//! `SeqCst` loads as acquire loads, checks it as shipped (`tests/loom_mailbox.rs`).
-//!
-//! A push is two steps (swap the head, link the previous node), and between them the queue
-//! looks shorter than it is: a pop may miss a message whose sender is still in flight. That
-//! sender has yet to exit, and its exit wakes the receiver if it has registered. This is also
-//! why step 2 checks senders in flight before it calls the mailbox drained.
-//!
-//! A wake can find the receiver already awake (it registered, then found a message on its
-//! second look): the receiver's next park then returns at once and it looks again. Spurious
-//! wakes cost a turn, never a message.
+//! Exactly one sender takes a recorded waiter, because taking happens under the lock; that
+//! sender's message is in the queue before the receiver can look again, so the receiver never
+//! parks on a non-empty queue and is never woken twice for one park. The last `Addr` to drop
+//! takes the waiter the same way and wakes it after unlocking, so a receiver waiting on a
+//! mailbox that nobody can send to wakes and sees `None`. Nothing but bookkeeping runs under
+//! the lock: wakes, and drops of messages and waiters, happen after it is released, since they
+//! can run arbitrary code (a message's destructor may send to this mailbox again).
 //!
 //! # Conservation
 //!
-//! A message is either accepted (its sender entered while the mailbox was open: the actor
-//! receives it, or it is dropped with the mailbox when the actor ends without reading it) or
-//! returned to the sender in [`SendError`]. `state`'s modification order decides which: a
-//! sender that enters before the close is counted in flight, and both the drain and the drop
-//! wait for it. [`Mailbox::close`] sets `CLOSED`: every later send fails and returns its
-//! message, while everything accepted before stays queued for the owner to drain, so "close,
-//! then drain" loses nothing. When the actor ends, its `Mailbox` drops: it closes, waits for
-//! senders in flight (a few instructions each; a sender preempted by the OS there delays the
-//! drop by as long), and drops what is queued. Message destructors run on the thread that drops
-//! them, outside any lock; one that sends to this mailbox again is refused and gets its message
-//! back.
+//! A message is either accepted (pushed while the mailbox is open: the actor receives it, or it
+//! is dropped with the mailbox when the actor ends without reading it) or returned to the sender
+//! in [`SendError`]. [`Mailbox::close`] marks the state closed under the lock: every later send
+//! fails and returns its message, while everything accepted before stays queued for the owner
+//! to drain, so "close, then drain" loses nothing. When the actor ends, its `Mailbox` drops and
+//! closes the same way.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use threadlet_runtime::sync::{AtomicU64, AtomicUsize, Backoff};
-use threadlet_runtime::{ActorId, Waiter, WaiterSlot, call_at, checkpoint, park, park_until};
+use threadlet_runtime::sync::Mutex;
+use threadlet_runtime::{ActorId, Waiter, call_at, checkpoint, park, park_until};
 
 use crate::channel::{RecvTimeoutError, SendError, TryRecvError};
-use crate::queue::{MessageQueue, Pending};
 
-/// `state`: messages accepted and not yet received, in the low bits.
-const ONE_MESSAGE: u64 = 1;
-const MESSAGES_BITS: u32 = 40;
-/// `state`: senders in flight, above the messages. 2^22 is more than the threads a process
-/// can have, and an actor cannot be suspended in flight (no safe point lies there).
-const ONE_SENDER: u64 = 1 << MESSAGES_BITS;
-const SENDERS_BITS: u32 = 22;
-/// `state`: no more sends are accepted.
-const CLOSED: u64 = 1 << (MESSAGES_BITS + SENDERS_BITS);
-/// `state`: a receiver has registered in the waiter slot; an exit that sees it wakes.
-const WAITING: u64 = CLOSED << 1;
-
-fn messages(state: u64) -> u64 {
-    state & (ONE_SENDER - 1)
+struct State<M> {
+    queue: VecDeque<M>,
+    waiter: Option<Waiter>,
+    addrs: usize,
+    /// No more sends are accepted: the owner closed the mailbox, or dropped it.
+    closed: bool,
 }
-
-fn senders(state: u64) -> u64 {
-    (state & (CLOSED - 1)) >> MESSAGES_BITS
-}
-
-/// More addresses than this is a leak (each takes at least 8 bytes); abort, as `Arc` does,
-/// rather than wrap the count.
-const MAX_ADDRS: usize = isize::MAX as usize;
 
 struct Shared<M> {
-    queue: MessageQueue<M>,
-    state: AtomicU64,
-    addrs: AtomicUsize,
-    waiter: WaiterSlot,
+    state: Mutex<State<M>>,
     /// The owning actor, set by `spawn_actor` right after spawning.
     actor: OnceLock<ActorId>,
-}
-
-/// What the receiver finds (steps 1 and 2 of receiving).
-enum Found<M> {
-    Message(M),
-    /// Nothing now.
-    Empty,
-    /// Nothing, ever again: closed or no address left, drained, no sender in flight.
-    Drained,
-}
-
-impl<M> Shared<M> {
-    /// Pops one message and counts it out.
-    ///
-    /// # Safety
-    ///
-    /// The caller is the mailbox's one receiver (holds the `Mailbox`, which is not `Sync`).
-    unsafe fn pop(&self) -> Option<M> {
-        // SAFETY: the caller's promise: one consumer.
-        let m = unsafe { self.queue.pop() }?;
-        // Relaxed: only a count; its sender's entry added it before the push we popped.
-        self.state.fetch_sub(ONE_MESSAGE, Relaxed);
-        Some(m)
-    }
-
-    /// Steps 1 and 2 of receiving.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Shared::pop`].
-    unsafe fn find(&self) -> Found<M> {
-        // SAFETY: the caller's promise (here and in `look`).
-        if let Some(m) = unsafe { self.pop() } {
-            return Found::Message(m);
-        }
-        // Acquire: pairs with the senders' exits (release): a push before an exit read here is
-        // linked, and the pop in `look` finds it.
-        let state = self.state.load(Acquire);
-        unsafe { self.look(state) }
-    }
-
-    /// Step 3 of receiving: registers the caller, then looks again.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Shared::pop`].
-    unsafe fn register_and_find(&self) -> Found<M> {
-        // A stale registration of this receiver (left by a spurious wake) comes back, dropped.
-        drop(self.waiter.register(Waiter::current()));
-        // AcqRel: the receiver's half of the pattern in the module docs. As a read-modify-write
-        // it reads the latest `state`: either an exit after this one sees `WAITING`, or this
-        // reads that exit (acquire, pairing with its release) and the pop finds its message.
-        let state = self.state.fetch_or(WAITING, AcqRel);
-        // SAFETY: the caller's promise.
-        unsafe { self.look(state) }
-    }
-
-    /// Step 2 with `state` read: pops once more, then decides whether the mailbox is drained.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Shared::pop`].
-    unsafe fn look(&self, state: u64) -> Found<M> {
-        // Acquire: pairs with the last `Addr`'s drop (module docs).
-        let addrs = self.addrs.load(Acquire);
-        // SAFETY: the caller's promise.
-        if let Some(m) = unsafe { self.pop() } {
-            return Found::Message(m);
-        }
-        let no_more = state & CLOSED != 0 || addrs == 0;
-        if no_more && senders(state) == 0 {
-            Found::Drained
-        } else {
-            Found::Empty
-        }
-    }
-
-    /// The receiver stops waiting: takes its registration back if no sender has.
-    fn withdraw(&self) {
-        if self.waiter.take().is_some() {
-            // Relaxed: a hint for senders only; the slot is what is owned.
-            self.state.fetch_and(!WAITING, Relaxed);
-        }
-    }
-
-    /// Sending, steps 2 to 4.
-    fn send(&self, msg: M) -> Result<(), SendError<M>> {
-        let pending = Pending::new(msg);
-        // Relaxed: whether the send is accepted is decided by this read-modify-write's place in
-        // `state`'s modification order against the close (a read-modify-write too); no data is
-        // read here.
-        let entered = self.state.fetch_add(ONE_SENDER + ONE_MESSAGE, Relaxed);
-        debug_assert!(
-            senders(entered) < (1 << SENDERS_BITS) - 1,
-            "senders in flight overflow"
-        );
-        if entered & CLOSED != 0 {
-            self.exit(ONE_SENDER + ONE_MESSAGE);
-            return Err(SendError(pending.into_inner()));
-        }
-        self.queue.push(pending);
-        self.exit(ONE_SENDER);
-        Ok(())
-    }
-
-    /// Sending, step 4 (and the last `Addr`'s drop, with nothing to take out).
-    fn exit(&self, taken: u64) {
-        // AcqRel: release publishes the push to the receiver that reads this value (or a later
-        // one); as a read-modify-write it reads the latest `state`, so it sees `WAITING` if
-        // the receiver's registration came first (module docs).
-        let state = self.state.fetch_sub(taken, AcqRel);
-        if state & WAITING != 0 {
-            // Relaxed: a hint (see `withdraw`); the slot decides who wakes the receiver.
-            self.state.fetch_and(!WAITING, Relaxed);
-            self.waiter.wake();
-        }
-    }
-
-    fn close(&self) {
-        // Relaxed: a read-modify-write, ordered against every sender's entry in `state`'s
-        // modification order (see `send`).
-        self.state.fetch_or(CLOSED, Relaxed);
-        // The one receiver is the caller, which is not parked: nobody to wake. A registration
-        // left by a handler actor's `poll` is dropped (it would keep the actor allocated).
-        self.withdraw();
-    }
-
-    fn is_closed(&self) -> bool {
-        self.state.load(Acquire) & CLOSED != 0
-    }
-
-    fn new_addr(self: &Arc<Self>) -> Addr<M> {
-        // Relaxed: as `Arc::clone`; the count only has to be exact.
-        if self.addrs.fetch_add(1, Relaxed) >= MAX_ADDRS {
-            std::process::abort();
-        }
-        Addr {
-            shared: self.clone(),
-        }
-    }
-}
-
-/// A receiver inside steps 3 and 4: dropping it (on every way out, an unwind included)
-/// withdraws the registration.
-struct Waiting<'a, M>(&'a Shared<M>);
-
-impl<M> Drop for Waiting<'_, M> {
-    fn drop(&mut self) {
-        self.0.withdraw();
-    }
 }
 
 /// Creates a mailbox and its first address, for an actor not spawned yet (`spawn_actor` does
 /// this for you).
 pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
     let shared = Arc::new(Shared {
-        queue: MessageQueue::new(),
-        state: AtomicU64::new(0),
-        addrs: AtomicUsize::new(1),
-        waiter: WaiterSlot::new(),
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            waiter: None,
+            addrs: 1,
+            closed: false,
+        }),
         actor: OnceLock::new(),
     });
     (
@@ -416,37 +206,33 @@ impl<M> Mailbox<M> {
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<M, RecvTimeoutError> {
         checkpoint();
-        // SAFETY (every `find` here): `&self` is the one receiver (`Mailbox` is not `Sync`).
-        match unsafe { self.shared.find() } {
-            Found::Message(m) => return Ok(m),
-            Found::Drained => return Err(RecvTimeoutError::Disconnected),
-            Found::Empty => {}
-        }
-        let _waiting = Waiting(&self.shared);
         loop {
-            match unsafe { self.shared.register_and_find() } {
-                Found::Message(m) => return Ok(m),
-                Found::Drained => return Err(RecvTimeoutError::Disconnected),
-                Found::Empty => {}
+            {
+                let mut st = self.shared.state.lock();
+                if let Some(m) = st.queue.pop_front() {
+                    return Ok(m);
+                }
+                if st.addrs == 0 || st.closed {
+                    return Err(RecvTimeoutError::Disconnected);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    // A waiter left behind only costs a spurious wake later; clear it anyway.
+                    st.waiter = None;
+                    return Err(RecvTimeoutError::Timeout);
+                }
+                st.waiter = Some(Waiter::current());
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(RecvTimeoutError::Timeout);
-            }
+            let published = Published(&self.shared);
             let parked = match deadline {
                 None => park(),
                 Some(d) => park_until(d),
             };
             if parked.is_err() {
-                // Cancelled: give up (dropping `_waiting` withdraws the registration).
+                // Cancelled: give up, and clear the waiter (the guard's drop does it).
+                drop(published);
                 return Err(RecvTimeoutError::Disconnected);
             }
-            // Woken by a sender (which took the registration), or spuriously: look before
-            // registering again, so a message that woke us costs no registration.
-            match unsafe { self.shared.find() } {
-                Found::Message(m) => return Ok(m),
-                Found::Drained => return Err(RecvTimeoutError::Disconnected),
-                Found::Empty => {}
-            }
+            published.disarm();
         }
     }
 
@@ -467,11 +253,11 @@ impl<M> Mailbox<M> {
     /// ```
     pub fn try_recv(&self) -> Result<M, TryRecvError> {
         checkpoint();
-        // SAFETY: `&self` is the one receiver (`Mailbox` is not `Sync`).
-        match unsafe { self.shared.find() } {
-            Found::Message(m) => Ok(m),
-            Found::Empty => Err(TryRecvError::Empty),
-            Found::Drained => Err(TryRecvError::Disconnected),
+        let mut st = self.shared.state.lock();
+        match st.queue.pop_front() {
+            Some(m) => Ok(m),
+            None if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
         }
     }
 
@@ -504,7 +290,13 @@ impl<M> Mailbox<M> {
     /// assert_eq!(addr.send(4), Err(SendError(4))); // refused, and handed back
     /// ```
     pub fn close(&self) {
-        self.shared.close();
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            st.closed = true;
+            // The one receiver is the caller, which is not parked: nobody to wake.
+            st.waiter.take()
+        };
+        drop(waiter);
     }
 
     /// Whether [`close`](Mailbox::close) was called.
@@ -521,7 +313,7 @@ impl<M> Mailbox<M> {
     /// assert_eq!(h.join().unwrap(), (false, true));
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.shared.is_closed()
+        self.shared.state.lock().closed
     }
 
     /// An iterator that calls [`recv`](Mailbox::recv) until it returns `None`.
@@ -557,10 +349,13 @@ impl<M> Mailbox<M> {
     /// drop(addr);
     /// ```
     pub fn addr(&self) -> Addr<M> {
-        self.shared.new_addr()
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
     }
 
-    /// Messages waiting now (accepted and not yet received).
+    /// Messages waiting now.
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};
@@ -577,8 +372,7 @@ impl<M> Mailbox<M> {
     /// assert_eq!(h.join().unwrap(), (2, 1));
     /// ```
     pub fn len(&self) -> usize {
-        // Acquire: a count only; it includes the messages of senders in flight.
-        messages(self.shared.state.load(Acquire)) as usize
+        self.shared.state.lock().queue.len()
     }
 
     /// Whether no message is waiting now.
@@ -616,35 +410,23 @@ impl<M> Mailbox<M> {
         let _ = self.shared.actor.set(id);
     }
 
-    /// A handler actor's receive: a message, or the caller registered as the waiter. No
-    /// suspension here: the activation returns, and its worker parks the actor (step 4 of the
-    /// wake protocol in `threadlet-runtime`'s `wake.rs`).
+    /// A handler actor's receive: a message, or the caller published as the waiter. No
+    /// suspension here: the activation returns, and its worker does step 4 of the protocol.
     pub(crate) fn poll(&self) -> Poll<M> {
-        // SAFETY (every `find` here): `&self` is the one receiver (`Mailbox` is not `Sync`).
-        match unsafe { self.shared.find() } {
-            Found::Message(m) => return Poll::Message(m),
-            Found::Drained => return Poll::Ended,
-            Found::Empty => {}
+        let mut st = self.shared.state.lock();
+        if let Some(m) = st.queue.pop_front() {
+            return Poll::Message(m);
         }
-        match unsafe { self.shared.register_and_find() } {
-            Found::Message(m) => {
-                self.shared.withdraw();
-                Poll::Message(m)
-            }
-            Found::Drained => {
-                self.shared.withdraw();
-                Poll::Ended
-            }
-            // Stays registered while the actor parks.
-            Found::Empty => Poll::Parked,
+        if st.addrs == 0 || st.closed {
+            return Poll::Ended;
         }
+        st.waiter = Some(Waiter::current());
+        Poll::Parked
     }
 
-    /// Takes every queued message out (to be dropped by the caller). Senders still in flight
-    /// may add more; the mailbox's drop waits for them.
-    pub(crate) fn take_queued(&self) -> Vec<M> {
-        // SAFETY: `&self` is the one receiver (`Mailbox` is not `Sync`).
-        std::iter::from_fn(|| unsafe { self.shared.pop() }).collect()
+    /// Takes every queued message out (to be dropped by the caller, outside the lock).
+    pub(crate) fn take_queued(&self) -> VecDeque<M> {
+        std::mem::take(&mut self.shared.state.lock().queue)
     }
 
     /// An address that does not keep the mailbox open: a handler actor's context holds it, so
@@ -664,25 +446,51 @@ pub(crate) struct UncountedAddr<M> {
 impl<M> UncountedAddr<M> {
     /// A new (counted) address of the mailbox.
     pub(crate) fn addr(&self) -> Addr<M> {
-        self.shared.new_addr()
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
-        self.shared.close();
-        // Senders that entered before the close push, then exit, within a few instructions.
-        let backoff = Backoff::new();
-        // Acquire: pairs with their exits (release), so their pushes are linked and popped
-        // below.
-        while senders(self.shared.state.load(Acquire)) != 0 {
-            backoff.snooze();
-        }
-        // SAFETY: this is the one receiver, ending. No lock is held: a message's destructor
-        // may send to this mailbox again (and get its message back).
-        while let Some(m) = unsafe { self.shared.pop() } {
-            drop(m);
-        }
+        let left = {
+            let mut st = self.shared.state.lock();
+            st.closed = true;
+            (st.waiter.take(), std::mem::take(&mut st.queue))
+        };
+        // Dropped outside the lock: a message's destructor may send to this mailbox again.
+        drop(left);
+    }
+}
+
+/// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.
+struct Published<'a, M>(&'a Shared<M>);
+
+impl<M> Published<'_, M> {
+    /// `park` returned normally: a sender took the waiter, or the wakeup was spurious and the
+    /// next turn publishes it again.
+    fn disarm(self) {
+        // Only a reference inside: forgetting leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl<M> Drop for Published<'_, M> {
+    /// The receiver gives up: `park` was cancelled, or the actor's stack is unwinding out of
+    /// it. Clears the recorded waiter if it is still this one (no sender took it).
+    fn drop(&mut self) {
+        let me = Waiter::current();
+        let mine = {
+            let mut st = self.0.state.lock();
+            if st.waiter.as_ref().is_some_and(|w| w.same_as(&me)) {
+                st.waiter.take()
+            } else {
+                None
+            }
+        };
+        drop((mine, me));
     }
 }
 
@@ -772,7 +580,18 @@ impl<M> Addr<M> {
     #[inline]
     pub fn send(&self, msg: M) -> Result<(), SendError<M>> {
         checkpoint();
-        self.shared.send(msg)
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            if st.closed {
+                return Err(SendError(msg));
+            }
+            st.queue.push_back(msg);
+            st.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+        Ok(())
     }
 
     /// Delivers `msg` once `delay` has passed, without blocking the caller. From inside an actor
@@ -833,7 +652,7 @@ impl<M> Addr<M> {
     /// assert!(addr.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.shared.is_closed()
+        self.shared.state.lock().closed
     }
 
     /// The id of the actor behind this address, when it was made by `spawn_actor`.
@@ -875,17 +694,26 @@ impl<M> Addr<M> {
 
 impl<M> Clone for Addr<M> {
     fn clone(&self) -> Self {
-        self.shared.new_addr()
+        self.shared.state.lock().addrs += 1;
+        Addr {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<M> Drop for Addr<M> {
     fn drop(&mut self) {
-        // Release: pairs with the receiver's acquire load in `look`. The last address's drop
-        // is then an exit (a read-modify-write of `state` that changes nothing): the receiver
-        // that registers before it is woken, one that registers after it reads `addrs == 0`.
-        if self.shared.addrs.fetch_sub(1, Release) == 1 {
-            self.shared.exit(0);
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            st.addrs -= 1;
+            if st.addrs == 0 {
+                st.waiter.take()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = waiter {
+            w.wake();
         }
     }
 }

@@ -23,13 +23,12 @@ use threadlet::channel::TryRecvError;
 
 /// Two senders send one message each and drop their addresses while the receiver calls `recv`
 /// three times: both messages arrive exactly once, then `None` once every `Addr` is gone.
-///
 #[test]
 fn two_senders_then_disconnect() {
     model(|| {
         let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
-        // Dropping a mailbox runs loom operations, which panic again (and abort the test binary)
-        // while a failing execution unwinds; so it is only dropped on success, below.
+        // Dropping a mailbox locks it, which panics again (and aborts the test binary) while a
+        // failing execution unwinds; so it is only dropped on success, below.
         let mb = ManuallyDrop::new(mb);
         let senders: Vec<_> = [1, 2]
             .into_iter()
@@ -58,8 +57,7 @@ fn two_senders_then_disconnect() {
 
 /// Runs a model with at most 3 preemptions per execution. The full search of the models with
 /// three threads, or two sends and two receives, takes hours; 3 preemptions cover every
-/// interleaving of one sender's exit with the receiver's registration, with the other steps
-/// anywhere (the models run in about a minute in release).
+/// interleaving of one sender's step with the receiver's, with the other steps anywhere.
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound.get_or_insert(3);
@@ -138,11 +136,11 @@ fn send_racing_close_is_drained_or_handed_back() {
     });
 }
 
-/// One sender sends two messages while the receiver waits for both: the first exit may wake
-/// the receiver, which then registers again while the second send is in flight. Both arrive,
-/// in order, and the receiver never sleeps through the second.
+/// One sender sends two messages while the receiver waits for both: the first send may wake
+/// the receiver, which then waits again while the second is under way. Both arrive, in order,
+/// and the receiver never sleeps through the second.
 #[test]
-fn receiver_registers_again_between_two_sends() {
+fn receiver_waits_again_between_two_sends() {
     model(|| {
         let (addr, mb) = threadlet::__mailbox_for_tests::<u32>();
         let mb = ManuallyDrop::new(mb);

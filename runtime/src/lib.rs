@@ -13,7 +13,6 @@
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
-//! | `slot` | [`WaiterSlot`]: a receiver's waiter in one atomic word, for lock-free objects |
 //! | `safepoint` | [`checkpoint`]: the process-wide gate and each worker's preempt flag and ticks |
 //! | `fault` | running user code where a panic must not escape (`contain`) |
 //! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
@@ -52,7 +51,6 @@ mod join;
 mod monitor;
 mod runtime;
 mod safepoint;
-mod slot;
 mod stack;
 mod stats;
 pub mod sync;
@@ -72,7 +70,6 @@ pub use runtime::{
     BuildError, Builder, DEFAULT_TIME_SLICE, MAX_WORKERS, Runtime, Scheduler, spawn, spawn_with,
 };
 pub use safepoint::checkpoint;
-pub use slot::WaiterSlot;
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{RuntimeStats, WorkerSnapshot};
 

@@ -18,100 +18,10 @@
 //! ```
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, fence};
+pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
 
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, fence};
-
-/// An `UnsafeCell` with loom's closure API, so that loom checks the accesses for data races.
-///
-/// ```
-/// use threadlet_runtime::sync::UnsafeCell;
-///
-/// let cell = UnsafeCell::new(1);
-/// // SAFETY: nothing else accesses `cell` meanwhile.
-/// cell.with_mut(|p| unsafe { *p += 1 });
-/// // SAFETY: as above.
-/// assert_eq!(cell.with(|p| unsafe { *p }), 2);
-/// ```
-#[cfg(loom)]
-pub use loom::cell::UnsafeCell;
-
-/// An `UnsafeCell` with loom's closure API, so that loom checks the accesses for data races.
-///
-/// ```
-/// use threadlet_runtime::sync::UnsafeCell;
-///
-/// let cell = UnsafeCell::new(1);
-/// // SAFETY: nothing else accesses `cell` meanwhile.
-/// cell.with_mut(|p| unsafe { *p += 1 });
-/// // SAFETY: as above.
-/// assert_eq!(cell.with(|p| unsafe { *p }), 2);
-/// ```
-#[cfg(not(loom))]
-#[derive(Debug, Default)]
-pub struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-#[cfg(not(loom))]
-impl<T> UnsafeCell<T> {
-    /// A new cell holding `value`.
-    pub const fn new(value: T) -> UnsafeCell<T> {
-        UnsafeCell(std::cell::UnsafeCell::new(value))
-    }
-
-    /// Reads through a raw pointer; the caller argues that no write races with it.
-    #[inline(always)]
-    pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-        f(self.0.get())
-    }
-
-    /// Writes through a raw pointer; the caller argues that no other access races with it.
-    #[inline(always)]
-    pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-        f(self.0.get())
-    }
-
-    /// The value, taking the cell apart.
-    pub fn into_inner(self) -> T {
-        self.0.into_inner()
-    }
-}
-
-/// Waits a little in a spin loop that expects another thread to finish a step of a few
-/// instructions: spins, then yields the thread. Under loom, yields to the model's scheduler
-/// (loom needs every spin loop to yield).
-///
-/// ```
-/// use std::sync::atomic::{AtomicBool, Ordering};
-/// use threadlet_runtime::sync::Backoff;
-///
-/// let flag = AtomicBool::new(true);
-/// let backoff = Backoff::new();
-/// while !flag.load(Ordering::Acquire) {
-///     backoff.snooze();
-/// }
-/// ```
-#[derive(Debug, Default)]
-pub struct Backoff {
-    #[cfg(not(loom))]
-    inner: crossbeam_utils::Backoff,
-}
-
-impl Backoff {
-    /// A fresh backoff.
-    pub fn new() -> Backoff {
-        Backoff::default()
-    }
-
-    /// One wait: a few spins at first, then a thread yield.
-    #[inline]
-    pub fn snooze(&self) {
-        #[cfg(loom)]
-        loom::thread::yield_now();
-        #[cfg(not(loom))]
-        self.inner.snooze();
-    }
-}
+pub use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does.
 ///
