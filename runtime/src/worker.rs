@@ -42,12 +42,14 @@
 //!    runtime with two or more workers, not shutting down, is considered ([`place`]).
 //! 2. W's load is the number of actors pinned to it (its registry of started actors, published
 //!    in `Remote::pinned`), plus those placed on it and not started yet (`Remote::placed`), plus
-//!    its deque's length. Below `PLACE_MARGIN`, the actor goes to W's deque without reading
+//!    its deque's length. Below `PLACE_MIN_LOAD`, the actor goes to W's deque without reading
 //!    another worker's state. Otherwise W picks one other worker O at random; if O is parked
-//!    (`Remote::parked`) and its load (the same three terms) is at least `PLACE_MARGIN` below
-//!    W's, the actor is placed on O; else it goes to W's deque, as without placement. Ties
-//!    and small leads stay local, so spawn, run and exit, fork-join and pairs of actors that
-//!    talk keep their cheap local path.
+//!    (`Remote::parked`), holds fewer than `PLACE_PER_PARK` placed actors, and its load (the
+//!    same three terms) is at least `PLACE_MARGIN` below W's, the actor is placed on O; else it
+//!    goes to W's deque, as without placement. So spawn, run and exit, fork-join and pairs of
+//!    actors that talk keep their cheap local path (the spawner counts itself: its first two
+//!    children never move), ties stay local, and a parked worker is handed a couple of actors,
+//!    after which, awake, it steals as without placement.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
 //!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
 //!    local queue and starts it there like any queued actor, pinning it to itself. The inbox is
@@ -125,14 +127,22 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 /// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
 const MAX_NEXT_RUNS: u32 = 3;
 
-/// How many more actors (pinned, placed, or waiting in its deque) the spawning worker must
-/// hold than a parked worker before a spawn is placed there rather than in the spawner's deque
-/// (see "Placement"). The spawner counts itself, so 3 keeps the first two children of an actor
-/// on its worker: a spawn and join of one child (spawn, run, exit), and a pair of actors that
-/// talk to each other (`pingpong`: split over two workers, each message wakes across threads,
-/// about 10x slower here), start on the spawner's warm core. A burst of four long-lived actors
-/// (the `pool` benchmark) still puts one on the other worker, a longer one about a third.
-const PLACE_MARGIN: usize = 3;
+/// The load (see "Placement") the spawning worker must have before a spawn may be placed on
+/// another worker. The spawner counts itself, so 3 keeps its first two children local: an actor
+/// that spawns a child and joins it (spawn, run, exit; a fork-join node) keeps its warm core,
+/// and so does a pair of actors spawned to talk to each other (`pingpong`: split over two
+/// workers, each message wakes a thread on the other core, about 10x slower here).
+const PLACE_MIN_LOAD: usize = 3;
+
+/// How much less loaded the other worker must be: a tie, or a lead of one, stays local.
+const PLACE_MARGIN: usize = 2;
+
+/// How many placed actors may wait on one parked worker. Enough for a burst of four long-lived
+/// actors (the `pool` benchmark) to end up two and two; few enough that a burst of a thousand
+/// (a hackysack circle) is not split evenly while the woken thread is still on its way (most
+/// kicks then wake a player on the other worker, 3x slower here): once awake, the worker
+/// steals what it has time for, as without placement.
+const PLACE_PER_PARK: usize = 2;
 
 /// Placement, steps 1 and 2 (module docs): where a process actor spawned by an actor running
 /// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
@@ -146,24 +156,24 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
         return None;
     }
     let mine = remotes[ctx.index].load() + ctx.core.deque.len();
-    // No other worker can hold less than nothing: spare the other worker's cache lines.
-    if mine < PLACE_MARGIN {
+    // The common case, decided without reading another worker's cache lines.
+    if mine < PLACE_MIN_LOAD {
         return None;
     }
-    let other = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
+    let o = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
+    let other = &remotes[o];
     // Only a parked worker takes placed actors: an awake one steals what it has time for, and
     // a hand-off to a busy worker would only move waiting from one queue to another.
-    // Relaxed: a hint (see `Remote::parked`); a stale `false` keeps one actor local, a stale
-    // `true` places one on a worker that has just woken, which then runs it.
-    if !remotes[other].parked.load(Ordering::Relaxed) {
+    // Relaxed, both: hints (see `Remote::parked`, `Remote::load`). A stale `parked` keeps one
+    // actor local or places one on a worker that has just woken, which then runs it; a stale
+    // `placed` lets a burst place one more or one fewer.
+    if !other.parked.load(Ordering::Relaxed)
+        || other.placed.load(Ordering::Relaxed) >= PLACE_PER_PARK
+    {
         return None;
     }
-    let theirs = remotes[other].load();
-    if theirs + PLACE_MARGIN > mine {
-        return None;
-    }
-    let theirs = theirs + remotes[other].stealer.len();
-    (theirs + PLACE_MARGIN <= mine).then_some(other)
+    let theirs = other.load() + other.stealer.len();
+    (theirs + PLACE_MARGIN <= mine).then_some(o)
 }
 
 /// What other threads may touch of one worker.
