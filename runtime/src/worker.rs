@@ -47,9 +47,11 @@
 //!    (`Remote::parked`), holds fewer than `PLACE_PER_PARK` placed actors, and its load (the
 //!    same three terms) is at least `PLACE_MARGIN` below W's, the actor is placed on O; else it
 //!    goes to W's deque, as without placement. So spawn, run and exit, fork-join and pairs of
-//!    actors that talk keep their cheap local path (the spawner counts itself: its first two
-//!    children never move), ties stay local, and a parked worker is handed a couple of actors,
-//!    after which, awake, it steals as without placement.
+//!    actors that talk keep their cheap local path (the spawner counts itself: on a worker that
+//!    holds nothing else, its first two children stay), ties stay local, and a parked worker is
+//!    handed a couple of actors, after which, awake, it steals as without placement. On a worker
+//!    that already holds other pinned actors, a parked and lighter worker may get even a first
+//!    child: placement balances load, it does not know which actors talk to each other.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
 //!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
 //!    local queue and starts it there like any queued actor, pinning it to itself. The inbox is
@@ -128,7 +130,8 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 const MAX_NEXT_RUNS: u32 = 3;
 
 /// The load (see "Placement") the spawning worker must have before a spawn may be placed on
-/// another worker. The spawner counts itself, so 3 keeps its first two children local: an actor
+/// another worker. The spawner counts itself, so on a worker that holds nothing else, 3 keeps
+/// its first two children local: an actor
 /// that spawns a child and joins it (spawn, run, exit; a fork-join node) keeps its warm core,
 /// and so does a pair of actors spawned to talk to each other (`pingpong`: split over two
 /// workers, each message wakes a thread on the other core, about 10x slower here).
