@@ -27,6 +27,7 @@ use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
 
 use crate::handler::{Activation, Step};
+use crate::home::Home;
 use crate::runtime::Shared;
 use crate::stack::{OwnedStack, Stack};
 use crate::wake::{WakeAction, WakeState};
@@ -268,7 +269,7 @@ impl SpawnOptions {
     }
 }
 
-/// Where an actor lives; see the module docs. `NO_HOME` until a pinned actor starts.
+/// No worker, in `placed_on`.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
 /// The shared part of one actor. Reached through [`Waiter::Actor`](crate::Waiter::Actor).
@@ -294,8 +295,9 @@ pub struct ActorCell {
     pub(crate) stack_size: Option<usize>,
     pub(crate) migratable: bool,
     pub(crate) state: WakeState,
-    /// The worker a started pinned actor belongs to; `NO_HOME` before start or if migratable.
-    pub(crate) home: AtomicUsize,
+    /// The worker a started pinned actor belongs to; free before start or if migratable, and
+    /// for a handler actor between activations (`home.rs`).
+    pub(crate) home: Home,
     /// Index in the owning registry (worker-local or shared), for O(1) removal.
     pub(crate) registry_slot: AtomicUsize,
     /// The worker whose `Remote::placed` count includes this actor: set when a spawn places it
@@ -389,7 +391,7 @@ impl ActorCell {
             stack_size: opts.stack_size,
             migratable: opts.migratable,
             state: WakeState::new_scheduled(),
-            home: AtomicUsize::new(NO_HOME),
+            home: Home::new(),
             registry_slot: AtomicUsize::new(usize::MAX),
             placed_on: AtomicUsize::new(NO_HOME),
             handler_slot: AtomicUsize::new(usize::MAX),
@@ -517,10 +519,7 @@ impl ActorCell {
 
     /// The pinned home worker, if the actor has started and is not migratable.
     pub(crate) fn home(&self) -> Option<usize> {
-        match self.home.load(Ordering::Acquire) {
-            NO_HOME => None,
-            h => Some(h),
-        }
+        self.home.get()
     }
 }
 

@@ -15,6 +15,7 @@
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
 //! | `safepoint` | [`checkpoint`]: the process-wide gate and each worker's preempt flag and ticks |
 //! | `fault` | running user code where a panic must not escape (`contain`) |
+//! | `home` | which worker an actor is pinned to, and the hand-off that pins and frees handler actors |
 //! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
 //! | `join` | [`JoinHandle`] and [`JoinError`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
@@ -46,6 +47,7 @@ mod context;
 mod fault;
 mod guard;
 mod handler;
+mod home;
 mod idle;
 mod join;
 mod monitor;
@@ -76,6 +78,7 @@ pub use stats::{RuntimeStats, WorkerSnapshot};
 #[doc(hidden)]
 pub mod __private {
     //! Exposed for the loom models and tests only; not part of the API.
+    pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 

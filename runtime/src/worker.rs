@@ -102,8 +102,8 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, NO_HOME, Out,
-    Registry, Runnable, Suspend,
+    ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, Out, Registry,
+    Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
@@ -793,9 +793,9 @@ impl WorkerLoop<'_> {
         if !actor.is_handler() || actor.home().is_some() {
             return;
         }
-        // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release) that
-        // follow: a waker that then schedules the actor reads `home` after its own acquire.
-        actor.home.store(self.ctx.index, Ordering::Release);
+        // Step 1 of the hand-off (`home.rs`), before the state word's `after_park` or
+        // `yielded` that follow in `run_actor`.
+        actor.home.pin(self.ctx.index);
         self.register_local(actor);
     }
 
@@ -822,10 +822,9 @@ impl WorkerLoop<'_> {
         if actor.home().is_some() {
             // It had suspended (`pin_activation`).
             self.unregister_local(actor);
-            // Release, before the state word's `after_park` (AcqRel) or `yielded` (Release): a
-            // waker that then schedules the actor reads `home` after its own acquire, and
-            // routes it as movable.
-            actor.home.store(NO_HOME, Ordering::Release);
+            // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
+            // `yielded`: a waker that then schedules the actor routes it as free.
+            actor.home.unpin();
         }
     }
 
@@ -895,7 +894,7 @@ impl WorkerLoop<'_> {
         if actor.migratable {
             shared.register_migratable(actor.clone());
         } else {
-            actor.home.store(self.ctx.index, Ordering::Release);
+            actor.home.pin(self.ctx.index);
             self.register_local(actor);
         }
         true
