@@ -192,6 +192,10 @@ fn a_suspended_activation_is_only_queued_at_its_carrier() {
         for w in workers {
             w.join().unwrap();
         }
+        // Not `model.state.is_done()`: loom 0.7 lets a waker's compare-and-swap that read
+        // `RUNNING` land after the worker's later plain store of `DONE` (a two-store test shows
+        // it), which the C++ memory model forbids (a read-modify-write reads the value just
+        // before it in modification order); the runtime never reads `is_done` to route a wake.
         assert!(model.done.load(Acquire), "the actor stopped");
     });
 }
