@@ -634,3 +634,41 @@ fn b6_the_long_run_report_names_the_actor_that_holds_the_worker() {
         "{named}"
     );
 }
+
+/// Dropping a runtime while an actor spins in a loop with safe points: the drop asks it to yield
+/// (with time slices off nothing else would, and the monitor stops at shutdown), so the drop
+/// returns and the spinner is unwound. Before, the drop waited for the spinner forever.
+#[test]
+fn dropping_the_runtime_stops_an_actor_spinning_through_safe_points() {
+    within_watchdog("drop with a spinner", || {
+        for slice in [Duration::ZERO, Duration::from_millis(2)] {
+            let rt = Runtime::builder()
+                .workers(1)
+                .time_slice(slice)
+                .build()
+                .unwrap();
+            let (started_tx, started_rx) = mpsc::channel();
+            let unwound = Arc::new(AtomicUsize::new(0));
+            let guard = DropCounter(unwound.clone());
+            let _spinner = rt.spawn(move || {
+                let _guard = guard;
+                started_tx.send(()).unwrap();
+                loop {
+                    threadlet::checkpoint();
+                }
+            });
+            started_rx.recv().unwrap();
+            drop(rt);
+            assert_eq!(unwound.load(SeqCst), 1, "the spinner's stack was unwound");
+        }
+    });
+}
+
+/// Counts its drops.
+struct DropCounter(Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}

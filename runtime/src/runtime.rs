@@ -540,6 +540,9 @@ impl Shared {
         // sees the flag).
         self.shutdown.store(true, Ordering::SeqCst);
         for r in self.remotes.iter() {
+            // An actor running now yields at its next safe point, so its worker reaches step 2
+            // even with time slices off, or once the monitor (which exits now) stops asking.
+            r.request_preempt();
             r.unparker.unpark();
         }
         self.monitor.kick();
