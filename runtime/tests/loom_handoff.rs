@@ -26,41 +26,22 @@
 //! leaves both workers parked for good, which loom reports as a deadlock.
 #![cfg(loom)]
 
+mod loom_support;
+
 use std::collections::VecDeque;
 // std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
 // test binary, hiding which model failed and how.
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
+use loom::sync::Mutex;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
-use loom::sync::{Condvar, Mutex};
 use loom::thread;
+use loom_support::Parker;
 use threadlet_runtime::__private::{AfterPark, Home, WakeAction, WakeState};
 
 const WORKERS: usize = 2;
 const SHARED_QUEUE: usize = WORKERS;
-
-/// A worker's parker: one token; `unpark` before `park` makes `park` return at once.
-#[derive(Default)]
-struct Parker {
-    token: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Parker {
-    fn park(&self) {
-        let mut token = self.token.lock().unwrap();
-        while !*token {
-            token = self.cv.wait(token).unwrap();
-        }
-        *token = false;
-    }
-
-    fn unpark(&self) {
-        *self.token.lock().unwrap() = true;
-        self.cv.notify_one();
-    }
-}
 
 struct Model {
     state: WakeState,

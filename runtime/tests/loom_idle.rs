@@ -20,6 +20,8 @@
 //! starting to search.
 #![cfg(loom)]
 
+mod loom_support;
+
 // std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
 // test binary, hiding which model failed and how.
 use std::sync::Arc;
@@ -27,33 +29,11 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, fence};
-use loom::sync::{Condvar, Mutex};
 use loom::thread;
+use loom_support::Parker;
 use threadlet_runtime::__private::{Idle, Searcher};
 
 const WORKERS: usize = 2;
-
-/// A worker's parker: one token; `unpark` before `park` makes `park` return at once.
-#[derive(Default)]
-struct Parker {
-    token: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Parker {
-    fn park(&self) {
-        let mut token = self.token.lock().unwrap();
-        while !*token {
-            token = self.cv.wait(token).unwrap();
-        }
-        *token = false;
-    }
-
-    fn unpark(&self) {
-        *self.token.lock().unwrap() = true;
-        self.cv.notify_one();
-    }
-}
 
 struct Shared {
     idle: Idle,

@@ -1,0 +1,26 @@
+//! What the loom models of this crate share: a worker's parker.
+
+use loom::sync::{Condvar, Mutex};
+
+/// A worker's parker, like `crossbeam_utils::sync::Parker`: one token; `unpark` before `park`
+/// makes `park` return at once.
+#[derive(Default)]
+pub struct Parker {
+    token: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Parker {
+    pub fn park(&self) {
+        let mut token = self.token.lock().unwrap();
+        while !*token {
+            token = self.cv.wait(token).unwrap();
+        }
+        *token = false;
+    }
+
+    pub fn unpark(&self) {
+        *self.token.lock().unwrap() = true;
+        self.cv.notify_one();
+    }
+}
