@@ -242,7 +242,9 @@ impl ActorBuilder {
         self
     }
 
-    /// Lets the actor move between worker threads while suspended.
+    /// Lets the actor move between worker threads while suspended. Process actors only: a
+    /// handler actor ([`ActorBuilder::start`]) moves between messages anyway, and stays on its
+    /// worker while `handle` is suspended whatever this says.
     ///
     /// # Safety
     ///

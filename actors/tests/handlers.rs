@@ -533,3 +533,45 @@ fn many_handlers_blocked_inside_handle_at_once_each_keep_their_stack() {
     drop(tally);
     assert_eq!(t.join().unwrap().0, 3);
 }
+
+/// Yields inside `handle` a few times per message, then records which worker it ended on.
+struct YieldsInHandle(usize);
+
+impl Actor for YieldsInHandle {
+    type Msg = ();
+
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {
+        for _ in 0..4 {
+            threadlet::yield_now();
+        }
+        self.0 += 1;
+    }
+}
+
+/// The migration opt-in does not apply to handler actors: an activation suspended inside
+/// `handle` (here, yielding) stays on its carrier's worker. Before, a migratable handler actor
+/// that yielded went to the shared injector, another worker resumed the carrier stack, and the
+/// end of the activation left the wrong worker's registry (a debug assertion, or another actor
+/// dropped from it).
+#[test]
+fn a_migratable_handler_actor_still_keeps_its_carrier_while_suspended() {
+    let rt = runtime(2);
+    let total = within_watchdog("migratable handler yielding in handle", move || {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                // SAFETY: nothing on the actor's stack is tied to its thread.
+                let builder = unsafe { threadlet::ActorBuilder::new().migratable() };
+                let (addr, h) = builder.start_on(&rt, YieldsInHandle(0)).unwrap();
+                for _ in 0..50 {
+                    addr.send(()).unwrap();
+                }
+                h
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().0)
+            .sum::<usize>()
+    });
+    assert_eq!(total, 8 * 50);
+}

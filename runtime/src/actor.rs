@@ -365,6 +365,10 @@ impl ActorCell {
         program: Box<dyn Activation>,
     ) -> Runnable {
         opts.stack_size = None;
+        // A handler actor moves between activations anyway, and an activation suspended in
+        // `handle` must stay on its carrier's worker (`home.rs`): the migration opt-in, which
+        // would route it anywhere, does not apply.
+        opts.migratable = false;
         Runnable(ActorCell::with_body(
             shared,
             id,
@@ -665,8 +669,10 @@ impl Runnable {
             return;
         }
         // SAFETY: the actor has not started (the acquire load pairs with the release store of
-        // `started` in `WorkerLoop::start`/`activate`), so it is in no registry and cannot be
-        // woken (only a started actor parks); this entry is its only one, which gives us its
+        // `started` in `WorkerLoop::start`/`activate`), so it cannot be woken (only a started
+        // actor parks) and is in no registry but, for a handler actor, the handler registry,
+        // which shutdown step 4 emptied before the workers were joined; this runs only after
+        // that (`Shared::drain_injector`). This entry is its only one, which gives us its
         // body as in `body`. An unstarted body is a `Send` closure (and maybe a stack no code
         // ran on), or a handler actor's `Send` program, which any thread may drop.
         let body = unsafe { &mut *self.0.body.get() };

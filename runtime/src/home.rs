@@ -69,8 +69,9 @@ impl Home {
     pub fn pin(&self, worker: usize) {
         debug_assert_ne!(worker, FREE);
         // The wake state word's release and acquire order this store before a waker's `get`
-        // (module docs). Release here (free on x86) keeps `get` right for a reader that does
-        // not come through the state word, such as a shutdown sweep.
+        // (module docs); `loom_handoff.rs` passes with relaxed accesses here. Release and
+        // acquire cost nothing on x86 and keep `get` right on its own, should a reader ever
+        // come without the state word.
         self.0.store(worker, Release);
     }
 

@@ -1047,6 +1047,11 @@ fn shut_down(
         // own aborts the process (see `worker::run`), so joining cannot fail.
         let _ = t.join();
     }
+    // Step 1's requests that no actor took (an idle worker, an actor that parked first) would
+    // hold the process-wide safe-point gate open until this runtime's memory is freed.
+    for r in shared.remotes.iter() {
+        r.safe_point.clear_preempt();
+    }
     shared.timers.clear();
     shared.drain_injector();
 }

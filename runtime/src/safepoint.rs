@@ -102,8 +102,10 @@ impl SafePoint {
 
     /// Step 1: asks the actor running on this worker to yield at its next safe point.
     pub(crate) fn request_preempt(&self) {
-        // Relaxed: advisory (module docs); the swap's result keeps the gate's count exact.
-        if !self.preempt.swap(true, Ordering::Relaxed) {
+        // Release: pairs with the acquire swap in `clear_preempt`, for shutdown's request (the
+        // worker re-raises a request it lowered, see `worker.rs`); otherwise advisory (module
+        // docs). The swap's result keeps the gate's count exact.
+        if !self.preempt.swap(true, Ordering::Release) {
             GATE.0.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -112,7 +114,8 @@ impl SafePoint {
     /// first, so that the worker's hot path (every new slice) writes nothing when no request
     /// is pending.
     pub(crate) fn clear_preempt(&self) {
-        if self.preempt.load(Ordering::Relaxed) && self.preempt.swap(false, Ordering::Relaxed) {
+        // Acquire: pairs with the release swap in `request_preempt`.
+        if self.preempt.load(Ordering::Relaxed) && self.preempt.swap(false, Ordering::Acquire) {
             GATE.0.fetch_sub(1, Ordering::Relaxed);
         }
     }

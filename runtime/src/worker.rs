@@ -54,15 +54,18 @@
 //!    child: placement balances load, it does not know which actors talk to each other.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
 //!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
-//!    local queue and starts it there like any queued actor, pinning it to itself. The inbox is
-//!    not stealable: a placed actor waits for O, which had nothing else to do.
+//!    stealable deque (`drain_inbox`: it has not started, so it is not pinned yet) and, unless
+//!    a thief takes it first, starts it there like any queued actor, pinning it to itself. So a
+//!    placed actor never waits behind a busy actor of O while other workers idle (O may have
+//!    been woken for other work just before: `parked` is only a hint).
 //! 4. The actor leaves `placed` exactly once, through `ActorCell::unplace`, by whoever holds its
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
 //!    moved it to). `pinned` is the registry's length, republished at every change of it.
 //!
 //! The figures are read with relaxed loads and may lag: a stale one makes one placement less
-//! apt, never a wrong one (every placed actor is started by some worker or dropped).
+//! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
+//! stealable until it starts).
 //!
 //! # Shutdown
 //!
@@ -185,7 +188,8 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
-    /// Pinned actors of this worker woken from other threads.
+    /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
+    /// (`drain_inbox` moves the latter to the stealable deque).
     pub(crate) inbox: Injector<Runnable>,
     /// Raised (release) after every push into `inbox`, lowered by the owner before it drains:
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
@@ -488,12 +492,24 @@ impl WorkerLoop<'_> {
         }
         let inbox = &self.remote().inbox;
         let mut local = self.core().local.borrow_mut();
+        let mut stealable = false;
         loop {
             match inbox.steal() {
+                // Placed here and not started (so not pinned yet): stealable, so that it does
+                // not wait behind a busy actor of this worker while others idle ("Placement").
+                // Acquire: pairs with the release store of `started` at its start.
+                Steal::Success(a) if !a.started.load(Ordering::Acquire) => {
+                    self.core().deque.push(a);
+                    stealable = true;
+                }
                 Steal::Success(a) => local.push_back(a),
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
+        }
+        drop(local);
+        if stealable {
+            self.shared().notify_parked();
         }
     }
 
@@ -598,6 +614,13 @@ impl WorkerLoop<'_> {
             let slice = core.slice_id.get() + 1;
             core.slice_id.set(slice);
             remote.safe_point.clear_preempt();
+            if self.shared().is_shutdown() {
+                // The clear may have lowered shutdown's request (step 1 of "Shutdown"): raise
+                // it again, or an actor spinning through safe points would keep this worker
+                // (and the drop) forever. The clear's acquire swap pairs with the request's
+                // release swap, so a request it lowered is seen here with its flag.
+                remote.request_preempt();
+            }
             if was_idle {
                 // Leaving idle: the monitor may be asleep with no deadline (see `monitor.rs`).
                 remote.slice.store(slice, Ordering::SeqCst);
