@@ -655,6 +655,36 @@ impl<M> Addr<M> {
         self.shared.state.lock().closed
     }
 
+    /// Messages waiting in the mailbox now (sent, not yet received): how far behind its actor
+    /// is, readable by anyone who can send to it (Erlang's `message_queue_len`).
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (go_tx, go_rx) = mpsc::channel::<()>();
+    /// let (addr, h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+    ///     go_rx.recv().unwrap(); // holds its worker until told to read
+    ///     mb.iter().count()
+    /// });
+    /// for i in 0..3 {
+    ///     addr.send(i).unwrap();
+    /// }
+    /// assert_eq!((addr.len(), addr.is_empty()), (3, false));
+    /// go_tx.send(()).unwrap();
+    /// drop(addr); // the last address: the actor's iteration ends once the queue is empty
+    /// assert_eq!(h.join().unwrap(), 3);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().queue.len()
+    }
+
+    /// Whether no message is waiting in the mailbox now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The id of the actor behind this address, when it was made by `spawn_actor`.
     ///
     /// ```
