@@ -436,6 +436,20 @@ pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     new_channel(Some(cap))
 }
 
+pub mod oneshot;
+
+/// A channel for one value: the reply channel of a request (see [`oneshot`](mod@oneshot)).
+///
+/// ```
+/// let (tx, rx) = threadlet::channel::oneshot();
+/// tx.send('!').unwrap();
+/// assert_eq!(rx.recv(), Ok('!'));
+/// ```
+pub fn oneshot<T>() -> (oneshot::Sender<T>, oneshot::Receiver<T>) {
+    let (tx, rx) = bounded(1);
+    (oneshot::Sender(tx), oneshot::Receiver(rx))
+}
+
 /// A channel with no capacity limit: `send` never waits.
 ///
 /// ```
@@ -579,6 +593,18 @@ impl<T> Sender<T> {
     /// ```
     pub fn len(&self) -> usize {
         self.chan.state.lock().buffer.len()
+    }
+
+    /// Whether every receiver is gone (a send would fail and hand its value back).
+    ///
+    /// ```
+    /// let (tx, rx) = threadlet::channel::unbounded::<u8>();
+    /// assert!(!tx.is_disconnected());
+    /// drop(rx);
+    /// assert!(tx.is_disconnected());
+    /// ```
+    pub fn is_disconnected(&self) -> bool {
+        self.chan.state.lock().receivers == 0
     }
 
     /// Whether the buffer is empty now.

@@ -41,7 +41,7 @@ mod mailbox;
 use std::io;
 
 pub use handler::{Actor, BATCH, Context, start};
-pub use mailbox::{Addr, Iter, Mailbox};
+pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
 pub use threadlet_runtime::{
     ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, JoinError, JoinHandle,
     LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats,

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{ActorId, Waiter, call_at, checkpoint, park, park_until};
 
-use crate::channel::{RecvTimeoutError, SendError, TryRecvError};
+use crate::channel::{RecvTimeoutError, SendError, TryRecvError, oneshot};
 
 struct State<M> {
     queue: VecDeque<M>,
@@ -544,6 +544,52 @@ impl<'a, M> IntoIterator for &'a Mailbox<M> {
     }
 }
 
+/// The answer half of a request ([`Addr::ask`]): the actor sends the answer with it, once.
+/// Dropping it unsent tells the asker at once ([`AskError::Dropped`]).
+pub struct Reply<R>(oneshot::Sender<R>);
+
+impl<R> Reply<R> {
+    /// Answers the request. An answer to an asker that has given up (a timeout) is dropped.
+    pub fn send(self, answer: R) {
+        drop(self.0.send(answer));
+    }
+
+    /// Whether the asker has given up (timed out, or its thread or actor is gone): the work of
+    /// answering can be skipped.
+    pub fn is_abandoned(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+impl<R> fmt::Debug for Reply<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reply").finish_non_exhaustive()
+    }
+}
+
+/// Why an [`Addr::ask`] got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskError {
+    /// The actor had ended or closed its mailbox: the request was refused (and dropped).
+    Closed,
+    /// The request's [`Reply`] was dropped without an answer.
+    Dropped,
+    /// No answer within the timeout of [`Addr::ask_timeout`].
+    Timeout,
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AskError::Closed => "the actor's mailbox is closed",
+            AskError::Dropped => "the request was dropped without an answer",
+            AskError::Timeout => "no answer within the timeout",
+        })
+    }
+}
+
+impl std::error::Error for AskError {}
+
 /// The address of an actor's mailbox: cheap to clone, sendable and shareable across threads.
 ///
 /// `send` never blocks. Once the actor has ended or closed its mailbox, it returns the message
@@ -653,6 +699,90 @@ impl<M> Addr<M> {
     /// ```
     pub fn is_closed(&self) -> bool {
         self.shared.state.lock().closed
+    }
+
+    /// Sends a request made by `make` around a [`Reply`], and waits for the answer: suspends an
+    /// actor, blocks a plain thread (gen_server's `call`).
+    ///
+    /// Fails with [`AskError::Closed`] if the actor has ended or closed its mailbox (the
+    /// request, with its `Reply`, is dropped), and with [`AskError::Dropped`] as soon as the
+    /// `Reply` is dropped unsent (the actor dropped the request, ended, or panicked).
+    ///
+    /// ```
+    /// use threadlet::{Actor, Context, Reply, RuntimeExt};
+    ///
+    /// enum Msg {
+    ///     Add(u64),
+    ///     Get(Reply<u64>),
+    /// }
+    ///
+    /// #[derive(Default)]
+    /// struct Counter(u64);
+    ///
+    /// impl Actor for Counter {
+    ///     type Msg = Msg;
+    ///     fn handle(&mut self, msg: Msg, _ctx: &mut Context<Self>) {
+    ///         match msg {
+    ///             Msg::Add(n) => self.0 += n,
+    ///             Msg::Get(reply) => reply.send(self.0),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (counter, _h) = rt.start(Counter::default());
+    /// counter.send(Msg::Add(40)).unwrap();
+    /// counter.send(Msg::Add(2)).unwrap();
+    /// assert_eq!(counter.ask(Msg::Get), Ok(42));
+    /// ```
+    pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, AskError> {
+        let rx = self.request(make)?;
+        rx.recv().map_err(|_| AskError::Dropped)
+    }
+
+    /// [`ask`](Addr::ask), waiting at most `timeout` for the answer ([`AskError::Timeout`]).
+    /// An answer that comes after the timeout is dropped: each request has a reply channel of
+    /// its own, so it can never be taken for the answer to a later request.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::{AskError, Mailbox, Reply, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (slow, _h) = rt.spawn_actor(|mb: Mailbox<(u64, Reply<u64>)>| {
+    ///     for (delay_ms, reply) in &mb {
+    ///         threadlet::sleep(Duration::from_millis(delay_ms));
+    ///         reply.send(delay_ms);
+    ///     }
+    /// });
+    /// let first = slow.ask_timeout(Duration::from_millis(10), |r| (200, r));
+    /// assert_eq!(first, Err(AskError::Timeout));
+    /// // The late answer (200) is dropped; this request gets its own.
+    /// assert_eq!(slow.ask_timeout(Duration::from_secs(10), |r| (1, r)), Ok(1));
+    /// ```
+    pub fn ask_timeout<R>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Reply<R>) -> M,
+    ) -> Result<R, AskError> {
+        let rx = self.request(make)?;
+        rx.recv_timeout(timeout).map_err(|e| match e {
+            RecvTimeoutError::Timeout => AskError::Timeout,
+            RecvTimeoutError::Disconnected => AskError::Dropped,
+        })
+    }
+
+    /// Sends the request of an ask; returns where its answer will come.
+    fn request<R>(
+        &self,
+        make: impl FnOnce(Reply<R>) -> M,
+    ) -> Result<oneshot::Receiver<R>, AskError> {
+        let (tx, rx) = crate::channel::oneshot();
+        match self.send(make(Reply(tx))) {
+            Ok(()) => Ok(rx),
+            // The request comes back with its `Reply`; dropping both is all there is to do.
+            Err(_) => Err(AskError::Closed),
+        }
     }
 
     /// Messages waiting in the mailbox now (sent, not yet received): how far behind its actor

@@ -1,0 +1,124 @@
+//! Request/reply: `Addr::ask`, `Addr::ask_timeout`, `Reply`, and `channel::oneshot` under them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::within_watchdog;
+use threadlet::{Actor, AskError, Context, Mailbox, Reply, Runtime, RuntimeExt};
+
+enum Req {
+    Echo(u64, Reply<u64>),
+    Ignore(Reply<u64>),
+    Panic(Reply<u64>),
+}
+
+struct Server;
+
+impl Actor for Server {
+    type Msg = Req;
+
+    fn handle(&mut self, msg: Req, _ctx: &mut Context<Self>) {
+        match msg {
+            Req::Echo(n, reply) => reply.send(n),
+            Req::Ignore(reply) => drop(reply),
+            Req::Panic(_reply) => panic!("the server panics holding a reply"),
+        }
+    }
+}
+
+#[test]
+fn ask_answers_from_handler_and_process_actors() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (handler, _h) = rt.start(Server);
+    let (process, _p) = rt.spawn_actor(|mb: Mailbox<(u64, Reply<u64>)>| {
+        for (n, reply) in &mb {
+            reply.send(n * 2);
+        }
+    });
+    assert_eq!(handler.ask(|r| Req::Echo(7, r)), Ok(7));
+    assert_eq!(process.ask(|r| (7, r)), Ok(14));
+    // From inside an actor too.
+    let answers = rt.block_on(move || (handler.ask(|r| Req::Echo(1, r)), process.ask(|r| (1, r))));
+    assert_eq!(answers, (Ok(1), Ok(2)));
+}
+
+#[test]
+fn a_reply_dropped_unsent_fails_the_ask_at_once() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (server, _h) = rt.start(Server);
+    // No timeout: the drop itself must end the wait (the watchdog catches a hang).
+    let got = within_watchdog("ask with a dropped reply", move || server.ask(Req::Ignore));
+    assert_eq!(got, Err(AskError::Dropped));
+}
+
+#[test]
+fn a_panic_while_holding_the_reply_fails_the_ask() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (server, h) = rt.start(Server);
+    let got = within_watchdog("ask of a panicking actor", move || {
+        let got = server.ask(Req::Panic);
+        // Later requests come back refused: the actor has ended.
+        (got, server.ask(|r| Req::Echo(1, r)))
+    });
+    assert_eq!(got, (Err(AskError::Dropped), Err(AskError::Closed)));
+    assert!(h.join().is_err());
+}
+
+#[test]
+fn a_late_answer_is_dropped_and_never_taken_by_a_later_ask() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (slow, _h) = rt.spawn_actor(|mb: Mailbox<(u64, Duration, Reply<u64>)>| {
+        for (n, delay, reply) in &mb {
+            threadlet::sleep(delay);
+            reply.send(n);
+        }
+    });
+    let first = slow.ask_timeout(Duration::from_millis(5), |r| {
+        (1, Duration::from_millis(100), r)
+    });
+    assert_eq!(first, Err(AskError::Timeout));
+    for n in 2..20 {
+        assert_eq!(slow.ask(|r| (n, Duration::ZERO, r)), Ok(n), "answer {n}");
+    }
+}
+
+#[test]
+fn many_askers_each_get_their_own_answers() {
+    const ASKERS: u64 = 50;
+    const ASKS: u64 = 200;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (server, _h) = rt.start(Server);
+    let askers: Vec<_> = (0..ASKERS)
+        .map(|a| {
+            let server = server.clone();
+            rt.spawn(move || {
+                (0..ASKS)
+                    .map(|i| {
+                        let n = a * ASKS + i;
+                        assert_eq!(server.ask(|r| Req::Echo(n, r)), Ok(n));
+                    })
+                    .count() as u64
+            })
+        })
+        .collect();
+    let answered: u64 = askers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(answered, ASKERS * ASKS);
+}
+
+#[test]
+fn an_abandoned_reply_says_so() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (tx, rx) = threadlet::channel::oneshot::<bool>();
+    let (slow, _h) = rt.spawn_actor(move |mb: Mailbox<Reply<u64>>| {
+        let reply = mb.recv().unwrap();
+        // Wait until the asker has timed out, then look.
+        threadlet::sleep(Duration::from_millis(50));
+        tx.send(reply.is_abandoned()).unwrap();
+    });
+    assert_eq!(
+        slow.ask_timeout(Duration::from_millis(1), |r| r),
+        Err(AskError::Timeout)
+    );
+    assert_eq!(rx.recv(), Ok(true));
+}
