@@ -10,6 +10,9 @@
 //! * [`unbounded()`] never makes `send` wait.
 //! * When every `Sender` is gone, receivers drain what is left, then get [`RecvError`]; when
 //!   every `Receiver` is gone, sends fail and hand their value back.
+//! * [`Sender::close`] or [`Receiver::close`] closes the channel (Go's `close`, tokio's
+//!   `Receiver::close`): later sends fail and hand their value back, senders waiting for room
+//!   get theirs back at once, and receivers drain what was sent before, then get [`RecvError`].
 //!
 //! ```
 //! use threadlet::channel;
@@ -392,6 +395,8 @@ struct State<T> {
     cap: Option<usize>,
     senders: usize,
     receivers: usize,
+    /// `close` was called: no more sends; receivers drain the buffer, then see `Disconnected`.
+    closed: bool,
     waiting_receivers: VecDeque<Arc<Slot<T>>>,
     waiting_senders: VecDeque<Arc<Slot<T>>>,
 }
@@ -413,6 +418,7 @@ fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
             cap,
             senders: 1,
             receivers: 1,
+            closed: false,
             waiting_receivers: VecDeque::new(),
             waiting_senders: VecDeque::new(),
         }),
@@ -567,7 +573,7 @@ impl<T> Sender<T> {
 
     /// Step 1 of a send; returns the receiver to wake once the lock is released.
     fn try_send_locked(st: &mut State<T>, value: T) -> Result<Woken<T>, TrySendError<T>> {
-        if st.receivers == 0 {
+        if st.receivers == 0 || st.closed {
             return Err(TrySendError::Disconnected(value));
         }
         if let Some(r) = st.waiting_receivers.pop_front() {
@@ -604,7 +610,26 @@ impl<T> Sender<T> {
     /// assert!(tx.is_disconnected());
     /// ```
     pub fn is_disconnected(&self) -> bool {
-        self.chan.state.lock().receivers == 0
+        let st = self.chan.state.lock();
+        st.receivers == 0 || st.closed
+    }
+
+    /// Closes the channel, as Go's `close`: no more sends are accepted (they fail and hand their
+    /// value back, and senders waiting for room get theirs back now); receivers still get
+    /// everything sent before, then [`RecvError`]. Closing again does nothing.
+    ///
+    /// ```
+    /// use threadlet::channel::{self, RecvError, SendError};
+    ///
+    /// let (tx, rx) = channel::unbounded();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// tx.close();
+    /// assert_eq!(tx.send(3), Err(SendError(3)));
+    /// assert_eq!((rx.recv(), rx.recv(), rx.recv()), (Ok(1), Ok(2), Err(RecvError)));
+    /// ```
+    pub fn close(&self) {
+        self.chan.close();
     }
 
     /// Whether the buffer is empty now.
@@ -845,7 +870,7 @@ impl<T> Receiver<T> {
                 .expect("a parked sender has a value");
             return Ok((v, Some(s)));
         }
-        if st.senders == 0 {
+        if st.senders == 0 || st.closed {
             Err(TryRecvError::Disconnected)
         } else {
             Err(TryRecvError::Empty)
@@ -901,6 +926,57 @@ impl<T> Clone for Receiver<T> {
         Receiver {
             chan: self.chan.clone(),
         }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Closes the channel from the receiving side, as tokio's `Receiver::close`: the same as
+    /// [`Sender::close`]. What was sent before stays to be received ("close, then drain"
+    /// loses nothing); every later send fails and hands its value back.
+    ///
+    /// ```
+    /// use threadlet::channel::{self, TryRecvError, TrySendError};
+    ///
+    /// let (tx, rx) = channel::bounded(4);
+    /// tx.send("kept").unwrap();
+    /// rx.close();
+    /// assert_eq!(tx.try_send("refused"), Err(TrySendError::Disconnected("refused")));
+    /// assert_eq!(rx.try_recv(), Ok("kept"));
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn close(&self) {
+        self.chan.close();
+    }
+
+    /// Whether the channel was closed ([`Sender::close`] or [`Receiver::close`]).
+    pub fn is_closed(&self) -> bool {
+        self.chan.state.lock().closed
+    }
+}
+
+impl<T> Chan<T> {
+    /// Both ends' `close`: under the lock, marks the channel closed and completes every parked
+    /// operation (a sender waiting for room gets its value back; a receiver waiting, which means
+    /// the buffer is empty, sees `Disconnected`); wakes them after unlocking.
+    fn close(&self) {
+        let woken = {
+            let mut st = self.state.lock();
+            if st.closed {
+                return;
+            }
+            st.closed = true;
+            let senders = std::mem::take(&mut st.waiting_senders);
+            for s in &senders {
+                // As in `Receiver::drop`: the value goes back in the step that completes the slot.
+                s.complete_with(Cell::Disconnected);
+            }
+            let receivers = std::mem::take(&mut st.waiting_receivers);
+            for r in &receivers {
+                r.complete(Cell::Disconnected, None);
+            }
+            senders.into_iter().chain(receivers).collect::<Vec<_>>()
+        };
+        wake_all(woken);
     }
 }
 

@@ -885,3 +885,90 @@ fn spawn_actor_from_outside_feeds_a_channel() {
         assert_eq!(rx.recv(), Err(RecvError));
     }
 }
+
+/// `close` from either end: a sender parked on a full channel gets its value back at once,
+/// a parked receiver wakes with `Disconnected` once the buffer is empty, and what was accepted
+/// before is still received.
+#[test]
+fn close_hands_back_parked_sends_and_ends_parked_receives() {
+    let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    // A sender parked on a full bounded channel, closed by the receiver.
+    let (tx, rx) = channel::bounded::<u32>(1);
+    tx.send(1).unwrap();
+    let parked = rt.spawn(move || tx.send(2));
+    std::thread::sleep(std::time::Duration::from_millis(20)); // let it park
+    rx.close();
+    assert_eq!(parked.join().unwrap(), Err(channel::SendError(2)));
+    assert_eq!((rx.recv(), rx.recv()), (Ok(1), Err(channel::RecvError)));
+    assert!(rx.is_closed());
+
+    // Receivers parked on an empty channel, closed by a sender.
+    let (tx, rx) = channel::unbounded::<u32>();
+    let receivers: Vec<_> = (0..3)
+        .map(|_| {
+            let rx = rx.clone();
+            rt.spawn(move || rx.recv())
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    tx.close();
+    tx.close(); // idempotent
+    for r in receivers {
+        assert_eq!(r.join().unwrap(), Err(channel::RecvError));
+    }
+    assert!(tx.is_disconnected());
+
+    // Rendezvous: a parked sender's value comes back.
+    let (tx, rx) = channel::bounded::<&str>(0);
+    let parked = rt.spawn(move || tx.send("never taken"));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    rx.close();
+    assert_eq!(
+        parked.join().unwrap(),
+        Err(channel::SendError("never taken"))
+    );
+}
+
+/// Many senders racing a close: every value is either received or handed back, once.
+#[test]
+fn close_racing_sends_conserves_every_value() {
+    const SENDERS: u64 = 4;
+    const EACH: u64 = 5_000;
+    let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    let (tx, rx) = channel::bounded::<u64>(8);
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let tx = tx.clone();
+            rt.spawn(move || {
+                let mut back = 0u64;
+                for i in 0..EACH {
+                    if let Err(channel::SendError(v)) = tx.send(s * EACH + i) {
+                        back += v;
+                    }
+                }
+                back
+            })
+        })
+        .collect();
+    drop(tx);
+    let receiver = rt.spawn(move || {
+        let mut got = 0u64;
+        let mut n = 0u64;
+        while let Ok(v) = rx.recv() {
+            got += v;
+            n += 1;
+            if n == 1_000 {
+                rx.close(); // the rest of what was accepted is still drained
+            }
+        }
+        got
+    });
+    let back: u64 = senders.into_iter().map(|h| h.join().unwrap()).sum();
+    let got = receiver.join().unwrap();
+    let all = SENDERS * EACH;
+    assert_eq!(
+        got + back,
+        all * (all - 1) / 2,
+        "every value received or handed back"
+    );
+}
