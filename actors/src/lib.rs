@@ -37,6 +37,7 @@
 pub mod channel;
 mod handler;
 mod mailbox;
+mod timers;
 
 use std::io;
 
@@ -48,6 +49,7 @@ pub use threadlet_runtime::{
     Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep,
     sleep_until, spawn, worker_index, yield_now,
 };
+pub use timers::TimerHandle;
 
 /// A mailbox and its first address, with no actor behind them; for the loom model in
 /// `tests/loom_mailbox.rs` only, not part of the API.

@@ -45,9 +45,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
-use threadlet_runtime::{ActorId, Waiter, call_at, checkpoint, park, park_until};
+use threadlet_runtime::{ActorId, Waiter, checkpoint, park, park_until};
 
 use crate::channel::{RecvTimeoutError, SendError, TryRecvError, oneshot};
+use crate::timers::TimerHandle;
 
 struct State<M> {
     queue: VecDeque<M>,
@@ -640,8 +641,8 @@ impl<M> Addr<M> {
         Ok(())
     }
 
-    /// Delivers `msg` once `delay` has passed, without blocking the caller. From inside an actor
-    /// this costs one entry in the runtime's timer heap; elsewhere, a helper thread. If the actor
+    /// Delivers `msg` once `delay` has passed, without blocking the caller. It costs one entry
+    /// in a timer heap: the runtime's from inside an actor, else the process-wide timer thread's. If the actor
     /// has ended (or closed its mailbox) by then, the message is dropped (there is no one to
     /// hand it back to).
     ///
@@ -657,6 +658,23 @@ impl<M> Addr<M> {
     /// assert!(start.elapsed() >= Duration::from_millis(10));
     /// ```
     ///
+    /// The returned handle cancels the delivery if it has not happened yet
+    /// ([`TimerHandle::cancel`]: the message is then dropped at once); dropping the handle
+    /// cancels nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.recv());
+    /// let timeout = addr.send_after(Duration::from_secs(60), "timed out");
+    /// assert!(timeout.cancel()); // it had not fired: the message is dropped now
+    /// assert!(!timeout.cancel());
+    /// addr.send("done").unwrap();
+    /// assert_eq!(h.join().unwrap(), Some("done"));
+    /// ```
+    ///
     /// A delay too long to represent as an [`Instant`] (such as `Duration::MAX`) never comes:
     /// the message is dropped at once, and nothing is scheduled.
     ///
@@ -670,18 +688,42 @@ impl<M> Addr<M> {
     /// addr.send("now").unwrap();
     /// assert_eq!(h.join().unwrap(), Some("now"));
     /// ```
-    pub fn send_after(&self, delay: Duration, msg: M)
+    pub fn send_after(&self, delay: Duration, msg: M) -> TimerHandle
     where
         M: Send + 'static,
     {
-        let Some(deadline) = Instant::now().checked_add(delay) else {
-            drop(msg);
-            return;
-        };
-        let addr = self.clone();
-        call_at(deadline, move || {
-            let _ = addr.send(msg);
-        });
+        crate::timers::send_after(self, delay, msg)
+    }
+
+    /// Sends `make_msg()` every `period` (the first one `period` from now), until the returned
+    /// handle is [cancelled](TimerHandle::cancel), the actor ends or closes its mailbox, or the
+    /// runtime shuts down. Ticks are at a fixed rate: each is due one period after the one
+    /// before was due. `make_msg` runs on the runtime's timer thread; a panic in it is reported
+    /// and stops the interval.
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<&str>| mb.iter().take(3).count());
+    /// let ticks = addr.send_interval(Duration::from_millis(2), || "tick");
+    /// assert_eq!(h.join().unwrap(), 3);
+    /// ticks.cancel();
+    /// ```
+    pub fn send_interval(
+        &self,
+        period: Duration,
+        make_msg: impl FnMut() -> M + Send + 'static,
+    ) -> TimerHandle
+    where
+        M: Send + 'static,
+    {
+        crate::timers::send_interval(self, period, make_msg)
     }
 
     /// Whether the mailbox is closed: the actor has ended, or called [`Mailbox::close`] (a send

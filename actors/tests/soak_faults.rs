@@ -266,7 +266,9 @@ fn run_round(round: &Round, counters: &Arc<Counters>) {
                 let r = xorshift(&mut rng);
                 let (to, dest) = &addrs[r as usize % addrs.len()];
                 match r % 16 {
-                    0 => to.send_after(Duration::from_micros(r % 2_000), Msg::new(&c, dest, r)),
+                    0 => {
+                        drop(to.send_after(Duration::from_micros(r % 2_000), Msg::new(&c, dest, r)))
+                    }
                     1..=3 => {
                         if let Err(e) = tx.send(Msg::new(&c, &chan_dest, r)) {
                             defuse_handed_back(e.into_inner());

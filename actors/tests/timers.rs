@@ -162,3 +162,73 @@ fn sleep_on_a_plain_thread_blocks_it() {
     threadlet::sleep(Duration::from_millis(15));
     assert!(t.elapsed() >= Duration::from_millis(15));
 }
+
+/// Counts its drops.
+struct DropCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_cancelled_send_after_drops_its_message_at_once_and_never_delivers_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let drops = std::sync::Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.spawn_actor(|mb: threadlet::Mailbox<Option<DropCount>>| {
+        mb.iter().filter(Option::is_some).count()
+    });
+    let timer = addr.send_after(Duration::from_millis(30), Some(DropCount(drops.clone())));
+    assert!(timer.cancel());
+    assert_eq!(
+        drops.load(SeqCst),
+        1,
+        "dropped by the cancel, not at the deadline"
+    );
+    assert!(!timer.cancel(), "nothing left to cancel");
+    // One that fires: cancelling afterwards reports false.
+    let fired = addr.send_after(Duration::from_millis(1), Some(DropCount(drops.clone())));
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(!fired.cancel());
+    drop(addr);
+    assert_eq!(h.join().unwrap(), 1, "only the uncancelled message arrives");
+}
+
+#[test]
+fn send_interval_ticks_until_cancelled_or_the_actor_ends() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    // Counts ticks until told to report.
+    let (addr, h) = rt.spawn_actor(|mb: threadlet::Mailbox<Option<u32>>| {
+        let mut ticks = 0;
+        while let Some(Some(_)) = mb.recv() {
+            ticks += 1;
+        }
+        ticks
+    });
+    let interval = addr.send_interval(Duration::from_millis(2), || Some(1));
+    std::thread::sleep(Duration::from_millis(40));
+    assert!(interval.cancel());
+    assert!(!interval.cancel());
+    std::thread::sleep(Duration::from_millis(20)); // a tick in flight lands before the report
+    addr.send(None).unwrap();
+    let ticks = h.join().unwrap();
+    assert!(ticks >= 3, "{ticks} ticks in 40 ms at a 2 ms period");
+
+    // An interval to an actor that ends stops by itself (its sends fail): nothing hangs, and
+    // the runtime drops cleanly.
+    let (short, h) = rt.spawn_actor(|mb: threadlet::Mailbox<u8>| mb.recv());
+    let _ticks = short.send_interval(Duration::from_millis(1), || 7);
+    assert_eq!(h.join().unwrap(), Some(7));
+    std::thread::sleep(Duration::from_millis(10));
+    drop(rt);
+}
+
+#[test]
+#[should_panic(expected = "period must not be zero")]
+fn send_interval_refuses_a_zero_period() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, _h) = rt.spawn_actor(|mb: threadlet::Mailbox<()>| mb.recv());
+    addr.send_interval(Duration::ZERO, || ());
+}

@@ -1,0 +1,130 @@
+//! [`TimerHandle`]: a message scheduled for later ([`Addr::send_after`](crate::Addr::send_after))
+//! or for every period ([`Addr::send_interval`](crate::Addr::send_interval)), and its cancel.
+//!
+//! Both run on the runtime's timers (`threadlet_runtime::call_at`): one heap entry per pending
+//! message, no thread of its own. The handle shares one small state with the timer closure:
+//!
+//! * `send_after`: the message itself, in a slot. Whoever takes it out first wins: the timer
+//!   (which sends it) or `cancel` (which drops it at once and reports `true`).
+//! * `send_interval`: a flag. Each tick checks it, sends a new message, and arms the next tick;
+//!   `cancel` raises it, and the next tick does nothing more. The ticks also stop when a send
+//!   fails (the actor has ended or closed its mailbox) or when the runtime shuts down.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use threadlet_runtime::call_at;
+
+use crate::mailbox::Addr;
+
+/// What a [`TimerHandle`] can stop.
+trait Cancel: Send + Sync {
+    /// `true` if this call stopped something still pending.
+    fn cancel(&self) -> bool;
+}
+
+/// A message waiting for its deadline (`send_after`).
+struct Delayed<M>(Mutex<Option<M>>);
+
+impl<M: Send> Cancel for Delayed<M> {
+    fn cancel(&self) -> bool {
+        let msg = self.0.lock().take();
+        let pending = msg.is_some();
+        drop(msg); // after unlocking: a destructor may use the timer again
+        pending
+    }
+}
+
+/// A running interval (`send_interval`).
+struct Interval(AtomicBool);
+
+impl Cancel for Interval {
+    fn cancel(&self) -> bool {
+        // Relaxed: the flag is the whole state; a tick that reads it late sends once more.
+        !self.0.swap(true, Ordering::Relaxed)
+    }
+}
+
+/// A scheduled message; see [`Addr::send_after`] and [`Addr::send_interval`]. Dropping the
+/// handle does not cancel anything.
+pub struct TimerHandle(Arc<dyn Cancel>);
+
+impl TimerHandle {
+    /// Stops it: a delayed message not sent yet is dropped now; an interval sends nothing more.
+    /// Returns whether this call stopped something (`false` if the message was already sent,
+    /// or the interval already stopped).
+    pub fn cancel(&self) -> bool {
+        self.0.cancel()
+    }
+}
+
+impl std::fmt::Debug for TimerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerHandle").finish_non_exhaustive()
+    }
+}
+
+/// `Addr::send_after`.
+pub(crate) fn send_after<M: Send + 'static>(
+    addr: &Addr<M>,
+    delay: Duration,
+    msg: M,
+) -> TimerHandle {
+    let delayed = Arc::new(Delayed(Mutex::new(Some(msg))));
+    // A delay too long to represent as an `Instant` never comes: drop the message now.
+    let Some(deadline) = Instant::now().checked_add(delay) else {
+        delayed.cancel();
+        return TimerHandle(delayed);
+    };
+    let (addr, slot) = (addr.clone(), delayed.clone());
+    call_at(deadline, move || {
+        let msg = slot.0.lock().take();
+        if let Some(msg) = msg {
+            // The actor may have ended: then there is nobody to hand the message back to.
+            let _ = addr.send(msg);
+        }
+    });
+    TimerHandle(delayed)
+}
+
+/// `Addr::send_interval`.
+pub(crate) fn send_interval<M, F>(addr: &Addr<M>, period: Duration, make_msg: F) -> TimerHandle
+where
+    M: Send + 'static,
+    F: FnMut() -> M + Send + 'static,
+{
+    assert!(
+        !period.is_zero(),
+        "send_interval: the period must not be zero"
+    );
+    let interval = Arc::new(Interval(AtomicBool::new(false)));
+    if let Some(first) = Instant::now().checked_add(period) {
+        tick(addr.clone(), interval.clone(), first, period, make_msg);
+    }
+    TimerHandle(interval)
+}
+
+/// Arms the tick due at `deadline`; each tick arms the next.
+fn tick<M, F>(
+    addr: Addr<M>,
+    interval: Arc<Interval>,
+    deadline: Instant,
+    period: Duration,
+    mut make_msg: F,
+) where
+    M: Send + 'static,
+    F: FnMut() -> M + Send + 'static,
+{
+    call_at(deadline, move || {
+        // Relaxed: see `Interval::cancel`.
+        if interval.0.load(Ordering::Relaxed) || addr.send(make_msg()).is_err() {
+            return; // cancelled, or the actor is gone
+        }
+        // Fixed rate: the next tick is one period after this one was due, not after it ran.
+        if let Some(next) = deadline.checked_add(period) {
+            tick(addr, interval, next, period, make_msg);
+        }
+    });
+}
