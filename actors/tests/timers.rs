@@ -199,22 +199,32 @@ fn a_cancelled_send_after_drops_its_message_at_once_and_never_delivers_it() {
 #[test]
 fn send_interval_ticks_until_cancelled_or_the_actor_ends() {
     let rt = Runtime::builder().workers(1).build().unwrap();
-    // Counts ticks until told to report.
-    let (addr, h) = rt.spawn_actor(|mb: threadlet::Mailbox<Option<u32>>| {
-        let mut ticks = 0;
-        while let Some(Some(_)) = mb.recv() {
-            ticks += 1;
+    // Forwards every tick to the test thread.
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let (addr, _h) = rt.spawn_actor(move |mb: threadlet::Mailbox<u32>| {
+        for tick in &mb {
+            let _ = seen_tx.send(tick);
         }
-        ticks
     });
-    let interval = addr.send_interval(Duration::from_millis(2), || Some(1));
-    std::thread::sleep(Duration::from_millis(40));
+    // Counts the messages the interval makes (it makes one per tick, after checking the flag).
+    let made = Arc::new(AtomicUsize::new(0));
+    let counter = made.clone();
+    let interval = addr.send_interval(Duration::from_millis(2), move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        1
+    });
+    for _ in 0..3 {
+        seen_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the interval ticks");
+    }
     assert!(interval.cancel());
     assert!(!interval.cancel());
-    std::thread::sleep(Duration::from_millis(20)); // a tick in flight lands before the report
-    addr.send(None).unwrap();
-    let ticks = h.join().unwrap();
-    assert!(ticks >= 3, "{ticks} ticks in 40 ms at a 2 ms period");
+    let at_cancel = made.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(100));
+    // A tick already past its check of the flag may still make one; no other tick can.
+    let after = made.load(Ordering::SeqCst) - at_cancel;
+    assert!(after <= 1, "{after} ticks after the cancel");
 
     // An interval to an actor that ends stops by itself (its sends fail): nothing hangs, and
     // the runtime drops cleanly.
