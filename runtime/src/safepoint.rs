@@ -112,12 +112,15 @@ impl SafePoint {
 
     /// Step 2 (and a new time slice): lowers this worker's request, if it is up. A plain load
     /// first, so that the worker's hot path (every new slice) writes nothing when no request
-    /// is pending.
-    pub(crate) fn clear_preempt(&self) {
+    /// is pending. Returns whether it lowered one.
+    pub(crate) fn clear_preempt(&self) -> bool {
         // Acquire: pairs with the release swap in `request_preempt`.
-        if self.preempt.load(Ordering::Relaxed) && self.preempt.swap(false, Ordering::Acquire) {
+        let lowered =
+            self.preempt.load(Ordering::Relaxed) && self.preempt.swap(false, Ordering::Acquire);
+        if lowered {
             GATE.0.fetch_sub(1, Ordering::Relaxed);
         }
+        lowered
     }
 
     /// Starts a run with a fresh tick budget (ticks only).

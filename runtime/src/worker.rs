@@ -161,12 +161,12 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     let n = remotes.len();
     // Handler and migratable actors are not pinned where they first run, so thieves balance
     // them; once shutdown has begun nothing new should go to another worker's queues.
-    if n < 2 || actor.is_handler() || actor.migratable || ctx.shared.is_shutdown() {
+    if n < 2 || actor.is_handler() || actor.migratable {
         return None;
     }
     let mine = remotes[ctx.index].load() + ctx.core.deque.len();
     // The common case, decided without reading another worker's cache lines.
-    if mine < PLACE_MIN_LOAD {
+    if mine < PLACE_MIN_LOAD || ctx.shared.is_shutdown() {
         return None;
     }
     let o = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
@@ -613,12 +613,13 @@ impl WorkerLoop<'_> {
         if !from_next || was_idle {
             let slice = core.slice_id.get() + 1;
             core.slice_id.set(slice);
-            remote.safe_point.clear_preempt();
-            if self.shared().is_shutdown() {
-                // The clear may have lowered shutdown's request (step 1 of "Shutdown"): raise
-                // it again, or an actor spinning through safe points would keep this worker
-                // (and the drop) forever. The clear's acquire swap pairs with the request's
-                // release swap, so a request it lowered is seen here with its flag.
+            if remote.safe_point.clear_preempt() && self.shared().is_shutdown() {
+                // The clear lowered a request that may be shutdown's (step 1 of "Shutdown"):
+                // raise it again, or an actor spinning through safe points would keep this
+                // worker (and the drop) forever. The clear's acquire swap pairs with the
+                // request's release swap, so a request it lowered is seen here with its flag.
+                // A clear that lowered nothing costs no extra load: a request it missed is
+                // still up.
                 remote.request_preempt();
             }
             if was_idle {
