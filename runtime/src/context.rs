@@ -10,6 +10,7 @@
 //! reused after it; a call that the optimiser cannot inline recomputes it every time.
 
 use std::cell::Cell;
+use std::io;
 use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -468,6 +469,17 @@ pub fn current_name() -> Option<String> {
 /// The runtime of the running actor.
 pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_worker(|ctx| ctx.map(|c| c.shared.clone()))
+}
+
+/// The runtime of the calling worker, for the free functions that act on "the current runtime"
+/// (`threadlet::spawn`, `threadlet::start`); outside one, an error naming `api` and the
+/// `Runtime` method of the same name to use instead.
+pub(crate) fn current_runtime_for(api: &str) -> io::Result<Arc<Shared>> {
+    current_shared().ok_or_else(|| {
+        io::Error::other(format!(
+            "threadlet::{api} called outside a threadlet runtime; use Runtime::{api}"
+        ))
+    })
 }
 
 /// Whether the current actor is being unwound by shutdown.

@@ -151,9 +151,7 @@ where
 {
     check_options(&opts)?;
     crate::checkpoint();
-    let shared = context::current_shared().ok_or_else(|| {
-        io::Error::other("threadlet::start called outside a threadlet runtime; use Runtime::start")
-    })?;
+    let shared = context::current_runtime_for("start")?;
     start_on(&shared, opts, make)
 }
 

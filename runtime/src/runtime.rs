@@ -1122,8 +1122,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let shared = context::current_shared()
-        .expect("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn");
+    let shared = context::current_runtime_for("spawn").unwrap_or_else(|e| panic!("{e}"));
     crate::checkpoint();
     spawn_on(&shared, SpawnOptions::default(), f)
         .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
@@ -1151,8 +1150,6 @@ where
 {
     check_options(&opts)?;
     crate::checkpoint();
-    let shared = context::current_shared().ok_or_else(|| {
-        io::Error::other("threadlet::spawn called outside a threadlet runtime; use Runtime::spawn")
-    })?;
+    let shared = context::current_runtime_for("spawn")?;
     spawn_on(&shared, opts, f)
 }
