@@ -174,26 +174,37 @@ impl Drop for DropCount {
 
 #[test]
 fn a_cancelled_send_after_drops_its_message_at_once_and_never_delivers_it() {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     let rt = Runtime::builder().workers(1).build().unwrap();
-    let drops = std::sync::Arc::new(AtomicUsize::new(0));
-    let (addr, h) = rt.spawn_actor(|mb: threadlet::Mailbox<Option<DropCount>>| {
-        mb.iter().filter(Option::is_some).count()
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Reports every message it gets.
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    let (addr, _h) = rt.spawn_actor(move |mb: threadlet::Mailbox<DropCount>| {
+        for msg in &mb {
+            let _ = got_tx.send(msg);
+        }
     });
-    let timer = addr.send_after(Duration::from_millis(30), Some(DropCount(drops.clone())));
+    let timer = addr.send_after(Duration::from_millis(30), DropCount(drops.clone()));
     assert!(timer.cancel());
     assert_eq!(
-        drops.load(SeqCst),
+        drops.load(Ordering::SeqCst),
         1,
         "dropped by the cancel, not at the deadline"
     );
     assert!(!timer.cancel(), "nothing left to cancel");
-    // One that fires: cancelling afterwards reports false.
-    let fired = addr.send_after(Duration::from_millis(1), Some(DropCount(drops.clone())));
-    std::thread::sleep(Duration::from_millis(60));
+    // One that fires: once it has arrived, cancelling reports false.
+    let fired = addr.send_after(Duration::from_millis(1), DropCount(drops.clone()));
+    let first = got_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("delivered");
     assert!(!fired.cancel());
-    drop(addr);
-    assert_eq!(h.join().unwrap(), 1, "only the uncancelled message arrives");
+    drop(first);
+    // The cancelled one never arrives (its deadline is long past by now).
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        got_rx.try_recv().is_err(),
+        "a cancelled message was delivered"
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
 }
 
 #[test]
