@@ -80,6 +80,19 @@
 //!
 //! So a value is delivered exactly once, or handed back to its sender, or dropped with a sender
 //! that never returned, or dropped with the channel when the last `Receiver` goes.
+//!
+//! # Select
+//!
+//! A [`select!`](crate::select!) waiting on a channel does not park a slot: it *watches*. Two
+//! more lists under the lock hold the waiters of selects that want to hear when a receive, or
+//! a send, may have become possible. Every step that can make one possible takes the whole
+//! matching list and wakes it after unlocking: a value entering the buffer (or requeued by a
+//! cancelled receiver), a sender parking, and the last `Sender` going make a receive possible;
+//! room freed by a receive, a receiver parking, and the last `Receiver` going make a send
+//! possible; `close` makes both possible. A woken select unwatches everything and tries each
+//! of its operations again with `try_recv`/`try_send` (without their safe point), so a value
+//! is only ever taken by the branch that fires, and it keeps nothing in the channel's lists
+//! while it runs. The select module's docs give its side of the protocol.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -313,8 +326,45 @@ impl<T> Slot<T> {
     }
 }
 
-/// A peer's slot completed under the channel lock, to wake once it is released.
-type Woken<T> = Option<Arc<Slot<T>>>;
+/// What an operation must wake once it has released the channel lock: the peer whose slot it
+/// completed, and the selects watching for what it made possible (see "Select" in the module
+/// docs).
+struct Woken<T> {
+    slot: Option<Arc<Slot<T>>>,
+    watchers: Vec<Waiter>,
+}
+
+impl<T> Woken<T> {
+    const NONE: Woken<T> = Woken {
+        slot: None,
+        watchers: Vec::new(),
+    };
+
+    fn slot(slot: Arc<Slot<T>>) -> Woken<T> {
+        Woken {
+            slot: Some(slot),
+            watchers: Vec::new(),
+        }
+    }
+
+    fn watchers(list: &mut Vec<Waiter>) -> Woken<T> {
+        Woken {
+            slot: None,
+            // Taking an empty list allocates nothing.
+            watchers: std::mem::take(list),
+        }
+    }
+
+    /// Call it after releasing the channel lock.
+    fn wake(self) {
+        if let Some(s) = self.slot {
+            s.waiter.wake();
+        }
+        for w in self.watchers {
+            w.wake();
+        }
+    }
+}
 
 /// Wakes the waiters of slots completed under the channel lock; call it after releasing it.
 fn wake_all<T>(slots: impl IntoIterator<Item = Arc<Slot<T>>>) {
@@ -339,7 +389,7 @@ impl<T> Parked<'_, T> {
     /// handed to this receiver goes to the next waiting receiver or back to the front of the
     /// buffer instead of being returned. Wakes and drops happen after the lock is released.
     fn leave(&self, requeue: bool) -> Cell<T> {
-        let mut woken = None;
+        let mut woken = Woken::NONE;
         let (cell, removed) = {
             let mut st = self.chan.state.lock();
             let list = if self.sender {
@@ -357,9 +407,10 @@ impl<T> Parked<'_, T> {
                 Cell::Done(Some(v)) if requeue => {
                     if let Some(r) = st.waiting_receivers.pop_front() {
                         r.complete(Cell::Done, Some(v));
-                        woken = Some(r);
+                        woken = Woken::slot(r);
                     } else {
                         st.buffer.push_front(v);
+                        woken = Woken::watchers(&mut st.recv_watchers);
                     }
                     Cell::Done(None)
                 }
@@ -367,7 +418,7 @@ impl<T> Parked<'_, T> {
             };
             (cell, removed)
         };
-        wake_all(woken);
+        woken.wake();
         drop(removed);
         cell
     }
@@ -399,6 +450,12 @@ struct State<T> {
     closed: bool,
     waiting_receivers: VecDeque<Arc<Slot<T>>>,
     waiting_senders: VecDeque<Arc<Slot<T>>>,
+    /// Selects waiting for a receive to become possible (a value, a parked sender, or the
+    /// channel closing); woken all at once, they look again (see "Select" above).
+    recv_watchers: Vec<Waiter>,
+    /// Selects waiting for a send to become possible (room, a parked receiver, or the channel
+    /// closing).
+    send_watchers: Vec<Waiter>,
 }
 
 impl<T> State<T> {
@@ -421,6 +478,8 @@ fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
             closed: false,
             waiting_receivers: VecDeque::new(),
             waiting_senders: VecDeque::new(),
+            recv_watchers: Vec::new(),
+            send_watchers: Vec::new(),
         }),
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
@@ -510,22 +569,24 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         checkpoint();
-        let slot = {
+        let (slot, watchers) = {
             let mut st = self.chan.state.lock();
             match Self::try_send_locked(&mut st, value) {
                 Ok(woken) => {
                     drop(st);
-                    wake_all(woken);
+                    woken.wake();
                     return Ok(());
                 }
                 Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
                 Err(TrySendError::Full(v)) => {
                     let slot = Slot::new(Some(v));
                     st.waiting_senders.push_back(slot.clone());
-                    slot
+                    // A receive can now take this value (rendezvous): tell watching selects.
+                    (slot, Woken::<T>::watchers(&mut st.recv_watchers))
                 }
             }
         };
+        watchers.wake();
         let parked = Parked {
             chan: &self.chan,
             slot: &slot,
@@ -566,8 +627,14 @@ impl<T> Sender<T> {
     /// ```
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         checkpoint();
+        self.send_now(value)
+    }
+
+    /// `try_send` without the safe point, for `select`: a yield between a select's watching
+    /// and its parking could drop the wakeup it waits for.
+    pub(crate) fn send_now(&self, value: T) -> Result<(), TrySendError<T>> {
         let woken = Self::try_send_locked(&mut self.chan.state.lock(), value)?;
-        wake_all(woken);
+        woken.wake();
         Ok(())
     }
 
@@ -578,11 +645,11 @@ impl<T> Sender<T> {
         }
         if let Some(r) = st.waiting_receivers.pop_front() {
             r.complete(Cell::Done, Some(value));
-            return Ok(Some(r));
+            return Ok(Woken::slot(r));
         }
         if st.has_room() {
             st.buffer.push_back(value);
-            return Ok(None);
+            return Ok(Woken::watchers(&mut st.recv_watchers));
         }
         Err(TrySendError::Full(value))
     }
@@ -679,9 +746,10 @@ impl<T> Drop for Sender<T> {
             for r in &woken {
                 r.complete(Cell::Disconnected, None);
             }
-            woken
+            (woken, Woken::<T>::watchers(&mut st.recv_watchers))
         };
-        wake_all(woken);
+        wake_all(woken.0);
+        woken.1.wake();
     }
 }
 
@@ -777,12 +845,12 @@ impl<T> Receiver<T> {
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         checkpoint();
-        let slot = {
+        let (slot, watchers) = {
             let mut st = self.chan.state.lock();
             match Self::try_recv_locked(&mut st) {
                 Ok((v, woken)) => {
                     drop(st);
-                    wake_all(woken);
+                    woken.wake();
                     return Ok(v);
                 }
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
@@ -792,10 +860,13 @@ impl<T> Receiver<T> {
                     }
                     let slot = Slot::new(None);
                     st.waiting_receivers.push_back(slot.clone());
-                    slot
+                    // A send can now hand its value to this receiver (rendezvous): tell
+                    // watching selects.
+                    (slot, Woken::<T>::watchers(&mut st.send_watchers))
                 }
             }
         };
+        watchers.wake();
         let parked = Parked {
             chan: &self.chan,
             slot: &slot,
@@ -840,8 +911,13 @@ impl<T> Receiver<T> {
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         checkpoint();
+        self.recv_now()
+    }
+
+    /// `try_recv` without the safe point, for `select` (see [`Sender::send_now`]).
+    pub(crate) fn recv_now(&self) -> Result<T, TryRecvError> {
         let (v, woken) = Self::try_recv_locked(&mut self.chan.state.lock())?;
-        wake_all(woken);
+        woken.wake();
         Ok(v)
     }
 
@@ -851,15 +927,18 @@ impl<T> Receiver<T> {
             // A place freed up: move the first parked sender's value in (invariant 2). The
             // buffer can be over capacity after a cancelled receiver requeued a value; then no
             // place freed up yet.
-            let mut woken = None;
-            if st.has_room()
-                && let Some(s) = st.waiting_senders.pop_front()
-            {
-                let moved = s
-                    .complete(Cell::Done, None)
-                    .expect("a parked sender has a value");
-                st.buffer.push_back(moved);
-                woken = Some(s);
+            let mut woken = Woken::NONE;
+            if st.has_room() {
+                if let Some(s) = st.waiting_senders.pop_front() {
+                    let moved = s
+                        .complete(Cell::Done, None)
+                        .expect("a parked sender has a value");
+                    st.buffer.push_back(moved);
+                    woken = Woken::slot(s);
+                } else {
+                    // Room for a send: tell watching selects.
+                    woken = Woken::watchers(&mut st.send_watchers);
+                }
             }
             return Ok((v, woken));
         }
@@ -868,7 +947,7 @@ impl<T> Receiver<T> {
             let v = s
                 .complete(Cell::Done, None)
                 .expect("a parked sender has a value");
-            return Ok((v, Some(s)));
+            return Ok((v, Woken::slot(s)));
         }
         if st.senders == 0 || st.closed {
             Err(TryRecvError::Disconnected)
@@ -954,7 +1033,39 @@ impl<T> Receiver<T> {
     }
 }
 
+/// Which readiness a select watches for.
+#[derive(Clone, Copy)]
+enum Watch {
+    Recv,
+    Send,
+}
+
 impl<T> Chan<T> {
+    /// Records `w` to be woken when the operation `what` may have become possible.
+    fn watch(&self, w: &Waiter, what: Watch) {
+        let mut st = self.state.lock();
+        match what {
+            Watch::Recv => st.recv_watchers.push(w.clone()),
+            Watch::Send => st.send_watchers.push(w.clone()),
+        }
+    }
+
+    /// Withdraws one record of `w` made by `watch`, if a wake has not taken it already.
+    fn unwatch(&self, w: &Waiter, what: Watch) {
+        let removed = {
+            let mut st = self.state.lock();
+            let list = match what {
+                Watch::Recv => &mut st.recv_watchers,
+                Watch::Send => &mut st.send_watchers,
+            };
+            list.iter()
+                .position(|x| x.same_as(w))
+                .map(|i| list.swap_remove(i))
+        };
+        // Dropped unlocked, as every waiter here.
+        drop(removed);
+    }
+
     /// Both ends' `close`: under the lock, marks the channel closed and completes every parked
     /// operation (a sender waiting for room gets its value back; a receiver waiting, which means
     /// the buffer is empty, sees `Disconnected`); wakes them after unlocking.
@@ -974,15 +1085,43 @@ impl<T> Chan<T> {
             for r in &receivers {
                 r.complete(Cell::Disconnected, None);
             }
-            senders.into_iter().chain(receivers).collect::<Vec<_>>()
+            let mut watchers = std::mem::take(&mut st.recv_watchers);
+            watchers.append(&mut st.send_watchers);
+            (
+                senders.into_iter().chain(receivers).collect::<Vec<_>>(),
+                watchers,
+            )
         };
-        wake_all(woken);
+        wake_all(woken.0);
+        for w in woken.1 {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    pub(crate) fn watch(&self, w: &Waiter) {
+        self.chan.watch(w, Watch::Recv);
+    }
+
+    pub(crate) fn unwatch(&self, w: &Waiter) {
+        self.chan.unwatch(w, Watch::Recv);
+    }
+}
+
+impl<T> Sender<T> {
+    pub(crate) fn watch(&self, w: &Waiter) {
+        self.chan.watch(w, Watch::Send);
+    }
+
+    pub(crate) fn unwatch(&self, w: &Waiter) {
+        self.chan.unwatch(w, Watch::Send);
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        let (woken, left) = {
+        let woken_left = {
             let mut st = self.chan.state.lock();
             st.receivers -= 1;
             if st.receivers > 0 {
@@ -994,9 +1133,12 @@ impl<T> Drop for Receiver<T> {
                 // so a sender waking in between never sees a completed slot without its value.
                 s.complete_with(Cell::Disconnected);
             }
-            (woken, std::mem::take(&mut st.buffer))
+            let watchers = Woken::<T>::watchers(&mut st.send_watchers);
+            (woken, watchers, std::mem::take(&mut st.buffer))
         };
+        let (woken, watchers, left) = woken_left;
         wake_all(woken);
+        watchers.wake();
         // Dropped unlocked: a value's destructor may use this channel again.
         drop(left);
     }

@@ -37,6 +37,7 @@
 pub mod channel;
 mod handler;
 mod mailbox;
+pub mod select;
 mod timers;
 
 use std::io;

@@ -254,12 +254,7 @@ impl<M> Mailbox<M> {
     /// ```
     pub fn try_recv(&self) -> Result<M, TryRecvError> {
         checkpoint();
-        let mut st = self.shared.state.lock();
-        match st.queue.pop_front() {
-            Some(m) => Ok(m),
-            None if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
-            None => Err(TryRecvError::Empty),
-        }
+        self.recv_now()
     }
 
     /// Closes the mailbox: from now on every [`Addr::send`] fails and hands its message back,
@@ -426,6 +421,36 @@ impl<M> Mailbox<M> {
     }
 
     /// Takes every queued message out (to be dropped by the caller, outside the lock).
+    /// `try_recv` without the safe point, for `select` (see `channel::Sender::send_now`).
+    pub(crate) fn recv_now(&self) -> Result<M, TryRecvError> {
+        let mut st = self.shared.state.lock();
+        match st.queue.pop_front() {
+            Some(m) => Ok(m),
+            None if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// For `select`: records `w` as the waiter, as `recv` records itself (a send or the last
+    /// address going takes it and wakes it).
+    pub(crate) fn watch(&self, w: &Waiter) {
+        let old = self.shared.state.lock().waiter.replace(w.clone());
+        drop(old);
+    }
+
+    /// For `select`: clears the waiter if it is still `w`.
+    pub(crate) fn unwatch(&self, w: &Waiter) {
+        let mine = {
+            let mut st = self.shared.state.lock();
+            if st.waiter.as_ref().is_some_and(|x| x.same_as(w)) {
+                st.waiter.take()
+            } else {
+                None
+            }
+        };
+        drop(mine);
+    }
+
     pub(crate) fn take_queued(&self) -> VecDeque<M> {
         std::mem::take(&mut self.shared.state.lock().queue)
     }

@@ -266,7 +266,7 @@ impl<R> JoinHandle<R> {
                         return r;
                     }
                     Slot::Pending(w) => *w = Some(Waiter::current()),
-                    Slot::Taken => unreachable!("join consumes the handle"),
+                    Slot::Taken => panic!("{TAKEN}"),
                 }
             }
             if context::park().is_err() {
@@ -307,6 +307,43 @@ impl<R> JoinHandle<R> {
     pub fn id(&self) -> ActorId {
         self.id
     }
+}
+
+const TAKEN: &str = "joining an actor whose result a select already took";
+
+/// For `threadlet::select!`: takes the result if the actor has finished (the handle is then
+/// spent: joining it again panics), without a safe point (see the select module's docs).
+pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
+    let mut slot = h.packet.slot.lock();
+    match &*slot {
+        Slot::Pending(_) => None,
+        Slot::Ready(_) => match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Ready(r) => Some(r),
+            _ => unreachable!(),
+        },
+        Slot::Taken => panic!("{TAKEN}"),
+    }
+}
+
+/// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records
+/// itself. The completer takes the waiter and wakes it after unlocking.
+pub fn join_watch<R>(h: &JoinHandle<R>, w: &Waiter) {
+    let old = match &mut *h.packet.slot.lock() {
+        Slot::Pending(slot) => slot.replace(w.clone()),
+        // Finished: the select's next look takes the result.
+        _ => None,
+    };
+    drop(old);
+}
+
+/// For `threadlet::select!`: withdraws the record made by [`join_watch`] if it is still there.
+pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
+    let mine = match &mut *h.packet.slot.lock() {
+        Slot::Pending(slot) if slot.as_ref().is_some_and(|x| x.same_as(w)) => slot.take(),
+        _ => None,
+    };
+    // Dropped unlocked: it may hold the last reference to an actor.
+    drop(mine);
 }
 
 impl<R> fmt::Debug for JoinHandle<R> {

@@ -29,7 +29,7 @@ use super::{RecvError, RecvTimeoutError, TryRecvError};
 pub struct Sender<T>(pub(super) super::Sender<T>);
 
 /// The receiving half; [`recv`](Receiver::recv) consumes it.
-pub struct Receiver<T>(pub(super) super::Receiver<T>);
+pub struct Receiver<T>(pub(crate) super::Receiver<T>);
 
 impl<T> Sender<T> {
     /// Sends the value; never waits. Hands it back if the receiver is gone.
