@@ -341,6 +341,10 @@ impl Wait {
 /// has to spread the choice), so a per-thread xorshift seeded once from std's random hasher
 /// keys does.
 fn random_below(n: usize) -> usize {
+    // Loom replays executions and needs every choice but its own to repeat: start at 0.
+    if cfg!(loom) {
+        return 0;
+    }
     thread_local! {
         static STATE: Cell<u64> = Cell::new(RandomState::new().build_hasher().finish() | 1);
     }
