@@ -198,6 +198,63 @@ impl<T> fmt::Display for TrySendError<T> {
 
 impl<T> std::error::Error for TrySendError<T> {}
 
+/// The error of a send with a timeout (a bounded mailbox's [`Addr::send_timeout`]).
+///
+/// [`Addr::send_timeout`]: crate::Addr::send_timeout
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet::channel::SendTimeoutError;
+///
+/// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+/// let (addr, h) = threadlet::ActorBuilder::new()
+///     .mailbox_capacity(1)
+///     .spawn_actor_on(&rt, |mb: threadlet::Mailbox<u8>| mb.close())
+///     .unwrap();
+/// h.join().unwrap();
+/// let err = addr.send_timeout(7, Duration::from_millis(1)).unwrap_err();
+/// assert_eq!(err, SendTimeoutError::Disconnected(7));
+/// assert_eq!(err.into_inner(), 7);
+/// ```
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// No room came before the deadline.
+    Timeout(T),
+    /// The receiver is gone or closed.
+    Disconnected(T),
+}
+
+impl<T> SendTimeoutError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            SendTimeoutError::Timeout(v) | SendTimeoutError::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("Timeout(..)"),
+            SendTimeoutError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("timed out waiting for room to send"),
+            SendTimeoutError::Disconnected(_) => {
+                f.write_str("sending on a closed channel or to an ended actor")
+            }
+        }
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
 /// The error of a receive on a channel that is empty and whose senders are all gone.
 ///
 /// ```
@@ -281,8 +338,8 @@ impl fmt::Display for TryRecvError {
 
 impl std::error::Error for TryRecvError {}
 
-/// What a parked operation's cell holds.
-enum Cell<T> {
+/// What a parked operation's cell holds (the mailbox's waiting senders use it too).
+pub(crate) enum Cell<T> {
     /// Parked: a sender's value not yet taken, or `None` for a receiver.
     Waiting(Option<T>),
     /// Completed: the value handed to a receiver, or `None` for a sender whose value was taken.
@@ -292,13 +349,13 @@ enum Cell<T> {
 }
 
 /// One parked operation (see the module docs).
-struct Slot<T> {
-    waiter: Waiter,
-    cell: Mutex<Cell<T>>,
+pub(crate) struct Slot<T> {
+    pub(crate) waiter: Waiter,
+    pub(crate) cell: Mutex<Cell<T>>,
 }
 
 impl<T> Slot<T> {
-    fn new(value: Option<T>) -> Arc<Slot<T>> {
+    pub(crate) fn new(value: Option<T>) -> Arc<Slot<T>> {
         Arc::new(Slot {
             waiter: Waiter::current(),
             cell: Mutex::new(Cell::Waiting(value)),
@@ -307,7 +364,7 @@ impl<T> Slot<T> {
 
     /// Completes the slot with `value`, returning what it held; the caller holds the channel
     /// lock and wakes `waiter` after releasing it.
-    fn complete(&self, to: fn(Option<T>) -> Cell<T>, value: Option<T>) -> Option<T> {
+    pub(crate) fn complete(&self, to: fn(Option<T>) -> Cell<T>, value: Option<T>) -> Option<T> {
         let mut old = None;
         self.complete_with(|held| {
             old = held;
@@ -317,7 +374,7 @@ impl<T> Slot<T> {
     }
 
     /// Completes the slot with what `f` makes of the value it held, under the slot's lock.
-    fn complete_with(&self, f: impl FnOnce(Option<T>) -> Cell<T>) {
+    pub(crate) fn complete_with(&self, f: impl FnOnce(Option<T>) -> Cell<T>) {
         let mut cell = self.cell.lock();
         let Cell::Waiting(held) = std::mem::replace(&mut *cell, Cell::Waiting(None)) else {
             unreachable!("a channel slot is completed once");

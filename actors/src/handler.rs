@@ -239,11 +239,12 @@ impl<A: Actor> Activation for Program<A> {
 /// Builds the program of a new handler actor and starts it with `start`.
 fn start_with<A: Actor>(
     actor: A,
+    capacity: Option<usize>,
     start: impl FnOnce(
         Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
     ) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    let (addr, mailbox) = mailbox::mailbox();
+    let (addr, mailbox) = mailbox::mailbox_with(capacity);
     let handle = start(Box::new(move |id, completion| {
         mailbox.set_actor(id);
         Program {
@@ -290,15 +291,18 @@ fn start_with<A: Actor>(
 /// assert_eq!(got, Some(7));
 /// ```
 pub fn start<A: Actor>(actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
-    start_here(SpawnOptions::new(), actor).unwrap_or_else(|e| panic!("threadlet::start: {e}"))
+    start_here(SpawnOptions::new(), None, actor).unwrap_or_else(|e| panic!("threadlet::start: {e}"))
 }
 
 /// Starts a handler actor with `opts` on the current runtime (`start`, `ActorBuilder::start`).
 pub(crate) fn start_here<A: Actor>(
     opts: SpawnOptions,
+    capacity: Option<usize>,
     actor: A,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_with(actor, |make| threadlet_runtime::start_handler(opts, make))
+    start_with(actor, capacity, |make| {
+        threadlet_runtime::start_handler(opts, make)
+    })
 }
 
 /// Starts a handler actor with `opts` on `rt`, from any thread (`RuntimeExt::start`,
@@ -306,7 +310,8 @@ pub(crate) fn start_here<A: Actor>(
 pub(crate) fn start_on<A: Actor>(
     rt: &Runtime,
     opts: SpawnOptions,
+    capacity: Option<usize>,
     actor: A,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_with(actor, |make| rt.start_handler(opts, make))
+    start_with(actor, capacity, |make| rt.start_handler(opts, make))
 }

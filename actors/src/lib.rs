@@ -59,6 +59,13 @@ pub fn __mailbox_for_tests<M>() -> (Addr<M>, Mailbox<M>) {
     mailbox::mailbox()
 }
 
+/// A bounded mailbox and its first address, with no actor behind them; for the loom model in
+/// `tests/loom_mailbox.rs` only, not part of the API.
+#[doc(hidden)]
+pub fn __bounded_mailbox_for_tests<M>(capacity: usize) -> (Addr<M>, Mailbox<M>) {
+    mailbox::mailbox_with(Some(capacity))
+}
+
 /// An actor's body with its mailbox. The mailbox learns its actor's id from both sides: here,
 /// before `f` runs (so the actor's own addresses know it), and from the spawner once `spawn`
 /// returns the handle (so the caller's address knows it, even before the actor starts).
@@ -178,7 +185,7 @@ impl RuntimeExt for Runtime {
     }
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
-        handler::start_on(self, SpawnOptions::new(), actor)
+        handler::start_on(self, SpawnOptions::new(), None, actor)
             .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
     }
 }
@@ -202,6 +209,8 @@ impl RuntimeExt for Runtime {
 #[derive(Clone, Debug, Default)]
 pub struct ActorBuilder {
     opts: SpawnOptions,
+    /// `None`: an unbounded mailbox.
+    mailbox_capacity: Option<usize>,
 }
 
 impl ActorBuilder {
@@ -286,6 +295,42 @@ impl ActorBuilder {
         self
     }
 
+    /// Bounds the actor's mailbox to `capacity` messages (process actors from `spawn_actor*`,
+    /// and handler actors). On a full mailbox [`Addr::send`] waits for room (suspending an
+    /// actor, blocking a plain thread), [`Addr::try_send`] fails with `Full`, and
+    /// [`Addr::send_timeout`] waits at most its timeout; so a flood of senders cannot grow the
+    /// queue past `capacity`. Capacity 0 is a rendezvous: every send waits until the actor
+    /// takes its message. Mailboxes are unbounded unless this is set.
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = ActorBuilder::new()
+    ///     .mailbox_capacity(4)
+    ///     .spawn_actor_on(&rt, |mb: Mailbox<u32>| {
+    ///         let mut most = 0;
+    ///         let mut sum = 0;
+    ///         for n in &mb {
+    ///             most = most.max(mb.len()); // queued behind this one
+    ///             sum += n;
+    ///         }
+    ///         (most, sum)
+    ///     })
+    ///     .unwrap();
+    /// for n in 1..=100 {
+    ///     addr.send(n).unwrap(); // waits whenever 4 are queued
+    /// }
+    /// drop(addr);
+    /// let (most, sum) = h.join().unwrap();
+    /// assert!(most <= 4);
+    /// assert_eq!(sum, 5050);
+    /// ```
+    pub fn mailbox_capacity(mut self, capacity: usize) -> ActorBuilder {
+        self.mailbox_capacity = Some(capacity);
+        self
+    }
+
     /// Spawns on the current runtime (from inside an actor).
     ///
     /// ```
@@ -332,8 +377,33 @@ impl ActorBuilder {
         F: FnOnce(Mailbox<M>) -> R + Send + 'static,
         R: Send + 'static,
     {
-        let (addr, mb) = mailbox::mailbox();
+        let (addr, mb) = mailbox::mailbox_with(self.mailbox_capacity);
         let h = threadlet_runtime::spawn_with(self.opts, run_with_mailbox(mb, f))?;
+        addr.set_actor(h.id());
+        Ok((addr, h))
+    }
+
+    /// Spawns an actor with a mailbox on `rt`, from any thread.
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = ActorBuilder::new()
+    ///     .name("doubler")
+    ///     .spawn_actor_on(&rt, |mb: Mailbox<u32>| mb.recv().map(|n| n * 2))
+    ///     .unwrap();
+    /// addr.send(21).unwrap();
+    /// assert_eq!(h.join().unwrap(), Some(42));
+    /// ```
+    pub fn spawn_actor_on<M, F, R>(self, rt: &Runtime, f: F) -> io::Result<(Addr<M>, JoinHandle<R>)>
+    where
+        M: Send + 'static,
+        F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (addr, mb) = mailbox::mailbox_with(self.mailbox_capacity);
+        let h = rt.spawn_with(self.opts, run_with_mailbox(mb, f))?;
         addr.set_actor(h.id());
         Ok((addr, h))
     }
@@ -381,7 +451,7 @@ impl ActorBuilder {
     /// assert!(ActorBuilder::new().start(Named).is_err()); // outside any runtime
     /// ```
     pub fn start<A: Actor>(self, actor: A) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        handler::start_here(self.opts, actor)
+        handler::start_here(self.opts, self.mailbox_capacity, actor)
     }
 
     /// Starts a handler actor with these options on `rt`, from any thread.
@@ -390,6 +460,6 @@ impl ActorBuilder {
         rt: &Runtime,
         actor: A,
     ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-        handler::start_on(rt, self.opts, actor)
+        handler::start_on(rt, self.opts, self.mailbox_capacity, actor)
     }
 }

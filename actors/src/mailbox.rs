@@ -29,6 +29,31 @@
 //! the lock: wakes, and drops of messages and waiters, happen after it is released, since they
 //! can run arbitrary code (a message's destructor may send to this mailbox again).
 //!
+//! # Bounded mailboxes
+//!
+//! A mailbox built with a capacity (`ActorBuilder::mailbox_capacity`) keeps a second list
+//! under the same lock: the senders waiting for room, in arrival order, each with a slot that
+//! holds its message (the channel module's `Slot`). Invariant: senders wait only while the
+//! queue is full. Then:
+//!
+//! 1. a send finding the queue full pushes its slot, takes the recorded waiter (with capacity
+//!    0 the owner takes messages straight from the slots, so an owner waiting on an empty
+//!    queue must look again), and parks until its slot is completed;
+//! 2. every take by the owner (`recv`, `try_recv`, a select, a handler's batch) that frees a
+//!    place pops the first waiting slot *in the same step*, moves its message to the back of
+//!    the queue, completes the slot, and wakes that sender after unlocking. With capacity 0,
+//!    a take from the empty queue takes from the first slot directly;
+//! 3. `close` (or the mailbox's drop) completes every waiting slot as refused, handing the
+//!    message back in the same step; the senders wake and return it in `SendError`;
+//! 4. a sender that gives up (a timeout, or `park` failing during shutdown) leaves the list
+//!    under the lock and keeps what happened meanwhile: if the owner already moved its message
+//!    in, the send succeeded; if shutdown unwinds it while parked, a guard leaves the list and
+//!    the message, never accepted, drops with the sender.
+//!
+//! The owner moves messages in, so a place freed is never lost between senders: there is no
+//! wake of a sender that then finds the place taken. The queue never holds more than the
+//! capacity, and a flood of senders costs one parked slot each, not queue growth.
+//!
 //! # Conservation
 //!
 //! A message is either accepted (pushed while the mailbox is open: the actor receives it, or it
@@ -47,7 +72,9 @@ use std::time::{Duration, Instant};
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{ActorId, Waiter, checkpoint, park, park_until};
 
-use crate::channel::{RecvTimeoutError, SendError, TryRecvError, oneshot};
+use crate::channel::{
+    Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError, oneshot,
+};
 use crate::timers::TimerHandle;
 
 struct State<M> {
@@ -56,6 +83,64 @@ struct State<M> {
     addrs: usize,
     /// No more sends are accepted: the owner closed the mailbox, or dropped it.
     closed: bool,
+    /// The most messages the queue holds (`ActorBuilder::mailbox_capacity`); `None`: no limit.
+    cap: Option<usize>,
+    /// Senders waiting for room, in arrival order, each slot holding its message (bounded
+    /// mailboxes only; see "Bounded mailboxes" above).
+    waiting_senders: VecDeque<Arc<Slot<M>>>,
+}
+
+impl<M> State<M> {
+    fn has_room(&self) -> bool {
+        self.cap.is_none_or(|c| self.queue.len() < c)
+    }
+
+    /// Takes the next message for the owner. The place it frees goes to the first waiting
+    /// sender, whose message moves into the queue; with capacity 0 the message comes straight
+    /// from that sender. Returns the sender to wake once the lock is released.
+    fn take(&mut self) -> (Option<M>, Option<Arc<Slot<M>>>) {
+        match self.queue.pop_front() {
+            Some(m) => {
+                if self.has_room()
+                    && let Some(s) = self.waiting_senders.pop_front()
+                {
+                    let moved = s
+                        .complete(Cell::Done, None)
+                        .expect("a waiting sender holds its message");
+                    self.queue.push_back(moved);
+                    return (Some(m), Some(s));
+                }
+                (Some(m), None)
+            }
+            None => match self.waiting_senders.pop_front() {
+                Some(s) => {
+                    let m = s
+                        .complete(Cell::Done, None)
+                        .expect("a waiting sender holds its message");
+                    (Some(m), Some(s))
+                }
+                None => (None, None),
+            },
+        }
+    }
+
+    /// Marks the mailbox closed and hands every waiting sender its message back; the caller
+    /// wakes the returned senders (and drops the waiter) after unlocking.
+    fn close(&mut self) -> (VecDeque<Arc<Slot<M>>>, Option<Waiter>) {
+        self.closed = true;
+        let refused = std::mem::take(&mut self.waiting_senders);
+        for s in &refused {
+            s.complete_with(Cell::Disconnected);
+        }
+        (refused, self.waiter.take())
+    }
+}
+
+/// Wakes a sender completed under the mailbox lock; call it after releasing the lock.
+fn wake_sender<M>(s: Option<Arc<Slot<M>>>) {
+    if let Some(s) = s {
+        s.waiter.wake();
+    }
 }
 
 struct Shared<M> {
@@ -67,12 +152,19 @@ struct Shared<M> {
 /// Creates a mailbox and its first address, for an actor not spawned yet (`spawn_actor` does
 /// this for you).
 pub(crate) fn mailbox<M>() -> (Addr<M>, Mailbox<M>) {
+    mailbox_with(None)
+}
+
+/// A mailbox holding at most `cap` messages (`None`: unbounded).
+pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: VecDeque::new(),
             waiter: None,
             addrs: 1,
             closed: false,
+            cap,
+            waiting_senders: VecDeque::new(),
         }),
         actor: OnceLock::new(),
     });
@@ -210,7 +302,9 @@ impl<M> Mailbox<M> {
         loop {
             {
                 let mut st = self.shared.state.lock();
-                if let Some(m) = st.queue.pop_front() {
+                if let (Some(m), sender) = st.take() {
+                    drop(st);
+                    wake_sender(sender);
                     return Ok(m);
                 }
                 if st.addrs == 0 || st.closed {
@@ -286,12 +380,12 @@ impl<M> Mailbox<M> {
     /// assert_eq!(addr.send(4), Err(SendError(4))); // refused, and handed back
     /// ```
     pub fn close(&self) {
-        let waiter = {
-            let mut st = self.shared.state.lock();
-            st.closed = true;
-            // The one receiver is the caller, which is not parked: nobody to wake.
-            st.waiter.take()
-        };
+        // The one receiver is the caller, which is not parked: only the senders waiting for
+        // room (bounded mailboxes) are woken, with their messages handed back.
+        let (refused, waiter) = self.shared.state.lock().close();
+        for s in refused {
+            s.waiter.wake();
+        }
         drop(waiter);
     }
 
@@ -410,7 +504,9 @@ impl<M> Mailbox<M> {
     /// suspension here: the activation returns, and its worker does step 4 of the protocol.
     pub(crate) fn poll(&self) -> Poll<M> {
         let mut st = self.shared.state.lock();
-        if let Some(m) = st.queue.pop_front() {
+        if let (Some(m), sender) = st.take() {
+            drop(st);
+            wake_sender(sender);
             return Poll::Message(m);
         }
         if st.addrs == 0 || st.closed {
@@ -424,10 +520,14 @@ impl<M> Mailbox<M> {
     /// `try_recv` without the safe point, for `select` (see `channel::Sender::send_now`).
     pub(crate) fn recv_now(&self) -> Result<M, TryRecvError> {
         let mut st = self.shared.state.lock();
-        match st.queue.pop_front() {
-            Some(m) => Ok(m),
-            None if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
-            None => Err(TryRecvError::Empty),
+        match st.take() {
+            (Some(m), sender) => {
+                drop(st);
+                wake_sender(sender);
+                Ok(m)
+            }
+            (None, _) if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),
+            (None, _) => Err(TryRecvError::Empty),
         }
     }
 
@@ -481,17 +581,59 @@ impl<M> UncountedAddr<M> {
 
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
-        let left = {
+        let (refused, waiter, left) = {
             let mut st = self.shared.state.lock();
-            st.closed = true;
-            (st.waiter.take(), std::mem::take(&mut st.queue))
+            let (refused, waiter) = st.close();
+            (refused, waiter, std::mem::take(&mut st.queue))
         };
+        for s in refused {
+            s.waiter.wake();
+        }
         // Dropped outside the lock: a message's destructor may send to this mailbox again.
-        drop(left);
+        drop((waiter, left));
     }
 }
 
 /// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.
+/// The cancel guard of a sender waiting for room: leaves the line if the sender gives up or
+/// its actor is unwound while parked (shutdown), so that no dead slot stays in the line.
+struct WaitingSender<'a, M> {
+    shared: &'a Shared<M>,
+    slot: &'a Arc<Slot<M>>,
+}
+
+impl<M> WaitingSender<'_, M> {
+    /// Leaves the line (if still in it) under the lock and returns the slot's final state:
+    /// still `Waiting` if the owner did not take the message.
+    fn leave(&self) -> Cell<M> {
+        let removed = {
+            let mut st = self.shared.state.lock();
+            let line = &mut st.waiting_senders;
+            let removed = line
+                .iter()
+                .position(|s| Arc::ptr_eq(s, self.slot))
+                .and_then(|i| line.remove(i));
+            // Out of the line, nobody else completes the slot: its state is final.
+            let cell = std::mem::replace(&mut *self.slot.cell.lock(), Cell::Done(None));
+            (cell, removed)
+        };
+        removed.0
+    }
+
+    fn disarm(self) {
+        // Only references inside: forgetting leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl<M> Drop for WaitingSender<'_, M> {
+    /// Reached only when the stack unwinds out of `park`: the message was never accepted, and
+    /// drops here, unlocked, with the unwinding actor.
+    fn drop(&mut self) {
+        drop(self.leave());
+    }
+}
+
 struct Published<'a, M>(&'a Shared<M>);
 
 impl<M> Published<'_, M> {
@@ -618,8 +760,9 @@ impl std::error::Error for AskError {}
 
 /// The address of an actor's mailbox: cheap to clone, sendable and shareable across threads.
 ///
-/// `send` never blocks. Once the actor has ended or closed its mailbox, it returns the message
-/// in the error.
+/// `send` to an unbounded mailbox (the default) never blocks; to a full bounded one
+/// ([`ActorBuilder::mailbox_capacity`](crate::ActorBuilder::mailbox_capacity)) it waits for
+/// room. Once the actor has ended or closed its mailbox, it returns the message in the error.
 ///
 /// ```
 /// use threadlet::RuntimeExt;
@@ -636,8 +779,13 @@ pub struct Addr<M> {
 }
 
 impl<M> Addr<M> {
-    /// Puts `msg` into the mailbox and wakes the actor if it waits; never blocks. Fails, handing
-    /// `msg` back, if the actor has ended or closed its mailbox ([`Mailbox::close`]).
+    /// Puts `msg` into the mailbox and wakes the actor if it waits. Never blocks on an unbounded
+    /// mailbox; on a full bounded one it suspends the calling actor (blocks a plain thread)
+    /// until there is room, or until the mailbox closes. Fails, handing `msg` back, if the
+    /// actor has ended or closed its mailbox ([`Mailbox::close`]).
+    ///
+    /// An actor that sends to its own full mailbox waits forever, as a goroutine sending on a
+    /// full channel that only it reads; use [`try_send`](Addr::try_send) there.
     ///
     /// ```
     /// use threadlet::channel::SendError;
@@ -657,6 +805,12 @@ impl<M> Addr<M> {
             if st.closed {
                 return Err(SendError(msg));
             }
+            if !st.has_room() {
+                drop(st);
+                return self
+                    .send_waiting(msg, None)
+                    .map_err(|e| SendError(e.into_inner()));
+            }
             st.queue.push_back(msg);
             st.waiter.take()
         };
@@ -664,6 +818,163 @@ impl<M> Addr<M> {
             w.wake();
         }
         Ok(())
+    }
+
+    /// Sends without waiting: fails with `Full` when a bounded mailbox has no room.
+    ///
+    /// ```
+    /// use threadlet::channel::TrySendError;
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = ActorBuilder::new()
+    ///     .mailbox_capacity(2)
+    ///     .spawn_actor_on(&rt, |mb: Mailbox<u8>| {
+    ///         threadlet::sleep(std::time::Duration::from_millis(20));
+    ///         mb.iter().count()
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(addr.try_send(1), Ok(()));
+    /// assert_eq!(addr.try_send(2), Ok(()));
+    /// assert_eq!(addr.try_send(3), Err(TrySendError::Full(3))); // the actor is still asleep
+    /// assert_eq!(addr.len(), 2);
+    /// drop(addr);
+    /// assert_eq!(h.join().unwrap(), 2);
+    /// ```
+    pub fn try_send(&self, msg: M) -> Result<(), TrySendError<M>> {
+        checkpoint();
+        let waiter = {
+            let mut st = self.shared.state.lock();
+            if st.closed {
+                return Err(TrySendError::Disconnected(msg));
+            }
+            if !st.has_room() {
+                return Err(TrySendError::Full(msg));
+            }
+            st.queue.push_back(msg);
+            st.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Sends, waiting at most `timeout` for room in a full bounded mailbox. A timeout too
+    /// long to represent as an [`Instant`] means no timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::channel::SendTimeoutError;
+    /// use threadlet::{ActorBuilder, Mailbox};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = ActorBuilder::new()
+    ///     .mailbox_capacity(1)
+    ///     .spawn_actor_on(&rt, |mb: Mailbox<u8>| {
+    ///         threadlet::sleep(Duration::from_millis(50));
+    ///         mb.iter().collect::<Vec<_>>()
+    ///     })
+    ///     .unwrap();
+    /// addr.send(1).unwrap();
+    /// let late = addr.send_timeout(2, Duration::from_millis(1));
+    /// assert_eq!(late, Err(SendTimeoutError::Timeout(2))); // handed back, never delivered
+    /// addr.send_timeout(3, Duration::from_secs(10)).unwrap(); // room comes within 50 ms
+    /// drop(addr);
+    /// assert_eq!(h.join().unwrap(), [1, 3]);
+    /// ```
+    pub fn send_timeout(&self, msg: M, timeout: Duration) -> Result<(), SendTimeoutError<M>> {
+        checkpoint();
+        self.send_waiting(msg, Instant::now().checked_add(timeout))
+    }
+
+    /// The capacity of the mailbox (`None`: unbounded, the default).
+    ///
+    /// ```
+    /// use threadlet::{ActorBuilder, Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (unbounded, _a) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    /// assert_eq!(unbounded.capacity(), None);
+    /// let (bounded, _b) = ActorBuilder::new()
+    ///     .mailbox_capacity(64)
+    ///     .spawn_actor_on(&rt, |mb: Mailbox<u8>| mb.recv())
+    ///     .unwrap();
+    /// assert_eq!(bounded.capacity(), Some(64));
+    /// ```
+    pub fn capacity(&self) -> Option<usize> {
+        self.shared.state.lock().cap
+    }
+
+    /// The slow path of a send to a bounded mailbox (see "Bounded mailboxes" in the module
+    /// docs): wait in line with the message until the owner moves it into the queue, the
+    /// mailbox closes, or `deadline` passes.
+    #[cold]
+    fn send_waiting(&self, msg: M, deadline: Option<Instant>) -> Result<(), SendTimeoutError<M>> {
+        let (slot, owner) = {
+            let mut st = self.shared.state.lock();
+            if st.closed {
+                return Err(SendTimeoutError::Disconnected(msg));
+            }
+            if st.has_room() {
+                st.queue.push_back(msg);
+                let w = st.waiter.take();
+                drop(st);
+                if let Some(w) = w {
+                    w.wake();
+                }
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(SendTimeoutError::Timeout(msg));
+            }
+            let slot = Slot::new(Some(msg));
+            st.waiting_senders.push_back(slot.clone());
+            // With capacity 0 the owner takes messages straight from waiting senders: wake it
+            // (or its select). With room in the queue it never waits, so this costs nothing.
+            (slot, st.waiter.take())
+        };
+        if let Some(w) = owner {
+            w.wake();
+        }
+        let waiting = WaitingSender {
+            shared: &self.shared,
+            slot: &slot,
+        };
+        let result = loop {
+            let cancelled = match deadline {
+                None => park().is_err(),
+                Some(d) => park_until(d).is_err(),
+            };
+            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
+                // Giving up: leave the line, unless the owner took the message meanwhile.
+                break match waiting.leave() {
+                    Cell::Done(_) => Ok(()),
+                    Cell::Disconnected(v) => Err(SendTimeoutError::Disconnected(
+                        v.expect("a refused message comes back"),
+                    )),
+                    Cell::Waiting(v) => {
+                        let v = v.expect("a waiting sender holds its message");
+                        Err(if cancelled {
+                            SendTimeoutError::Disconnected(v)
+                        } else {
+                            SendTimeoutError::Timeout(v)
+                        })
+                    }
+                };
+            }
+            match &mut *slot.cell.lock() {
+                Cell::Done(_) => break Ok(()),
+                Cell::Disconnected(v) => {
+                    break Err(SendTimeoutError::Disconnected(
+                        v.take().expect("a refused message comes back"),
+                    ));
+                }
+                Cell::Waiting(_) => {} // a spurious wakeup
+            }
+        };
+        waiting.disarm();
+        result
     }
 
     /// Delivers `msg` once `delay` has passed, without blocking the caller. It costs one entry

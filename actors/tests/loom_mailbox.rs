@@ -157,3 +157,56 @@ fn receiver_waits_again_between_two_sends() {
         drop(ManuallyDrop::into_inner(mb));
     });
 }
+
+/// A sender waits for room in a mailbox of capacity 1 while the owner takes messages: the
+/// owner's take moves the waiting message in and wakes its sender, so both arrive in order and
+/// the sender never sleeps through the place freed for it.
+#[test]
+fn sender_waiting_for_room_is_let_in_by_the_take() {
+    model(|| {
+        let (addr, mb) = threadlet::__bounded_mailbox_for_tests::<u32>(1);
+        let mb = ManuallyDrop::new(mb);
+        let sender = thread::spawn(move || {
+            addr.send(1).unwrap();
+            addr.send(2).unwrap(); // waits for room unless the owner took 1 already
+            addr
+        });
+        assert_eq!((mb.recv(), mb.recv()), (Some(1), Some(2)));
+        let addr = sender.join().unwrap();
+        drop(addr);
+        assert_eq!(mb.recv(), None);
+        drop(ManuallyDrop::into_inner(mb));
+    });
+}
+
+/// A sender waiting for room races the owner's `close`: its message is either moved in before
+/// the close (and drained after it) or handed back; never both, never lost.
+#[test]
+fn sender_waiting_for_room_racing_close_is_drained_or_handed_back() {
+    model(|| {
+        let (addr, mb) = threadlet::__bounded_mailbox_for_tests::<u32>(1);
+        let mb = ManuallyDrop::new(mb);
+        addr.send(1).unwrap();
+        let sender = thread::spawn(move || {
+            let accepted = match addr.send(2) {
+                Ok(()) => true,
+                Err(back) => {
+                    assert_eq!(back.into_inner(), 2);
+                    false
+                }
+            };
+            (accepted, addr)
+        });
+        let first = mb.try_recv().ok(); // may let the waiting sender in
+        mb.close();
+        let mut drained: Vec<u32> = first.into_iter().collect();
+        while let Some(m) = mb.recv() {
+            drained.push(m);
+        }
+        let (accepted, addr) = sender.join().unwrap();
+        let want: &[u32] = if accepted { &[1, 2] } else { &[1] };
+        assert_eq!(drained, want, "accepted: {accepted}");
+        drop(addr);
+        drop(ManuallyDrop::into_inner(mb));
+    });
+}
