@@ -67,6 +67,40 @@ fn a_panic_while_holding_the_reply_fails_the_ask() {
 }
 
 #[test]
+fn asks_queued_when_the_target_ends_fail_with_dropped_and_later_ones_with_closed() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (go_tx, go_rx) = threadlet::channel::bounded::<()>(1);
+    // Answers one request, then ends with more requests queued behind it.
+    let (server, h) = rt.spawn_actor(move |mb: Mailbox<(u64, Reply<u64>)>| {
+        go_rx.recv().unwrap();
+        if let Some((n, reply)) = mb.recv() {
+            reply.send(n);
+        }
+    });
+    let askers: Vec<_> = (0..4u64)
+        .map(|n| {
+            let server = server.clone();
+            rt.spawn(move || server.ask(|r| (n, r)))
+        })
+        .collect();
+    while server.len() < 4 {
+        std::thread::yield_now();
+    }
+    go_tx.send(()).unwrap();
+    h.join().unwrap();
+    let got: Vec<_> = within_watchdog("asks of an ending actor", move || {
+        askers.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    // One was answered; the other three were dropped with the mailbox, at once.
+    assert_eq!(got.iter().filter(|r| r.is_ok()).count(), 1);
+    assert_eq!(
+        got.iter().filter(|r| **r == Err(AskError::Dropped)).count(),
+        3
+    );
+    assert_eq!(server.ask(|r| (9, r)), Err(AskError::Closed));
+}
+
+#[test]
 fn a_late_answer_is_dropped_and_never_taken_by_a_later_ask() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let (slow, _h) = rt.spawn_actor(|mb: Mailbox<(u64, Duration, Reply<u64>)>| {

@@ -325,11 +325,12 @@ fn wake_during_send_runs_unlocked() {
 // ---------------------------------------------------------------------------------------------
 
 /// Two actors send as fast as they can until the mailbox refuses; the owner reads about 100
-/// messages, closes, and drains. Every send that returned `Ok` is received, every round.
+/// messages, closes, and drains. Every send that returned `Ok` is received, in each of 1,000
+/// rounds.
 #[test]
 fn close_then_drain_receives_every_accepted_message() {
     let rt = runtime(2);
-    for round in 0..200 {
+    for round in 0..1000 {
         let (addr, owner) = rt.spawn_actor(|mb: Mailbox<u32>| {
             let mut got = 0usize;
             while got < 100 && mb.recv().is_some() {
