@@ -213,6 +213,12 @@ trait Branch {
     }
 }
 
+/// How the engine reaches a branch, so that it can take the macro's branches and `Select`'s
+/// arms as they are stored, without collecting them into a new list per select.
+trait AsBranch {
+    fn branch(&self) -> &dyn Branch;
+}
+
 /// A receive branch: the source and, once fired, its result.
 struct RecvOp<'a, S: Recv + ?Sized> {
     src: &'a S,
@@ -360,7 +366,7 @@ fn random_below(n: usize) -> usize {
 }
 
 /// Step 1 (and 3) of the protocol: the first branch that completes, from a random start.
-fn look(branches: &[&dyn Branch]) -> Option<usize> {
+fn look<B: AsBranch>(branches: &[B]) -> Option<usize> {
     let n = branches.len();
     if n == 0 {
         return None;
@@ -368,25 +374,25 @@ fn look(branches: &[&dyn Branch]) -> Option<usize> {
     let start = random_below(n);
     (0..n)
         .map(|k| (start + k) % n)
-        .find(|&i| branches[i].look())
+        .find(|&i| branches[i].branch().look())
 }
 
 /// The records of step 2; dropping withdraws them (step 5, or an unwind out of `park`).
-struct Watching<'a, 'b> {
-    branches: &'a [&'b dyn Branch],
+struct Watching<'a, B: AsBranch> {
+    branches: &'a [B],
     me: &'a Waiter,
 }
 
-impl Drop for Watching<'_, '_> {
+impl<B: AsBranch> Drop for Watching<'_, B> {
     fn drop(&mut self) {
         for b in self.branches {
-            b.unwatch(self.me);
+            b.branch().unwatch(self.me);
         }
     }
 }
 
 /// The engine: runs the protocol and returns the fired branch, or `None` for `default`.
-fn run(branches: &[&dyn Branch], wait: Wait) -> Option<usize> {
+fn run<B: AsBranch>(branches: &[B], wait: Wait) -> Option<usize> {
     checkpoint();
     if let Some(i) = look(branches) {
         return Some(i);
@@ -397,7 +403,7 @@ fn run(branches: &[&dyn Branch], wait: Wait) -> Option<usize> {
     let me = Waiter::current();
     loop {
         for b in branches {
-            b.watch(&me);
+            b.branch().watch(&me);
         }
         let watching = Watching { branches, me: &me };
         if let Some(i) = look(branches) {
@@ -415,7 +421,7 @@ fn run(branches: &[&dyn Branch], wait: Wait) -> Option<usize> {
             // Cancelled: never wait again. Give up as a plain operation would.
             return match wait {
                 Wait::Until(_) => None,
-                _ => branches.iter().position(|b| b.give_up()),
+                _ => branches.iter().position(|b| b.branch().give_up()),
             };
         }
         if let Wait::Until(d) = wait
@@ -476,9 +482,14 @@ pub mod __private {
         Wait::timeout(t)
     }
 
+    impl AsBranch for Erased<'_> {
+        fn branch(&self) -> &dyn Branch {
+            self.0
+        }
+    }
+
     pub fn run(branches: &[Erased<'_>], wait: Wait) -> Option<usize> {
-        let refs: Vec<&dyn Branch> = branches.iter().map(|b| b.0).collect();
-        super::run(&refs, wait)
+        super::run(branches, wait)
     }
 }
 
@@ -670,6 +681,12 @@ trait Arm<O> {
     fn output(&mut self) -> O;
 }
 
+impl<O> AsBranch for Box<dyn Arm<O> + '_> {
+    fn branch(&self) -> &dyn Branch {
+        (**self).branch()
+    }
+}
+
 struct RecvArm<'a, S: Recv + ?Sized, F> {
     op: RecvOp<'a, S>,
     f: F,
@@ -807,13 +824,12 @@ impl<'a, O> Select<'a, O> {
 
     fn run(&mut self, wait: Wait) -> Option<O> {
         let fired = {
-            let refs: Vec<&dyn Branch> = self.arms.iter().map(|a| a.branch()).collect();
             if let Wait::Block = wait
-                && refs.iter().all(|b| b.spent())
+                && self.arms.iter().all(|a| a.branch().spent())
             {
                 return None;
             }
-            run(&refs, wait)
+            run(&self.arms, wait)
         }?;
         Some(self.arms[fired].output())
     }
