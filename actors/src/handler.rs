@@ -305,6 +305,16 @@ pub(crate) fn start_here<A: Actor>(
     })
 }
 
+/// Starts a handler actor with `opts` through a runtime handle, from any thread.
+pub(crate) fn start_on_handle<A: Actor>(
+    handle: &threadlet_runtime::Handle,
+    opts: SpawnOptions,
+    capacity: Option<usize>,
+    actor: A,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    start_with(actor, capacity, |make| handle.start_handler(opts, make))
+}
+
 /// Starts a handler actor with `opts` on `rt`, from any thread (`RuntimeExt::start`,
 /// `ActorBuilder::start_on`).
 pub(crate) fn start_on<A: Actor>(

@@ -45,10 +45,10 @@ use std::io;
 pub use handler::{Actor, BATCH, Context, start};
 pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
 pub use threadlet_runtime::{
-    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, JoinError, JoinHandle,
-    LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats,
-    Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name, preemptions, sleep,
-    sleep_until, spawn, worker_index, yield_now,
+    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Handle, JoinError,
+    JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime,
+    RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name,
+    preemptions, sleep, sleep_until, spawn, worker_index, yield_now,
 };
 pub use timers::TimerHandle;
 
@@ -169,6 +169,42 @@ pub trait RuntimeExt {
     /// assert_eq!(h.join().unwrap().0, 42);
     /// ```
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>);
+}
+
+/// The same from a [`Handle`]: `handle.spawn_actor(..)` and `handle.start(..)` work from any
+/// thread, without owning the runtime. After the runtime has shut down, `spawn_actor` gives an
+/// address whose sends fail and a join handle that reports `Cancelled`; `start` panics, as it
+/// does on a `Runtime` that cannot start an actor.
+///
+/// ```
+/// use threadlet::{Mailbox, Runtime, RuntimeExt};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let handle = rt.handle();
+/// let doubled = std::thread::spawn(move || {
+///     let (addr, h) = handle.spawn_actor(|mb: Mailbox<u32>| mb.recv().map(|n| n * 2));
+///     addr.send(21).unwrap();
+///     h.join().unwrap()
+/// });
+/// assert_eq!(doubled.join().unwrap(), Some(42));
+/// ```
+impl RuntimeExt for Handle {
+    fn spawn_actor<M, F, R>(&self, f: F) -> (Addr<M>, JoinHandle<R>)
+    where
+        M: Send + 'static,
+        F: FnOnce(Mailbox<M>) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (addr, mb) = mailbox::mailbox();
+        let h = self.spawn(run_with_mailbox(mb, f));
+        addr.set_actor(h.id());
+        (addr, h)
+    }
+
+    fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
+        handler::start_on_handle(self, SpawnOptions::new(), None, actor)
+            .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
+    }
 }
 
 impl RuntimeExt for Runtime {

@@ -113,7 +113,7 @@ pub fn catch_actor_panic<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Se
 }
 
 /// Starts a handler actor on `shared`: `make` builds its program from its id and completion.
-fn start_on<R, P>(
+pub(crate) fn start_on<R, P>(
     shared: &Arc<Shared>,
     opts: SpawnOptions,
     make: impl FnOnce(ActorId, Completion<R>) -> P,

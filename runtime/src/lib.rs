@@ -46,6 +46,7 @@ mod baseline;
 mod context;
 mod fault;
 mod guard;
+mod handle;
 mod handler;
 mod home;
 mod idle;
@@ -65,6 +66,7 @@ pub use context::{
     Cancelled, Waiter, call_at, current, current_name, park, park_until, preemptions, sleep,
     sleep_until, worker_index, yield_now,
 };
+pub use handle::Handle;
 pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
 pub use join::{JoinError, JoinHandle};
 pub use monitor::{LONG_RUN_SLICES, LongRun};

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use crossbeam_deque::{Injector, Steal, Worker as Deque};
 use crossbeam_utils::sync::{Parker, WaitGroup};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOptions};
 use crate::baseline::Policy;
@@ -461,6 +461,7 @@ impl Builder {
             names: ActorNames::default(),
             sweep: Mutex::new(()),
             handlers: Mutex::new(Vec::new()),
+            spawn_gate: RwLock::new(true),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -520,6 +521,8 @@ pub(crate) struct Shared {
     sweep: Mutex<()>,
     /// Live handler actors, for shutdown (see `handler.rs`).
     handlers: Mutex<Vec<ActorRef>>,
+    /// Whether spawns through a [`Handle`](crate::Handle) are still accepted (see `handle.rs`).
+    pub(crate) spawn_gate: RwLock<bool>,
 }
 
 /// Settings fixed when the runtime is built.
@@ -959,6 +962,19 @@ impl Runtime {
         }
     }
 
+    /// A [`Handle`](crate::Handle) to spawn onto this runtime from anywhere; cloneable, and it
+    /// never keeps the runtime running.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let handle = rt.handle();
+    /// let worker = std::thread::spawn(move || handle.spawn(|| 6 * 7).join().unwrap());
+    /// assert_eq!(worker.join().unwrap(), 42);
+    /// ```
+    pub fn handle(&self) -> crate::Handle {
+        crate::handle::Handle::new(self.shared.clone())
+    }
+
     /// Stops the workers, unwinding every actor still suspended so its destructors run. The
     /// same happens on drop; this spells it out.
     ///
@@ -1053,6 +1069,9 @@ fn shut_down(
         r.safe_point.clear_preempt();
     }
     shared.timers.clear();
+    // Handles may still spawn from other threads: close them out before the last drain, so
+    // that no spawn lands in a queue nobody will drain again (`handle.rs`).
+    *shared.spawn_gate.write() = false;
     shared.drain_injector();
 }
 
@@ -1089,7 +1108,11 @@ fn prepare_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<(Option<Own
     }
 }
 
-fn spawn_on<F, R>(shared: &Arc<Shared>, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+pub(crate) fn spawn_on<F, R>(
+    shared: &Arc<Shared>,
+    opts: SpawnOptions,
+    f: F,
+) -> io::Result<JoinHandle<R>>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,

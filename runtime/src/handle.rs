@@ -1,0 +1,163 @@
+//! [`Handle`]: a cloneable way to spawn onto a runtime from anywhere, which never owns it.
+//!
+//! A `Runtime` owns its threads, and dropping it shuts them down. A `Handle` holds only the
+//! state the workers share: cloning and dropping handles does nothing to the runtime, so an
+//! actor can keep one without the ownership puzzle of an `Arc<Runtime>` (whose last drop inside
+//! an actor would shut the runtime down from one of its own threads).
+//!
+//! # Spawning after shutdown
+//!
+//! A spawn from outside the runtime pushes the new actor into a shared queue (the injector).
+//! `Runtime::drop` drains those queues one last time after joining its workers; anything pushed
+//! after that drain would never run, never be dropped, and its join would wait forever. A
+//! `Runtime` cannot spawn after its own drop, but a handle can, from any thread. So:
+//!
+//! 1. a spawn through a handle holds the *spawn gate* for reading from its check to its push,
+//!    and pushes only if the gate is open;
+//! 2. shutdown, after joining the workers, closes the gate under the write lock, then drains
+//!    the queues for the last time.
+//!
+//! A push that held the gate open finished before the gate closed, so the last drain finds it
+//! (its actor never starts: its join reports `Cancelled`); a spawn that finds the gate closed
+//! pushes nothing and reports the shutdown instead. Spawns from inside actors need no gate:
+//! they run on workers, which are all joined before the gate closes.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use crate::actor::{ActorId, SpawnOptions};
+use crate::context;
+use crate::handler::{Activation, Completion};
+use crate::join::{self, JoinHandle};
+use crate::runtime::{Shared, check_options, spawn_on};
+
+/// Spawns and starts actors on a runtime from any thread, without owning it: dropping every
+/// handle never shuts the runtime down, and once the runtime has shut down, spawns through a
+/// handle fail (or, with [`spawn`](Handle::spawn), give a join handle that reports
+/// `Cancelled`). `Clone + Send + Sync`.
+///
+/// ```
+/// use threadlet_runtime::{Handle, Runtime};
+///
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// // Inside an actor, `Handle::current()` is its runtime's handle.
+/// let handle: Handle = rt.block_on(Handle::current);
+/// let from_thread = std::thread::spawn(move || handle.spawn(|| "spawned").join().unwrap());
+/// assert_eq!(from_thread.join().unwrap(), "spawned");
+///
+/// let late = rt.handle();
+/// drop(rt); // handles do not keep the runtime running
+/// assert!(late.spawn(|| ()).join().unwrap_err().is_cancelled());
+/// assert!(late.spawn_with(Default::default(), || ()).is_err());
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    pub(crate) fn new(shared: Arc<Shared>) -> Handle {
+        Handle { shared }
+    }
+
+    /// The handle of the runtime running the calling actor.
+    ///
+    /// # Panics
+    ///
+    /// Outside any runtime; [`try_current`](Handle::try_current) returns an error there.
+    pub fn current() -> Handle {
+        Handle::try_current().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The handle of the runtime running the calling actor, or an error outside any runtime.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Handle, Runtime};
+    ///
+    /// assert!(Handle::try_current().is_err()); // a plain thread
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// assert!(rt.block_on(|| Handle::try_current().is_ok()));
+    /// ```
+    pub fn try_current() -> io::Result<Handle> {
+        context::current_runtime_for("Handle::current").map(Handle::new)
+    }
+
+    /// Spawns an actor. If the runtime has shut down, the actor never runs: `f` is dropped
+    /// here and the returned handle's `join` reports `Cancelled`.
+    pub fn spawn<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        // Step 1 in the module docs: the gate stays open until the push is done.
+        let open = self.shared.spawn_gate.read();
+        if !*open {
+            drop(open);
+            // Never started: dropping the entry drops `f` and reports `Cancelled`.
+            let (start, handle) = join::entry(ActorId::next(), f);
+            drop(start);
+            return handle;
+        }
+        spawn_on(&self.shared, SpawnOptions::default(), f)
+            .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
+    }
+
+    /// Spawns an actor with options; fails if an option is invalid, no stack can be had, or
+    /// the runtime has shut down.
+    pub fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        check_options(&opts)?;
+        let open = self.shared.spawn_gate.read();
+        if !*open {
+            return Err(shut_down());
+        }
+        spawn_on(&self.shared, opts, f)
+    }
+
+    /// Starts a handler actor (the runtime's half of `threadlet::RuntimeExt::start` on a
+    /// handle); fails as [`spawn_with`](Handle::spawn_with) does.
+    pub fn start_handler<R, P>(
+        &self,
+        opts: SpawnOptions,
+        make: impl FnOnce(ActorId, Completion<R>) -> P,
+    ) -> io::Result<JoinHandle<R>>
+    where
+        R: Send + 'static,
+        P: Activation,
+    {
+        check_options(&opts)?;
+        let open = self.shared.spawn_gate.read();
+        if !*open {
+            return Err(shut_down());
+        }
+        crate::handler::start_on(&self.shared, opts, make)
+    }
+
+    /// Whether both handles name the same runtime.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let other = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// assert!(rt.handle().same_runtime(&rt.handle()));
+    /// assert!(!rt.handle().same_runtime(&other.handle()));
+    /// ```
+    pub fn same_runtime(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+fn shut_down() -> io::Error {
+    io::Error::other("the runtime has shut down")
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.remotes.len())
+            .finish()
+    }
+}
