@@ -315,6 +315,9 @@ pub struct ActorCell {
     /// Set (release) when a worker starts the actor; from then on its body belongs to the
     /// worker running it or to its registry, never to whoever pops a stale queue entry.
     pub(crate) started: AtomicBool,
+    /// A kill was asked for (`JoinHandle::abort`); the worker that next holds the actor's
+    /// body ends it (`worker.rs`, "Kill").
+    killed: AtomicBool,
     /// Holds a stack reservation in the slab (`StackSlab::reserve`), released by `end`.
     reserved: bool,
     /// The guard page below the actor's stack, set when it starts (for the overflow report).
@@ -404,6 +407,7 @@ impl ActorCell {
             preemptions: AtomicU64::new(0),
             reserved,
             started: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
             body: UnsafeCell::new(body),
             shared,
         })
@@ -468,6 +472,31 @@ impl ActorCell {
             // This wake won `IDLE -> SCHEDULED`: it makes the actor's one entry.
             self.shared.schedule_woken(Runnable(self.clone()));
         }
+    }
+
+    /// Asks for the actor to be killed (`worker.rs`, "Kill", steps 1 and 2): raises the flag,
+    /// asks the worker running it (if any) to preempt it at its next safe point, and wakes it
+    /// so that a parked actor is scheduled. `false` if it had already ended.
+    pub(crate) fn kill(self: &Arc<ActorCell>) -> bool {
+        if self.state.is_done() {
+            return false;
+        }
+        // Release: pairs with the acquire load in `is_killed` on the worker that next takes
+        // the body (through the wake below, whose state-word CAS orders it too).
+        self.killed.store(true, Ordering::Release);
+        for remote in self.shared.remotes.iter() {
+            // Relaxed: a request sent to the wrong worker, or late, costs one early yield.
+            if remote.running_actor.load(Ordering::Relaxed) == self.id.0 {
+                remote.request_preempt();
+            }
+        }
+        self.wake();
+        true
+    }
+
+    /// Whether a kill was asked for.
+    pub(crate) fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
     }
 
     /// The actor has finished, was cancelled, or could not start: wakes become no-ops and its

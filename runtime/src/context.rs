@@ -30,8 +30,12 @@ pub(crate) struct WorkerContext {
     pub(crate) core: Core,
     /// The actor being resumed, or null while the worker runs its own loop.
     pub(crate) current: Cell<*const ActorCell>,
-    /// Set while shutdown unwinds this worker's actors: parks fail instead of suspending.
+    /// Set while shutdown unwinds this worker's actors, or while it kills one: parks fail
+    /// instead of suspending.
     pub(crate) cancelling: Cell<bool>,
+    /// Set while this worker kills an actor (`worker.rs`, "Kill"): a join completer dropped
+    /// meanwhile reports `Killed` rather than `Cancelled`.
+    pub(crate) killing: Cell<bool>,
 }
 
 thread_local! {
@@ -163,6 +167,12 @@ pub fn park() -> Result<(), Cancelled> {
         Caller::Actor(ctx, actor) => {
             if ctx.cancelling.get() {
                 return Err(Cancelled);
+            }
+            if actor.is_killed() {
+                // A kill's wake must reach the worker, not be taken here as a notification
+                // (`worker.rs`, "Kill", step 3): yield, and the worker ends the actor.
+                suspend(actor, Suspend::Yield);
+                return Ok(());
             }
             if !actor.state.take_notification() {
                 suspend(actor, Suspend::Park);
@@ -482,9 +492,14 @@ pub(crate) fn current_runtime_for(api: &str) -> io::Result<Arc<Shared>> {
     })
 }
 
-/// Whether the current actor is being unwound by shutdown.
+/// Whether the current actor is being unwound by shutdown or by a kill.
 pub(crate) fn is_cancelling() -> bool {
     with_worker(|ctx| ctx.is_some_and(|c| c.cancelling.get()))
+}
+
+/// Whether this worker is killing an actor now.
+pub(crate) fn is_killing() -> bool {
+    with_worker(|ctx| ctx.is_some_and(|c| c.killing.get()))
 }
 
 /// Who to wake when a condition comes true: an actor, or a plain OS thread.

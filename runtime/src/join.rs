@@ -10,9 +10,9 @@
 use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use crate::actor::{ActorId, StartFn};
+use crate::actor::{ActorCell, ActorId, StartFn};
 use crate::context::{self, Waiter};
 use crate::fault;
 use crate::sync::Mutex;
@@ -33,6 +33,9 @@ pub enum JoinError {
     Panicked(Box<dyn Any + Send + 'static>),
     /// The actor was dropped before finishing: the runtime shut down first.
     Cancelled,
+    /// The actor was killed ([`JoinHandle::abort`]): its stack was unwound (destructors ran)
+    /// at its next suspension or safe point, or it was dropped before it started.
+    Killed,
     /// The actor could not start: no stack could be mapped for it when it was due to run (the
     /// kernel refused the memory). Messages already in its mailbox are dropped with it.
     Spawn(std::io::Error),
@@ -71,6 +74,18 @@ impl JoinError {
     /// ```
     pub fn is_cancelled(&self) -> bool {
         matches!(self, JoinError::Cancelled)
+    }
+
+    /// Whether the actor was killed ([`JoinHandle::abort`]).
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// h.abort();
+    /// assert!(h.join().unwrap_err().is_killed());
+    /// ```
+    pub fn is_killed(&self) -> bool {
+        matches!(self, JoinError::Killed)
     }
 
     /// The panic payload, if the actor panicked.
@@ -114,6 +129,7 @@ impl fmt::Debug for JoinError {
                 .field(&self.panic_message().unwrap_or("<non-string payload>"))
                 .finish(),
             JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::Killed => f.write_str("Killed"),
             JoinError::Spawn(e) => f.debug_tuple("Spawn").field(e).finish(),
         }
     }
@@ -127,6 +143,7 @@ impl fmt::Display for JoinError {
                 None => f.write_str("actor panicked"),
             },
             JoinError::Cancelled => f.write_str("actor cancelled by runtime shutdown"),
+            JoinError::Killed => f.write_str("actor killed"),
             JoinError::Spawn(e) => write!(f, "actor could not start: {e}"),
         }
     }
@@ -158,7 +175,14 @@ impl<R> Completer<R> {
 impl<R> Drop for Completer<R> {
     fn drop(&mut self) {
         if let Some(p) = self.0.take() {
-            fill(&p, Err(JoinError::Cancelled));
+            // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else
+            // because the runtime shut down (or the actor never started).
+            let why = if context::is_killing() {
+                JoinError::Killed
+            } else {
+                JoinError::Cancelled
+            };
+            fill(&p, Err(why));
         }
     }
 }
@@ -181,7 +205,14 @@ pub(crate) fn packet<R>(id: ActorId) -> (Completer<R>, JoinHandle<R>) {
     let packet = Arc::new(Packet {
         slot: Mutex::new(Slot::Pending(None)),
     });
-    (Completer(Some(packet.clone())), JoinHandle { packet, id })
+    (
+        Completer(Some(packet.clone())),
+        JoinHandle {
+            packet,
+            id,
+            actor: Weak::new(),
+        },
+    )
 }
 
 /// Wraps a user closure into an actor entry that reports to the returned handle.
@@ -233,6 +264,8 @@ where
 pub struct JoinHandle<R> {
     packet: Arc<Packet<R>>,
     id: ActorId,
+    /// The actor, for `abort`; weak, so a handle does not keep an ended actor allocated.
+    actor: Weak<ActorCell>,
 }
 
 impl<R> JoinHandle<R> {
@@ -296,6 +329,58 @@ impl<R> JoinHandle<R> {
         !matches!(*self.packet.slot.lock(), Slot::Pending(_))
     }
 
+    /// Kills the actor: it ends at its next suspension or safe point, its stack unwound on
+    /// its own worker (destructors run), and `join` reports [`JoinError::Killed`]. An actor
+    /// that has not started is dropped unstarted; a handler actor between messages is dropped
+    /// with its state and mailbox (the messages in it are dropped; later sends hand theirs
+    /// back). Returns `false` if the actor had already ended (its result is there to join);
+    /// `true` means it was still live, though an actor already returning from its function
+    /// reaches no safe point again and ends normally. Code with no safe point (a blocking
+    /// call, a loop without `checkpoint`) cannot be interrupted: the kill waits for the next
+    /// safe point.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    ///
+    /// struct SetOnDrop(Arc<AtomicBool>);
+    /// impl Drop for SetOnDrop {
+    ///     fn drop(&mut self) {
+    ///         self.0.store(true, Ordering::SeqCst);
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let dropped = Arc::new(AtomicBool::new(false));
+    /// let guard = SetOnDrop(dropped.clone());
+    /// let spinner = rt.spawn(move || {
+    ///     let _guard = guard;
+    ///     loop {
+    ///         threadlet_runtime::checkpoint(); // a safe point: where a kill lands
+    ///     }
+    /// });
+    /// assert!(spinner.abort());
+    /// assert!(spinner.join().unwrap_err().is_killed());
+    /// assert!(dropped.load(Ordering::SeqCst)); // its stack was unwound
+    /// ```
+    pub fn abort(&self) -> bool {
+        !self.is_finished() && self.abort_handle().abort()
+    }
+
+    /// A handle that can kill the actor ([`abort`](JoinHandle::abort)) without being able to
+    /// join it; cloneable.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            actor: self.actor.clone(),
+            id: self.id,
+        }
+    }
+
+    /// Gives the handle the actor it waits for (spawning code, once the actor exists).
+    pub(crate) fn set_actor(&mut self, actor: &Arc<ActorCell>) {
+        self.actor = Arc::downgrade(actor);
+    }
+
     /// The id of the actor this handle waits for.
     ///
     /// ```
@@ -344,6 +429,46 @@ pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
     };
     // Dropped unlocked: it may hold the last reference to an actor.
     drop(mine);
+}
+
+/// Kills an actor without owning its result: see [`JoinHandle::abort`].
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+/// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+/// let kill = h.abort_handle();
+/// assert_eq!(kill.id(), h.id());
+/// assert!(kill.abort());
+/// assert!(h.join().unwrap_err().is_killed());
+/// assert!(!kill.abort()); // it has ended
+/// ```
+#[derive(Clone)]
+pub struct AbortHandle {
+    actor: Weak<ActorCell>,
+    id: ActorId,
+}
+
+impl AbortHandle {
+    /// Kills the actor, as [`JoinHandle::abort`]; `false` if it had already ended.
+    pub fn abort(&self) -> bool {
+        self.actor.upgrade().is_some_and(|a| a.kill())
+    }
+
+    /// The actor's id.
+    pub fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// Whether the actor has ended (or its runtime is gone).
+    pub fn is_finished(&self) -> bool {
+        self.actor.upgrade().is_none_or(|a| a.state.is_done())
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle").field("id", &self.id).finish()
+    }
 }
 
 impl<R> fmt::Debug for JoinHandle<R> {

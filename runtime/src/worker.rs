@@ -92,6 +92,32 @@
 //! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
 //!    the injector after their owner had finished.
 //!
+//! # Kill
+//!
+//! `JoinHandle::abort` ends one actor early, by the same means shutdown uses, on the worker
+//! that holds the actor's body:
+//!
+//! 1. The killer raises the actor's `killed` flag (release), and asks the worker whose
+//!    `running_actor` is this actor, if any, to preempt it: an actor running now yields at its
+//!    next safe point.
+//! 2. It wakes the actor. A parked actor is scheduled (to its home worker, if pinned); a
+//!    running one is left `NOTIFIED`. Either way some worker gets the body again: at the pop,
+//!    or when the actor next suspends. A running actor's `park` reads the flag before it would
+//!    take the notification, and yields instead (taking it would swallow the kill's wake and
+//!    let the actor wait on, for an hour if it sleeps one); so does its next safe point, which
+//!    the preemption request of 1 makes yield.
+//! 3. Every time a worker is about to resume an actor (`run_actor`: before starting or
+//!    activating it, at the top of each resume, after a yield, after an activation), it reads
+//!    the flag (acquire). Raised, it ends the actor instead (`kill`), with `cancelling` and
+//!    `killing` set: an unstarted actor's closure, or an idle handler actor's program (state
+//!    and mailbox), is dropped; a started coroutine is force-unwound right here, which is its
+//!    home worker for a pinned actor, so destructors run on the thread the stack belongs to.
+//!    A join completer dropped meanwhile reports `Killed`. Then the usual end: stack back to
+//!    the pool, registries left, `end`.
+//!
+//! A kill after the actor's end finds `DONE` and reports `false`. A kill cannot interrupt code
+//! that never reaches a safe point; it lands at the next one.
+//!
 //! A worker thread never dies: the user code it runs is contained (`fault.rs`), and a panic in
 //! its own frames, a runtime bug, aborts the process (`fault::AbortOnUnwind`) rather than strand the
 //! actors pinned to it.
@@ -395,6 +421,7 @@ pub(crate) fn run(
         index,
         current: Cell::new(std::ptr::null()),
         cancelling: Cell::new(false),
+        killing: Cell::new(false),
     };
     let _entered = context::enter(&ctx);
     // A worker thread never dies: the user code it runs is contained (`fault.rs`), so a panic
@@ -585,6 +612,11 @@ impl WorkerLoop<'_> {
         // The entry is the right to run the actor until it parks or ends (the entry is then
         // dropped) or yields (it is queued again).
         let (actor, body) = entry.body(self.core());
+        if actor.is_killed() {
+            // Step 3 of "Kill", before it starts or runs again.
+            self.kill(actor, body);
+            return;
+        }
         // What the coroutine is resumed with: the program, for a carrier starting an activation.
         let mut input = None;
         let ready = match body {
@@ -637,6 +669,13 @@ impl WorkerLoop<'_> {
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = self.shared().policy.run_guard();
         loop {
+            if input.is_none() && actor.is_killed() {
+                // Step 3 of "Kill": it is suspended here (a resume after a park that a wake
+                // cut short), or just started. (A fresh activation's program is still in
+                // `input`, not on the carrier: it runs until its next safe point.)
+                self.kill(actor, body);
+                break;
+            }
             let Body::Running(coroutine) = &mut *body else {
                 unreachable!("the actor was started or activated above, or again below");
             };
@@ -668,6 +707,11 @@ impl WorkerLoop<'_> {
                         }
                     }
                     actor.state.yielded();
+                    if actor.is_killed() {
+                        // Step 3 of "Kill": a killed actor yields at its next safe point.
+                        self.kill(actor, body);
+                        break;
+                    }
                     // Whoever was woken from another thread while this actor ran goes ahead
                     // of it (and, at a preemption, ahead of earlier preempted actors).
                     if reason == Suspend::Preempted {
@@ -692,6 +736,11 @@ impl WorkerLoop<'_> {
                 // A handler actor's activation returned (`handler.rs`, step 3).
                 CoroutineResult::Yield(Out::Activated(program, step)) => {
                     self.end_activation(actor, body, Some(program));
+                    if actor.is_killed() {
+                        // Step 3 of "Kill": between messages again, so its program drops.
+                        self.kill(actor, body);
+                        break;
+                    }
                     match step {
                         Step::Park => match actor.state.after_park() {
                             AfterPark::Parked => break,
@@ -714,6 +763,49 @@ impl WorkerLoop<'_> {
             }
         }
         drop(gil);
+    }
+
+    /// Ends a killed actor whose body this worker holds (step 3 of "Kill" in the module docs).
+    fn kill(&self, actor: &ActorRef, body: &mut Body) {
+        let was_cancelling = self.ctx.cancelling.replace(true);
+        self.ctx.killing.set(true);
+        match body {
+            Body::Unstarted(..) | Body::Idle(..) => {
+                if actor.is_handler() {
+                    self.shared().unregister_handler(actor);
+                }
+                // Drops the closure or the idle handler actor's program, contained.
+                actor.discard_unstarted(body);
+            }
+            Body::Running(coroutine) => {
+                self.ctx.current.set(Arc::as_ptr(actor));
+                // As in `unwind`: a panic that escapes the unwind (an actor that caught it and
+                // panicked anew) must not take the worker down.
+                let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+                self.ctx.current.set(std::ptr::null());
+                if unwound.is_ok() {
+                    self.finish(actor, body);
+                } else {
+                    // Its stack is in an unknown state: leak it rather than reuse it, and end
+                    // the actor as `finish` would.
+                    if let Body::Running(c) = std::mem::replace(body, Body::Done) {
+                        std::mem::forget(c);
+                    }
+                    if actor.migratable {
+                        self.shared().unregister_migratable(actor);
+                    } else if actor.home().is_some() {
+                        self.unregister_local(actor);
+                    }
+                    if actor.is_handler() {
+                        self.shared().unregister_handler(actor);
+                    }
+                    actor.end();
+                }
+            }
+            Body::Done => {}
+        }
+        self.ctx.killing.set(false);
+        self.ctx.cancelling.set(was_cancelling);
     }
 
     /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the

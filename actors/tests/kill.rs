@@ -1,0 +1,271 @@
+//! `JoinHandle::abort` (kill): a killed actor ends at its next suspension or safe point with
+//! its stack unwound on its own worker, whatever it was doing; `join` reports `Killed`.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::within_watchdog;
+use parking_lot::Mutex;
+use threadlet::{Actor, ActorBuilder, Context, JoinError, Mailbox, Runtime, RuntimeExt, channel};
+
+/// Records the worker its destructor ran on.
+struct WhereDropped(Arc<Mutex<Option<Option<usize>>>>);
+
+impl Drop for WhereDropped {
+    fn drop(&mut self) {
+        *self.0.lock() = Some(threadlet::worker_index());
+    }
+}
+
+fn probe() -> (WhereDropped, Arc<Mutex<Option<Option<usize>>>>) {
+    let cell = Arc::new(Mutex::new(None));
+    (WhereDropped(cell.clone()), cell)
+}
+
+#[test]
+fn a_process_actor_parked_in_recv_is_killed_and_unwound_on_its_own_worker() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (guard, dropped_on) = probe();
+    let (ran_on_tx, ran_on) = channel::bounded(1);
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+        let _guard = guard;
+        ran_on_tx.send(threadlet::worker_index()).unwrap();
+        mb.recv()
+    });
+    let worker = ran_on.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(10)); // parked in `recv` by now, most likely
+    assert!(h.abort());
+    let r = within_watchdog("kill a parked actor", move || h.join());
+    assert!(matches!(r, Err(JoinError::Killed)), "{r:?}");
+    assert_eq!(*dropped_on.lock(), Some(worker));
+    // Its mailbox went with it: sends hand their message back.
+    assert_eq!(addr.send(1).unwrap_err().into_inner(), 1);
+}
+
+#[test]
+fn a_spinning_actor_is_killed_at_its_next_safe_point() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (guard, dropped_on) = probe();
+    let (ran_on_tx, ran_on) = channel::bounded(1);
+    let h = rt.spawn(move || {
+        let _guard = guard;
+        ran_on_tx.send(threadlet::worker_index()).unwrap();
+        let mut n = 0u64;
+        loop {
+            n = n.wrapping_add(1);
+            threadlet::checkpoint();
+        }
+    });
+    let worker = ran_on.recv().unwrap();
+    assert!(h.abort());
+    let r = within_watchdog("kill a spinner", move || h.join());
+    assert!(matches!(r, Err(JoinError::Killed)));
+    assert_eq!(*dropped_on.lock(), Some(worker));
+}
+
+/// A message that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Holder {
+    _guard: WhereDropped,
+    seen: usize,
+}
+
+impl Actor for Holder {
+    type Msg = Counted;
+    fn handle(&mut self, _m: Counted, _ctx: &mut Context<Self>) {
+        self.seen += 1;
+    }
+}
+
+#[test]
+fn a_handler_actor_between_messages_is_killed_with_its_state_and_queued_messages() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (guard, dropped) = probe();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Holder {
+        _guard: guard,
+        seen: 0,
+    });
+    addr.send(Counted(drops.clone())).unwrap();
+    while drops.load(Ordering::SeqCst) < 1 {
+        std::thread::yield_now(); // handled (and dropped) by now
+    }
+    assert!(h.abort());
+    let r = within_watchdog("kill an idle handler actor", move || h.join().err());
+    assert!(matches!(r, Some(JoinError::Killed)), "{r:?}");
+    assert!(dropped.lock().is_some(), "the actor's state was dropped");
+    // Later sends hand their message back (and it drops with the error, not in a mailbox).
+    let back = addr.send(Counted(drops.clone())).unwrap_err().into_inner();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    drop(back);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+struct Sleeper {
+    _guard: WhereDropped,
+    worker: channel::Sender<Option<usize>>,
+}
+
+impl Actor for Sleeper {
+    type Msg = ();
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {
+        self.worker.send(threadlet::worker_index()).unwrap();
+        threadlet::sleep(Duration::from_secs(3600)); // suspended inside `handle`
+    }
+}
+
+#[test]
+fn a_handler_actor_suspended_inside_handle_is_unwound_on_its_worker() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (guard, dropped_on) = probe();
+    let (tx, rx) = channel::bounded(1);
+    let (addr, h) = rt.start(Sleeper {
+        _guard: guard,
+        worker: tx,
+    });
+    addr.send(()).unwrap();
+    let worker = rx.recv().unwrap();
+    assert!(h.abort());
+    let r = within_watchdog("kill a suspended handler", move || h.join().err());
+    assert!(matches!(r, Some(JoinError::Killed)), "{r:?}");
+    assert_eq!(*dropped_on.lock(), Some(worker));
+    assert!(addr.send(()).is_err());
+}
+
+#[test]
+fn an_actor_killed_before_it_starts_never_runs() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (hold_tx, hold_rx) = channel::bounded::<()>(0);
+    // Keeps the only worker busy (spinning through safe points) until told.
+    let busy = rt.spawn(move || {
+        while hold_rx.try_recv().is_err() {
+            threadlet::checkpoint();
+        }
+    });
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (guard, dropped) = probe();
+    let r = ran.clone();
+    let queued = rt.spawn(move || {
+        let _guard = guard;
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(queued.abort());
+    assert!(matches!(queued.join(), Err(JoinError::Killed)));
+    hold_tx.send(()).unwrap();
+    busy.join().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(dropped.lock().is_some(), "the closure was dropped");
+}
+
+#[test]
+fn aborting_an_ended_actor_reports_false_and_keeps_its_result() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let h = rt.spawn(|| 7);
+    while !h.is_finished() {
+        std::thread::yield_now();
+    }
+    assert!(!h.abort());
+    assert_eq!(h.join().unwrap(), 7);
+}
+
+/// An actor killed while it waits in a channel's `send` leaves no trace in the channel: its
+/// value is dropped, never received, and the channel keeps working.
+#[test]
+fn a_kill_inside_a_channel_wait_leaves_the_channel_consistent() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (tx, rx) = channel::bounded::<u32>(0);
+    let stuck = {
+        let tx = tx.clone();
+        rt.spawn(move || tx.send(1))
+    };
+    std::thread::sleep(Duration::from_millis(10));
+    assert!(stuck.abort());
+    assert!(matches!(stuck.join(), Err(JoinError::Killed)));
+    let ok = rt.spawn(move || tx.send(2));
+    assert_eq!(rx.recv(), Ok(2));
+    ok.join().unwrap().unwrap();
+}
+
+/// Actors of every kind, in every state, killed at random moments: every join returns, with
+/// the value or `Killed`, and every destructor runs once.
+#[test]
+fn kills_at_random_moments_always_end_the_actor() {
+    within_watchdog("random kills", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let mut handles = Vec::new();
+        for i in 0..400u64 {
+            let d = Counted(dropped.clone());
+            let h = match i % 4 {
+                0 => rt.spawn(move || {
+                    let _d = d;
+                    threadlet::sleep(Duration::from_micros(i * 3));
+                }),
+                1 => rt.spawn(move || {
+                    let _d = d;
+                    for _ in 0..(i * 50) {
+                        threadlet::checkpoint();
+                    }
+                }),
+                2 => rt.spawn(move || {
+                    let _d = d;
+                    let (tx, rx) = channel::unbounded::<u8>();
+                    threadlet::spawn(move || {
+                        threadlet::sleep(Duration::from_micros(100));
+                        let _ = tx.send(1);
+                    });
+                    let _ = rx.recv();
+                }),
+                _ => rt.spawn(move || {
+                    let _d = d;
+                    threadlet::yield_now();
+                }),
+            };
+            handles.push(h);
+        }
+        let mut killed = 0;
+        for (i, h) in handles.iter().enumerate() {
+            if i % 2 == 0 && h.abort() {
+                killed += 1;
+            }
+        }
+        let mut reported_killed = 0;
+        for h in handles {
+            match h.join() {
+                Ok(()) => {}
+                Err(JoinError::Killed) => reported_killed += 1,
+                Err(e) => panic!("unexpected: {e}"),
+            }
+        }
+        assert!(reported_killed <= killed);
+        // Spawned helpers of kind 2 finish on their own; give them a moment, then count.
+        drop(rt);
+        assert_eq!(dropped.load(Ordering::SeqCst), 400);
+    });
+}
+
+#[test]
+fn a_kill_of_a_named_actor_built_with_options_works_the_same() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = ActorBuilder::new()
+        .name("victim")
+        .mailbox_capacity(1)
+        .spawn_actor_on(&rt, |mb: Mailbox<u8>| mb.iter().count())
+        .unwrap();
+    addr.send(1).unwrap();
+    let kill = h.abort_handle();
+    assert_eq!(kill.id(), h.id());
+    assert!(kill.abort());
+    assert!(matches!(h.join(), Err(JoinError::Killed)));
+    assert!(kill.is_finished());
+}
