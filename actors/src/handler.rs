@@ -259,7 +259,7 @@ fn start_with<A: Actor>(
             started: false,
         }
     }))?;
-    addr.set_actor(handle.id());
+    addr.attach(&handle);
     Ok((addr, handle))
 }
 

@@ -37,6 +37,7 @@
 pub mod channel;
 mod handler;
 mod mailbox;
+mod monitor;
 pub mod select;
 mod timers;
 
@@ -44,11 +45,13 @@ use std::io;
 
 pub use handler::{Actor, BATCH, Context, start};
 pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
+pub use monitor::Monitor;
 pub use threadlet_runtime::{
-    ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Handle, JoinError,
-    JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime,
-    RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot, checkpoint, current, current_name,
-    preemptions, sleep, sleep_until, spawn, worker_index, yield_now,
+    AbortHandle, ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down,
+    ExitReason, ExitWatch, Handle, JoinError, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,
+    MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot,
+    checkpoint, current, current_name, preemptions, sleep, sleep_until, spawn, worker_index,
+    yield_now,
 };
 pub use timers::TimerHandle;
 
@@ -113,7 +116,7 @@ where
 {
     let (addr, mb) = mailbox::mailbox();
     let h = spawn(run_with_mailbox(mb, f));
-    addr.set_actor(h.id());
+    addr.attach(&h);
     (addr, h)
 }
 
@@ -197,7 +200,7 @@ impl RuntimeExt for Handle {
     {
         let (addr, mb) = mailbox::mailbox();
         let h = self.spawn(run_with_mailbox(mb, f));
-        addr.set_actor(h.id());
+        addr.attach(&h);
         (addr, h)
     }
 
@@ -216,7 +219,7 @@ impl RuntimeExt for Runtime {
     {
         let (addr, mb) = mailbox::mailbox();
         let h = self.spawn(run_with_mailbox(mb, f));
-        addr.set_actor(h.id());
+        addr.attach(&h);
         (addr, h)
     }
 
@@ -415,7 +418,7 @@ impl ActorBuilder {
     {
         let (addr, mb) = mailbox::mailbox_with(self.mailbox_capacity);
         let h = threadlet_runtime::spawn_with(self.opts, run_with_mailbox(mb, f))?;
-        addr.set_actor(h.id());
+        addr.attach(&h);
         Ok((addr, h))
     }
 
@@ -440,7 +443,7 @@ impl ActorBuilder {
     {
         let (addr, mb) = mailbox::mailbox_with(self.mailbox_capacity);
         let h = rt.spawn_with(self.opts, run_with_mailbox(mb, f))?;
-        addr.set_actor(h.id());
+        addr.attach(&h);
         Ok((addr, h))
     }
 

@@ -70,7 +70,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
-use threadlet_runtime::{ActorId, Waiter, checkpoint, park, park_until};
+use threadlet_runtime::{
+    AbortHandle, ActorId, ExitWatch, JoinHandle, Waiter, checkpoint, park, park_until,
+};
+
+use crate::monitor::{ExitHook, Monitor};
 
 use crate::channel::{
     Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError, oneshot,
@@ -147,6 +151,18 @@ struct Shared<M> {
     state: Mutex<State<M>>,
     /// The owning actor, set by `spawn_actor` right after spawning.
     actor: OnceLock<ActorId>,
+    /// How monitors made from an address hear of the actor's end (`Addr::monitor`).
+    exit: Mutex<ExitLink>,
+    /// How `Addr::kill` reaches the actor, once attached.
+    abort: OnceLock<AbortHandle>,
+}
+
+/// The mailbox's link to its actor's end. The spawner attaches it right after spawning; a
+/// monitor asked for before that (by the actor itself, say, from an address it made at once)
+/// waits here and is handed over at the attach.
+enum ExitLink {
+    Pending(Vec<ExitHook>),
+    Attached(ExitWatch),
 }
 
 /// Creates a mailbox and its first address, for an actor not spawned yet (`spawn_actor` does
@@ -167,6 +183,8 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
             waiting_senders: VecDeque::new(),
         }),
         actor: OnceLock::new(),
+        exit: Mutex::new(ExitLink::Pending(Vec::new())),
+        abort: OnceLock::new(),
     });
     (
         Addr {
@@ -1210,6 +1228,80 @@ impl<M> Addr<M> {
 
     pub(crate) fn set_actor(&self, id: ActorId) {
         let _ = self.shared.actor.set(id);
+    }
+
+    /// Links the mailbox to the actor behind `h`: its id, and its end for monitors.
+    pub(crate) fn attach<R: Send + 'static>(&self, h: &JoinHandle<R>) {
+        self.set_actor(h.id());
+        let _ = self.shared.abort.set(h.abort_handle());
+        let watch = h.exit_watch();
+        let pending = {
+            let mut link = self.shared.exit.lock();
+            match std::mem::replace(&mut *link, ExitLink::Attached(watch.clone())) {
+                ExitLink::Pending(hooks) => hooks,
+                ExitLink::Attached(_) => Vec::new(),
+            }
+        };
+        for hook in pending {
+            watch.on_exit(hook);
+        }
+    }
+
+    /// Watches the actor: the returned [`Monitor`] yields one [`Down`] when it ends (at once
+    /// if it already has), with its id, name and [`ExitReason`](crate::ExitReason). Any
+    /// number of monitors may watch one actor; dropping one is all it takes to stop watching.
+    ///
+    /// ```
+    /// use threadlet::{ExitReason, Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, _h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     if mb.recv() == Some(0) {
+    ///         panic!("zero");
+    ///     }
+    /// });
+    /// let monitor = addr.monitor();
+    /// addr.send(0).unwrap();
+    /// let down = monitor.recv();
+    /// assert_eq!(down.reason, ExitReason::Panicked("zero".into()));
+    /// assert_eq!(addr.monitor().recv(), down); // an ended actor: at once
+    /// ```
+    pub fn monitor(&self) -> Monitor {
+        let (monitor, hook) = Monitor::new(self.shared.actor.get().copied());
+        let attached = {
+            let mut link = self.shared.exit.lock();
+            match &mut *link {
+                ExitLink::Pending(hooks) => {
+                    hooks.push(hook);
+                    None
+                }
+                ExitLink::Attached(w) => Some((w.clone(), hook)),
+            }
+        };
+        if let Some((w, hook)) = attached {
+            w.on_exit(hook);
+        }
+        monitor
+    }
+
+    /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe
+    /// point, its stack unwound on its own worker, and monitors hear
+    /// [`ExitReason::Killed`](crate::ExitReason::Killed). Messages still queued are dropped with
+    /// the mailbox; later sends hand theirs back. `false` if it had already ended.
+    ///
+    /// ```
+    /// use threadlet::{ExitReason, Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().sum::<u32>());
+    /// let monitor = addr.monitor();
+    /// assert!(addr.kill());
+    /// assert_eq!(monitor.recv().reason, ExitReason::Killed);
+    /// assert!(h.join().unwrap_err().is_killed());
+    /// assert!(addr.send(1).is_err());
+    /// ```
+    pub fn kill(&self) -> bool {
+        self.shared.abort.get().is_some_and(|a| a.abort())
     }
 
     /// Whether both addresses lead to the same mailbox.

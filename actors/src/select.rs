@@ -70,7 +70,7 @@ use threadlet_runtime::{JoinError, JoinHandle, Waiter, checkpoint, park, park_un
 use crate::Mailbox;
 use crate::channel::{self, RecvError, SendError, TryRecvError, TrySendError, oneshot};
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -84,6 +84,7 @@ mod sealed {
 /// | [`channel::Receiver<T>`](crate::channel::Receiver) | `Result<T, RecvError>` |
 /// | [`oneshot::Receiver<T>`](crate::channel::oneshot::Receiver) | `Result<T, RecvError>` |
 /// | [`JoinHandle<R>`] | `Result<R, JoinError>` |
+/// | [`Monitor`](crate::Monitor) | [`Down`](crate::Down) |
 ///
 /// A join handle whose branch fired is spent: its result was taken, and joining it (or
 /// selecting on it) again panics.

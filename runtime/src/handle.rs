@@ -95,7 +95,7 @@ impl Handle {
         if !*open {
             drop(open);
             // Never started: dropping the entry drops `f` and reports `Cancelled`.
-            let (start, handle) = join::entry(ActorId::next(), f);
+            let (start, handle) = join::entry(ActorId::next(), None, f);
             drop(start);
             return handle;
         }

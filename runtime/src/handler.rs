@@ -130,7 +130,7 @@ where
     // No stack is reserved: an idle handler actor holds none, and an activation borrows one
     // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).
     let id = ActorId::next();
-    let (completer, mut handle) = join::packet(id);
+    let (completer, mut handle) = join::packet(id, opts.name.as_deref().map(Arc::from));
     let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
     let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
     handle.set_actor(entry.actor());

@@ -159,6 +159,176 @@ enum Slot<R> {
 
 struct Packet<R> {
     slot: Mutex<Slot<R>>,
+    /// Who else hears of the end (monitors); an `ExitWatch` reaches it through `HasExit`.
+    exit: Exit,
+}
+
+/// The packet's exit half, without its result type: what an [`ExitWatch`] holds.
+trait HasExit: Send + Sync {
+    fn exit(&self) -> &Exit;
+}
+
+impl<R: Send> HasExit for Packet<R> {
+    fn exit(&self) -> &Exit {
+        &self.exit
+    }
+}
+
+/// Why an actor ended, as its monitors hear it ([`Down`]).
+///
+/// ```
+/// use threadlet_runtime::{ExitReason, Runtime};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let h = rt.spawn(|| -> u32 { panic!("bad input") });
+/// let watch = h.exit_watch();
+/// assert!(h.join().is_err());
+/// assert_eq!(watch.down().unwrap().reason, ExitReason::Panicked("bad input".into()));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExitReason {
+    /// It returned (a process actor's function, or a handler actor that stopped).
+    Normal,
+    /// It panicked; the panic message (or `<non-string payload>`).
+    Panicked(String),
+    /// It was killed ([`JoinHandle::abort`]).
+    Killed,
+    /// The runtime shut down before it finished.
+    Cancelled,
+    /// It could not start (no stack could be had); the error.
+    NoStart(String),
+}
+
+impl ExitReason {
+    fn of<R>(result: &Result<R, JoinError>) -> ExitReason {
+        match result {
+            Ok(_) => ExitReason::Normal,
+            Err(e @ JoinError::Panicked(_)) => ExitReason::Panicked(
+                e.panic_message()
+                    .unwrap_or("<non-string payload>")
+                    .to_owned(),
+            ),
+            Err(JoinError::Killed) => ExitReason::Killed,
+            Err(JoinError::Cancelled) => ExitReason::Cancelled,
+            Err(JoinError::Spawn(e)) => ExitReason::NoStart(e.to_string()),
+        }
+    }
+
+    /// Whether the actor ended normally (Erlang's `normal`): anything else is abnormal.
+    pub fn is_normal(&self) -> bool {
+        matches!(self, ExitReason::Normal)
+    }
+}
+
+/// The notice that an actor has ended: its id, its name (if it had one), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Down {
+    /// The actor that ended.
+    pub id: ActorId,
+    /// Its name, if it was spawned with one.
+    pub name: Option<Arc<str>>,
+    /// Why it ended.
+    pub reason: ExitReason,
+}
+
+type ExitHook = Box<dyn FnOnce(&Down) + Send>;
+
+/// The end of one actor, for monitors: hooks to call once, or the `Down` once it happened.
+struct Exit {
+    id: ActorId,
+    name: Option<Arc<str>>,
+    state: Mutex<ExitState>,
+}
+
+enum ExitState {
+    Live(Vec<ExitHook>),
+    Ended(Down),
+}
+
+impl Exit {
+    /// The actor ended: records the `Down` and calls every hook, after unlocking, each
+    /// contained (`fault.rs`).
+    fn ended(&self, reason: ExitReason) {
+        let down = Down {
+            id: self.id,
+            name: self.name.clone(),
+            reason,
+        };
+        let hooks = {
+            let mut st = self.state.lock();
+            match std::mem::replace(&mut *st, ExitState::Ended(down.clone())) {
+                ExitState::Live(hooks) => hooks,
+                ExitState::Ended(_) => unreachable!("an actor ends once"),
+            }
+        };
+        for hook in hooks {
+            fault::contain(format_args!("an exit hook of actor {}", self.id), || {
+                hook(&down)
+            });
+        }
+    }
+
+    fn on_exit(&self, hook: ExitHook) {
+        let down = {
+            let mut st = self.state.lock();
+            match &mut *st {
+                ExitState::Live(hooks) => {
+                    // Drop the hooks of monitors that are gone? They are one box each and go
+                    // at the end; a long-lived actor monitored again and again keeps them.
+                    hooks.push(hook);
+                    return;
+                }
+                ExitState::Ended(down) => down.clone(),
+            }
+        };
+        fault::contain(format_args!("an exit hook of actor {}", self.id), || {
+            hook(&down)
+        });
+    }
+}
+
+/// Hears when one actor ends, without owning its result: [`JoinHandle::exit_watch`].
+/// `Clone + Send + Sync`; cheap to keep.
+#[derive(Clone)]
+pub struct ExitWatch(Arc<dyn HasExit>);
+
+impl ExitWatch {
+    /// Calls `hook` with the [`Down`] once the actor has ended: at once (on this thread) if
+    /// it already has, else on the thread that ends it, right after its join handle learns
+    /// it. The hook must not block; a panic in it is contained (reported on stderr). Each
+    /// hook is kept until the actor ends.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| 1);
+    /// let (tx, rx) = mpsc::channel();
+    /// h.exit_watch().on_exit(move |down| tx.send(down.reason.clone()).unwrap());
+    /// assert!(rx.recv().unwrap().is_normal());
+    /// ```
+    pub fn on_exit(&self, hook: impl FnOnce(&Down) + Send + 'static) {
+        self.0.exit().on_exit(Box::new(hook));
+    }
+
+    /// The [`Down`], if the actor has ended.
+    pub fn down(&self) -> Option<Down> {
+        match &*self.0.exit().state.lock() {
+            ExitState::Ended(d) => Some(d.clone()),
+            ExitState::Live(_) => None,
+        }
+    }
+
+    /// The actor's id.
+    pub fn id(&self) -> ActorId {
+        self.0.exit().id
+    }
+}
+
+impl fmt::Debug for ExitWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExitWatch").field("id", &self.id()).finish()
+    }
 }
 
 /// The actor's end: fills the packet once, or records `Cancelled` when dropped unfilled.
@@ -188,6 +358,7 @@ impl<R> Drop for Completer<R> {
 }
 
 fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
+    let reason = ExitReason::of(&result);
     let waiter = {
         let mut slot = packet.slot.lock();
         match std::mem::replace(&mut *slot, Slot::Ready(result)) {
@@ -198,12 +369,18 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
     if let Some(w) = waiter {
         w.wake();
     }
+    packet.exit.ended(reason);
 }
 
 /// A fresh packet: the actor's end and the waiting end.
-pub(crate) fn packet<R>(id: ActorId) -> (Completer<R>, JoinHandle<R>) {
+pub(crate) fn packet<R>(id: ActorId, name: Option<Arc<str>>) -> (Completer<R>, JoinHandle<R>) {
     let packet = Arc::new(Packet {
         slot: Mutex::new(Slot::Pending(None)),
+        exit: Exit {
+            id,
+            name,
+            state: Mutex::new(ExitState::Live(Vec::new())),
+        },
     });
     (
         Completer(Some(packet.clone())),
@@ -221,12 +398,12 @@ pub(crate) fn packet<R>(id: ActorId) -> (Completer<R>, JoinHandle<R>) {
 /// `fault.rs`): dropping the result or panic payload when nobody holds the join handle any more
 /// (the last `Arc` of the packet is then the completer's), and dropping the closure of an actor
 /// that could not start.
-pub(crate) fn entry<F, R>(id: ActorId, f: F) -> (StartFn, JoinHandle<R>)
+pub(crate) fn entry<F, R>(id: ActorId, name: Option<Arc<str>>, f: F) -> (StartFn, JoinHandle<R>)
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let (completer, handle) = packet(id);
+    let (completer, handle) = packet(id, name);
     let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
         if let Some(e) = failed {
             fault::contain(
@@ -374,6 +551,26 @@ impl<R> JoinHandle<R> {
             actor: self.actor.clone(),
             id: self.id,
         }
+    }
+
+    /// Hears when the actor ends, without owning its result (monitors are built on it).
+    ///
+    /// ```
+    /// use threadlet_runtime::ExitReason;
+    ///
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// let watch = h.exit_watch();
+    /// assert_eq!(watch.down(), None); // still sleeping
+    /// h.abort();
+    /// let _ = h.join();
+    /// assert_eq!(watch.down().unwrap().reason, ExitReason::Killed);
+    /// ```
+    pub fn exit_watch(&self) -> ExitWatch
+    where
+        R: Send + 'static,
+    {
+        ExitWatch(self.packet.clone())
     }
 
     /// Gives the handle the actor it waits for (spawning code, once the actor exists).

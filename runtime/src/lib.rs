@@ -68,7 +68,7 @@ pub use context::{
 };
 pub use handle::Handle;
 pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
-pub use join::{JoinError, JoinHandle};
+pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinHandle};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
 pub use runtime::{
     BuildError, Builder, DEFAULT_TIME_SLICE, MAX_WORKERS, Runtime, Scheduler, spawn, spawn_with,

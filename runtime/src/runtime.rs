@@ -1119,7 +1119,7 @@ where
 {
     let (stack, reserved) = prepare_stack(shared, &opts)?;
     let id = crate::actor::ActorId::next();
-    let (start, mut handle) = join::entry(id, f);
+    let (start, mut handle) = join::entry(id, opts.name.as_deref().map(Arc::from), f);
     let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
     handle.set_actor(entry.actor());
     shared.spawn_cell(entry);

@@ -1,0 +1,152 @@
+//! Monitors: hearing, once, that an actor has ended, and why (Erlang's `monitor`).
+//!
+//! A [`Monitor`] is the receiving end of a one-value channel. Its sending end sits in the
+//! actor's exit hooks (the runtime's `ExitWatch`), which run once, when the actor ends, right
+//! after its join handle learns the result: the hook sends the [`Down`] and is gone. A monitor
+//! made after the end gets its `Down` at once. Dropping a monitor drops the receiving end; the
+//! hook's send then fails quietly when the actor ends. A monitor keeps the `Down` it got, so
+//! asking again gives the same one (and in a `select!` a fired monitor stays ready, as a
+//! closed channel does).
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use threadlet_runtime::{ActorId, Down, ExitReason, JoinHandle, Waiter};
+
+use crate::channel::{self, RecvTimeoutError, TryRecvError};
+use crate::select::{Recv, sealed};
+
+/// What runs once an actor has ended: a monitor's feed.
+pub(crate) type ExitHook = Box<dyn FnOnce(&Down) + Send>;
+
+/// Yields one [`Down`] when the actor it watches ends: from [`Addr::monitor`](crate::Addr::monitor)
+/// or [`Monitor::of`]. Works from actors (which suspend) and plain threads (which block), and
+/// in [`select!`](crate::select!) (`recv(monitor) -> down`).
+///
+/// ```
+/// use std::time::Duration;
+/// use threadlet::{ExitReason, Monitor};
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// let worker = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+/// let monitor = Monitor::of(&worker);
+/// assert!(monitor.try_recv().is_none()); // still asleep
+/// worker.abort();
+/// let down = monitor.recv();
+/// assert_eq!((down.id, down.reason), (worker.id(), ExitReason::Killed));
+/// ```
+pub struct Monitor {
+    rx: channel::Receiver<Down>,
+    /// The `Down`, once received.
+    got: OnceLock<Down>,
+    /// The actor, when known when the monitor was made (for a `Down` the hook never sent).
+    id: Option<ActorId>,
+}
+
+impl Monitor {
+    /// A monitor and the exit hook that feeds it.
+    pub(crate) fn new(id: Option<ActorId>) -> (Monitor, ExitHook) {
+        let (tx, rx) = channel::bounded(1);
+        let hook = Box::new(move |down: &Down| {
+            // The monitor may be gone: nobody to tell.
+            let _ = tx.try_send(down.clone());
+        });
+        (
+            Monitor {
+                rx,
+                got: OnceLock::new(),
+                id,
+            },
+            hook,
+        )
+    }
+
+    /// Watches the actor behind a join handle (the handle keeps its result).
+    pub fn of<R: Send + 'static>(handle: &JoinHandle<R>) -> Monitor {
+        let (monitor, hook) = Monitor::new(Some(handle.id()));
+        handle.exit_watch().on_exit(hook);
+        monitor
+    }
+
+    /// Waits for the actor to end.
+    pub fn recv(&self) -> Down {
+        if let Some(d) = self.got.get() {
+            return d.clone();
+        }
+        let d = self.rx.recv().unwrap_or_else(|_| self.lost());
+        self.keep(d)
+    }
+
+    /// The `Down` if the actor has ended, without waiting.
+    pub fn try_recv(&self) -> Option<Down> {
+        if let Some(d) = self.got.get() {
+            return Some(d.clone());
+        }
+        match self.rx.try_recv() {
+            Ok(d) => Some(self.keep(d)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(self.keep(self.lost())),
+        }
+    }
+
+    /// Waits at most `timeout` for the actor to end.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Down> {
+        if let Some(d) = self.got.get() {
+            return Some(d.clone());
+        }
+        match self.rx.recv_timeout(timeout) {
+            Ok(d) => Some(self.keep(d)),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(self.keep(self.lost())),
+        }
+    }
+
+    /// Remembers the `Down` for later calls; returns it.
+    fn keep(&self, d: Down) -> Down {
+        self.got.get_or_init(|| d).clone()
+    }
+
+    /// The hook was dropped unsent: only when an actor's end was never recorded (its stack
+    /// leaked after a panic escaped an unwind), reported as a cancellation rather than a
+    /// wait that never ends.
+    fn lost(&self) -> Down {
+        Down {
+            id: self
+                .id
+                .expect("a monitor watches an address that belongs to an actor"),
+            name: None,
+            reason: ExitReason::Cancelled,
+        }
+    }
+}
+
+impl fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Monitor").field("actor", &self.id).finish()
+    }
+}
+
+impl sealed::Sealed for Monitor {}
+impl Recv for Monitor {
+    type Output = Down;
+    fn recv_now(&self) -> Option<Down> {
+        if let Some(d) = self.got.get() {
+            return Some(d.clone());
+        }
+        match self.rx.recv_now() {
+            Ok(d) => Some(self.keep(d)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(self.keep(self.lost())),
+        }
+    }
+    fn watch(&self, w: &Waiter) {
+        self.rx.watch(w);
+    }
+    fn unwatch(&self, w: &Waiter) {
+        self.rx.unwatch(w);
+    }
+    fn closed(&self) -> Down {
+        self.lost()
+    }
+}

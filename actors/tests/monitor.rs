@@ -1,0 +1,133 @@
+//! Monitors and exit reasons: one `Down` per monitor with the right reason for every way an
+//! actor can end, at once for an actor that has already ended; usable in `select!`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::within_watchdog;
+use threadlet::{
+    Actor, ActorBuilder, Context, Down, ExitReason, Mailbox, Monitor, Runtime, RuntimeExt, channel,
+};
+
+#[test]
+fn each_exit_kind_gives_its_reason() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let normal = rt.spawn(|| 1);
+    let panicked = rt.spawn(|| -> u8 { panic!("bad input") });
+    let killed = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+    let cancelled = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+    let monitors: Vec<Monitor> = [&normal, &panicked]
+        .iter()
+        .map(|h| Monitor::of(*h))
+        .collect();
+    let m_killed = Monitor::of(&killed);
+    let m_cancelled = Monitor::of(&cancelled);
+    killed.abort();
+    let got = within_watchdog("monitors", move || {
+        let reasons: Vec<ExitReason> = monitors.iter().map(|m| m.recv().reason).collect();
+        (reasons, m_killed.recv().reason)
+    });
+    assert_eq!(
+        got.0,
+        [ExitReason::Normal, ExitReason::Panicked("bad input".into())]
+    );
+    assert_eq!(got.1, ExitReason::Killed);
+    assert_eq!(m_cancelled.try_recv(), None);
+    drop(rt);
+    assert_eq!(m_cancelled.recv().reason, ExitReason::Cancelled);
+    // Joins still work: monitors never take the result.
+    assert_eq!(normal.join().unwrap(), 1);
+    assert!(panicked.join().unwrap_err().is_panic());
+}
+
+#[test]
+fn a_monitor_of_an_ended_actor_fires_at_once_and_many_monitors_each_get_one_down() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (addr, h) = ActorBuilder::new()
+        .name("mapper")
+        .spawn_actor_on(&rt, |mb: Mailbox<u32>| mb.recv())
+        .unwrap();
+    let early: Vec<Monitor> = (0..10).map(|_| addr.monitor()).collect();
+    addr.send(5).unwrap();
+    assert_eq!(h.join().unwrap(), Some(5));
+    let want = Down {
+        id: addr.actor_id().unwrap(),
+        name: Some("mapper".into()),
+        reason: ExitReason::Normal,
+    };
+    for m in &early {
+        assert_eq!(m.recv(), want);
+        assert_eq!(m.try_recv(), Some(want.clone()), "the same Down, kept");
+    }
+    let late = addr.monitor();
+    assert_eq!(late.try_recv(), Some(want));
+}
+
+struct Selfish {
+    monitors: channel::Sender<Monitor>,
+    stop_on: u32,
+}
+
+impl Actor for Selfish {
+    type Msg = u32;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Possibly before the spawner has linked the mailbox to the actor: handed over later.
+        self.monitors.send(ctx.addr().monitor()).unwrap();
+    }
+    fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+        if n == self.stop_on {
+            ctx.stop();
+        }
+        if n == 99 {
+            panic!("ninety-nine");
+        }
+    }
+}
+
+#[test]
+fn handler_actors_report_normal_stops_and_panics() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    for (stop_on, last, want) in [
+        (1, 1, ExitReason::Normal),
+        (0, 99, ExitReason::Panicked("ninety-nine".into())),
+    ] {
+        let (tx, rx) = channel::unbounded();
+        let (addr, h) = rt.start(Selfish {
+            monitors: tx,
+            stop_on,
+        });
+        let own = rx.recv().unwrap();
+        let outside = addr.monitor();
+        addr.send(last).unwrap();
+        let _ = h.join();
+        assert_eq!(own.recv().reason, want);
+        assert_eq!(outside.recv().reason, want);
+    }
+}
+
+#[test]
+fn monitors_work_in_select_beside_a_mailbox() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let child = rt.spawn(|| {
+        threadlet::sleep(Duration::from_millis(20));
+        panic!("child failed");
+    });
+    let watch = Monitor::of(&child);
+    let (addr, supervisor) = rt.spawn_actor(move |mb: Mailbox<&'static str>| {
+        let mut log = Vec::new();
+        loop {
+            threadlet::select! {
+                recv(mb) -> m => log.push(m.unwrap_or("closed")),
+                recv(watch) -> down => {
+                    log.push(if down.reason.is_normal() { "normal" } else { "abnormal" });
+                    return log;
+                },
+            }
+        }
+    });
+    addr.send("hello").unwrap();
+    let log = within_watchdog("select on a monitor", move || supervisor.join().unwrap());
+    assert_eq!(log, ["hello", "abnormal"]);
+    assert!(child.join().is_err());
+}
