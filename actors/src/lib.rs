@@ -36,6 +36,7 @@
 
 pub mod channel;
 mod handler;
+mod join_set;
 mod mailbox;
 mod monitor;
 pub mod select;
@@ -44,6 +45,7 @@ mod timers;
 use std::io;
 
 pub use handler::{Actor, BATCH, Context, start};
+pub use join_set::JoinSet;
 pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
 pub use monitor::Monitor;
 pub use threadlet_runtime::{

@@ -1,0 +1,111 @@
+//! `JoinSet`: completion order, abort, and kill-on-drop.
+
+mod common;
+
+use std::time::Duration;
+
+use common::within_watchdog;
+use threadlet::{Actor, Context, ExitReason, JoinError, JoinSet, Monitor, Runtime, RuntimeExt};
+
+#[test]
+fn join_next_follows_completion_order_from_a_plain_thread() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let handle = rt.handle();
+    let mut set = JoinSet::new();
+    for ms in [40u64, 0, 20, 10, 30] {
+        set.spawn_on(&handle, move || {
+            threadlet::sleep(Duration::from_millis(ms));
+            ms
+        });
+    }
+    assert_eq!(set.len(), 5);
+    let order: Vec<u64> = within_watchdog("join set order", move || {
+        let mut order = Vec::new();
+        while let Some(r) = set.join_next() {
+            order.push(r.unwrap());
+        }
+        assert!(set.is_empty());
+        assert!(set.join_next().is_none());
+        order
+    });
+    assert_eq!(order, [0, 10, 20, 30, 40]);
+}
+
+#[test]
+fn abort_all_kills_the_running_and_keeps_finished_results() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let mut set = JoinSet::new();
+    set.spawn_on(&rt.handle(), || 1u32);
+    while set.try_join_next().is_none() {
+        std::thread::yield_now();
+    }
+    for _ in 0..3 {
+        set.spawn_on(&rt.handle(), || {
+            threadlet::sleep(Duration::from_secs(3600));
+            2
+        });
+    }
+    set.abort_all();
+    let results = within_watchdog("abort_all", move || {
+        let mut results = Vec::new();
+        while let Some(r) = set.join_next() {
+            results.push(r);
+        }
+        results
+    });
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(|r| matches!(r, Err(JoinError::Killed))));
+}
+
+#[test]
+fn dropping_the_set_kills_what_is_still_running() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let mut set = JoinSet::new();
+    let mut monitors = Vec::new();
+    for _ in 0..4 {
+        let h = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+        monitors.push(Monitor::of(&h));
+        set.insert(h);
+    }
+    drop(set);
+    let reasons: Vec<ExitReason> = within_watchdog("drop kills", move || {
+        monitors.iter().map(|m| m.recv().reason).collect()
+    });
+    assert_eq!(reasons, vec![ExitReason::Killed; 4]);
+}
+
+struct Counter(u64);
+
+impl Actor for Counter {
+    type Msg = u64;
+    fn handle(&mut self, n: u64, ctx: &mut Context<Self>) {
+        self.0 += n;
+        if n == 0 {
+            ctx.stop();
+        }
+    }
+}
+
+#[test]
+fn handler_actors_join_the_set_too() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let mut set = JoinSet::new();
+    let addrs: Vec<_> = (0..3)
+        .map(|_| {
+            let (addr, h) = rt.start(Counter(0));
+            set.insert(h);
+            addr
+        })
+        .collect();
+    for (i, a) in addrs.iter().enumerate() {
+        a.send(i as u64 + 1).unwrap();
+        a.send(0).unwrap();
+    }
+    let mut totals: Vec<u64> = within_watchdog("handler join set", move || {
+        std::iter::from_fn(|| set.join_next())
+            .map(|r| r.unwrap().0)
+            .collect()
+    });
+    totals.sort_unstable();
+    assert_eq!(totals, [1, 2, 3]);
+}
