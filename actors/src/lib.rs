@@ -39,6 +39,7 @@ mod handler;
 mod join_set;
 mod mailbox;
 mod monitor;
+mod names;
 pub mod select;
 mod timers;
 
@@ -48,6 +49,7 @@ pub use handler::{Actor, BATCH, Context, start};
 pub use join_set::JoinSet;
 pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
 pub use monitor::Monitor;
+pub use names::{NameTaken, register, unregister, whereis};
 pub use threadlet_runtime::{
     AbortHandle, ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down,
     ExitReason, ExitWatch, Handle, JoinError, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,

@@ -588,6 +588,16 @@ pub(crate) struct UncountedAddr<M> {
 }
 
 impl<M> UncountedAddr<M> {
+    /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
+    pub(crate) fn is_open(&self) -> bool {
+        !self.shared.state.lock().closed
+    }
+
+    /// The mailbox's identity (as `Addr::mailbox_key`).
+    pub(crate) fn mailbox_key(&self) -> usize {
+        Arc::as_ptr(&self.shared) as *const () as usize
+    }
+
     /// A new (counted) address of the mailbox.
     pub(crate) fn addr(&self) -> Addr<M> {
         self.shared.state.lock().addrs += 1;
@@ -1268,6 +1278,13 @@ impl<M> Addr<M> {
     /// ```
     pub fn monitor(&self) -> Monitor {
         let (monitor, hook) = Monitor::new(self.shared.actor.get().copied());
+        self.on_exit(hook);
+        monitor
+    }
+
+    /// Runs `hook` once the actor has ended (at once if it has), through the mailbox's link
+    /// to its end: handed over at the attach if it comes before.
+    pub(crate) fn on_exit(&self, hook: ExitHook) {
         let attached = {
             let mut link = self.shared.exit.lock();
             match &mut *link {
@@ -1281,7 +1298,19 @@ impl<M> Addr<M> {
         if let Some((w, hook)) = attached {
             w.on_exit(hook);
         }
-        monitor
+    }
+
+    /// An address that does not count as one (the actor still ends when every counted
+    /// address is gone), for the name registry.
+    pub(crate) fn uncounted(&self) -> UncountedAddr<M> {
+        UncountedAddr {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The mailbox's identity, for comparing without holding it.
+    pub(crate) fn mailbox_key(&self) -> usize {
+        Arc::as_ptr(&self.shared) as *const () as usize
     }
 
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe

@@ -294,8 +294,8 @@ pub struct ExitWatch(Arc<dyn HasExit>);
 
 impl ExitWatch {
     /// Calls `hook` with the [`Down`] once the actor has ended: at once (on this thread) if
-    /// it already has, else on the thread that ends it, right after its join handle learns
-    /// it. The hook must not block; a panic in it is contained (reported on stderr). Each
+    /// it already has, else on the thread that ends it, once its result is stored and before
+    /// a waiting `join` is woken. The hook must not block; a panic in it is contained (reported on stderr). Each
     /// hook is kept until the actor ends.
     ///
     /// ```
@@ -366,10 +366,11 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
             _ => unreachable!("a join packet is filled once"),
         }
     };
+    // Exit hooks first: whoever joins then finds every monitor told, and a name removed.
+    packet.exit.ended(reason);
     if let Some(w) = waiter {
         w.wake();
     }
-    packet.exit.ended(reason);
 }
 
 /// A fresh packet: the actor's end and the waiting end.

@@ -1,0 +1,72 @@
+//! `register`, `whereis`, `unregister`: names lead to live actors only.
+
+use threadlet::{Actor, Context, Mailbox, NameTaken, Runtime, RuntimeExt};
+
+#[test]
+fn whereis_finds_a_live_actor_and_not_an_ended_one() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().sum::<u32>());
+    threadlet::register("names-test-summer", &addr).unwrap();
+    // Being registered does not keep the actor alive: the last counted address ends it.
+    for n in [1, 2, 3] {
+        threadlet::whereis::<u32>("names-test-summer")
+            .unwrap()
+            .send(n)
+            .unwrap();
+    }
+    drop(addr);
+    assert_eq!(h.join().unwrap(), 6);
+    assert!(threadlet::whereis::<u32>("names-test-summer").is_none());
+}
+
+#[test]
+fn a_name_of_a_live_actor_cannot_be_taken_but_one_of_an_ended_actor_can() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (first, h1) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    let (second, h2) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    threadlet::register("names-test-taken", &first).unwrap();
+    threadlet::register("names-test-taken", &first).unwrap(); // the same actor again: fine
+    assert_eq!(
+        threadlet::register("names-test-taken", &second),
+        Err(NameTaken("names-test-taken".into()))
+    );
+    first.send(1).unwrap();
+    h1.join().unwrap();
+    threadlet::register("names-test-taken", &second).unwrap();
+    let found = threadlet::whereis::<u8>("names-test-taken").unwrap();
+    assert!(found.same_mailbox(&second));
+    // The wrong message type finds nothing.
+    assert!(threadlet::whereis::<String>("names-test-taken").is_none());
+    second.send(2).unwrap();
+    assert_eq!(h2.join().unwrap(), Some(2));
+    assert!(threadlet::whereis::<u8>("names-test-taken").is_none());
+}
+
+struct Registrar;
+
+impl Actor for Registrar {
+    type Msg = ();
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        threadlet::register("names-test-handler", &ctx.addr()).unwrap();
+    }
+    fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[test]
+fn a_handler_actor_registers_itself_and_is_gone_after_it_stops() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (addr, h) = rt.start(Registrar);
+    // `started` may not have run yet: wait for the name.
+    let found = loop {
+        if let Some(a) = threadlet::whereis::<()>("names-test-handler") {
+            break a;
+        }
+        std::thread::yield_now();
+    };
+    assert!(found.same_mailbox(&addr));
+    found.send(()).unwrap();
+    h.join().unwrap();
+    assert!(threadlet::whereis::<()>("names-test-handler").is_none());
+}
