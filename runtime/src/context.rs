@@ -476,6 +476,18 @@ pub fn current_name() -> Option<String> {
     with_current(|cur| cur.and_then(|(_, a)| a.name.as_deref().map(str::to_owned)))
 }
 
+/// `actor #42 "name" on worker 1` for the actor running on this thread, if any (for the panic
+/// hook, `fault.rs`).
+pub(crate) fn running_actor_label() -> Option<String> {
+    let worker = worker_index()?;
+    with_current(|cur| {
+        cur.map(|(_, a)| match a.name.as_deref() {
+            Some(name) => format!("actor {} {name:?} on worker {worker}", a.id),
+            None => format!("actor {} on worker {worker}", a.id),
+        })
+    })
+}
+
 /// The runtime of the running actor.
 pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_worker(|ctx| ctx.map(|c| c.shared.clone()))

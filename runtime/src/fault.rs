@@ -17,6 +17,15 @@
 //! What `contain` cannot catch is a destructor that panics *while* a panic already unwinds the
 //! same stack: Rust aborts the process then ("panic in a destructor during cleanup"), in an
 //! actor exactly as in any thread. The runtime keeps that rule (see `docs/safety.md`).
+//!
+//! # Naming the actor that panicked
+//!
+//! The standard panic hook names the thread, and every actor on a worker shares its thread's
+//! name. So the first `Runtime` built installs, once per process, a hook of its own
+//! ([`install_panic_hook`]): a panic raised while an actor runs is reported as
+//! `actor #42 "mapper" on worker 1 panicked at src/map.rs:10:5:` and the message (with a
+//! backtrace when `RUST_BACKTRACE` asks for one); any other panic goes to the hook that was
+//! installed before. A hook the program installs later replaces it, as usual.
 
 use std::any::Any;
 use std::fmt;
@@ -43,6 +52,35 @@ pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Opti
             None
         }
     }
+}
+
+/// Installs the actor-naming panic hook (module docs), once per process.
+pub(crate) fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| match context::running_actor_label() {
+            Some(label) => report_actor_panic(&label, info),
+            None => previous(info),
+        }));
+    });
+}
+
+/// The panic line of an actor: its label, where, and the message.
+fn report_actor_panic(label: &str, info: &std::panic::PanicHookInfo<'_>) {
+    let message = panic_message(info.payload()).unwrap_or("Box<dyn Any>");
+    let location = info
+        .location()
+        .map_or_else(String::new, |l| format!(" at {l}"));
+    let backtrace = std::backtrace::Backtrace::capture();
+    let backtrace = match backtrace.status() {
+        std::backtrace::BacktraceStatus::Captured => format!("stack backtrace:\n{backtrace}\n"),
+        _ => String::new(),
+    };
+    // One write, ignoring errors: a hook must not panic (stderr may be closed).
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{label} panicked{location}:\n{message}\n{backtrace}").as_bytes());
 }
 
 /// Drops a panic payload whose destructor may itself panic; such a payload is leaked.

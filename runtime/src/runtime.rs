@@ -410,6 +410,8 @@ impl Builder {
         if workers == 0 {
             return Err(BuildError::ZeroWorkers);
         }
+        // Panics in actors name the actor (`fault.rs`, "Naming the actor that panicked").
+        crate::fault::install_panic_hook();
         if workers > MAX_WORKERS {
             return Err(BuildError::TooManyWorkers {
                 requested: workers,
