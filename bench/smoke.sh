@@ -17,6 +17,11 @@ $B factorial --actors 20 --times 5 --runtime $ALL --workers 1,2 --repeat 1
 $B pingpong --pairs 2 --round-trips 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 2 --repeat 1 --migrate
 $B pingpong --pairs 2 --round-trips 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
+$B ask --pairs 2 --round-trips 2000 --runtime $ALL --workers 1,2 --repeat 1
+$B ask --pairs 2 --round-trips 2000 --runtime $TL --workers 2 --repeat 1 --migrate
+$B ask --pairs 2 --round-trips 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
+$B select --messages 5000 --runtime $ALL --workers 1,2 --repeat 1
+$B select --messages 5000 --runtime $TL --workers 2 --repeat 1 --migrate
 $B spawn --actors 2000 --runtime $ALL --workers 1,2 --repeat 1
 $B spawn --actors 2000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B skynet --size 1000 --fanout 10 --runtime $ALL --workers 1,2 --repeat 1 --migrate

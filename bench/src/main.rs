@@ -75,6 +75,10 @@ enum Scenario {
     Factorial(scenarios::factorial::Params),
     /// Message round trips between actor pairs.
     Pingpong(scenarios::pingpong::Params),
+    /// Request/reply round trips: clients ask servers (`Addr::ask`), a reply channel per request.
+    Ask(scenarios::ask::Params),
+    /// A consumer selects over its mailbox and two channels, each fed by a producer.
+    Select(scenarios::select::Params),
     /// Spawn N empty actors and join them all.
     Spawn(scenarios::spawn::Params),
     /// The skynet tree of actors, summing leaf indices.
@@ -162,6 +166,8 @@ fn main() -> ExitCode {
         Scenario::Count(p) => scenarios::count::main(&mut out, &single(&cli.common), p),
         Scenario::Factorial(p) => scenarios::factorial::main(&mut out, &single(&cli.common), p),
         Scenario::Pingpong(p) => scenarios::pingpong::main(&mut out, &single(&cli.common), p),
+        Scenario::Ask(p) => scenarios::ask::main(&mut out, &single(&cli.common), p),
+        Scenario::Select(p) => scenarios::select::main(&mut out, &single(&cli.common), p),
         Scenario::Spawn(p) => scenarios::spawn::main(&mut out, &single(&cli.common), p),
         Scenario::Skynet(p) => scenarios::skynet::main(&mut out, &single(&cli.common), p),
         Scenario::Ring(p) => scenarios::ring::main(&mut out, &single(&cli.common), p),

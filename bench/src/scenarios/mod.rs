@@ -2,6 +2,7 @@
 //! runtime, returning a [`Sample`](crate::measure::Sample) or the one line that says why it
 //! could not complete) and `main` (every runtime and worker count of the options).
 
+pub mod ask;
 pub mod count;
 pub mod factorial;
 pub mod hackysack;
@@ -10,6 +11,7 @@ pub mod pool;
 pub mod ring;
 pub mod scaling;
 pub mod seeds;
+pub mod select;
 pub mod skynet;
 pub mod spawn;
 
