@@ -1167,6 +1167,15 @@ impl<T> Receiver<T> {
 }
 
 impl<T> Sender<T> {
+    /// A new receiver of this channel (for a channel whose first receiver was handed out and
+    /// may be gone; a channel whose receivers were all dropped takes values again).
+    pub(crate) fn receiver(&self) -> Receiver<T> {
+        self.chan.state.lock().receivers += 1;
+        Receiver {
+            chan: self.chan.clone(),
+        }
+    }
+
     pub(crate) fn watch(&self, w: &Waiter) {
         self.chan.watch(w, Watch::Send);
     }

@@ -121,6 +121,13 @@ impl<A: Actor> Context<A> {
         self.addr.addr()
     }
 
+    /// Traps exits for this actor (see [`Mailbox::trap_exits`](crate::Mailbox::trap_exits)):
+    /// an exit signal from a linked actor arrives on the returned channel instead of killing
+    /// it.
+    pub fn trap_exits(&self) -> crate::channel::Receiver<threadlet_runtime::Down> {
+        self.addr.trap_exits()
+    }
+
     /// This actor's id.
     pub fn id(&self) -> ActorId {
         self.id

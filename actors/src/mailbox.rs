@@ -71,13 +71,14 @@ use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{
-    AbortHandle, ActorId, ExitWatch, JoinHandle, Waiter, checkpoint, park, park_until,
+    AbortHandle, ActorId, Down, ExitWatch, JoinHandle, Waiter, checkpoint, park, park_until,
 };
 
 use crate::monitor::{ExitHook, Monitor};
 
 use crate::channel::{
-    Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError, oneshot,
+    self, Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError,
+    oneshot,
 };
 use crate::timers::TimerHandle;
 
@@ -155,6 +156,33 @@ struct Shared<M> {
     exit: Mutex<ExitLink>,
     /// How `Addr::kill` reaches the actor, once attached.
     abort: OnceLock<AbortHandle>,
+    /// Where exit signals from linked actors go when the actor traps exits
+    /// (`Mailbox::trap_exits`); `None`: a signal kills it.
+    trap: Mutex<Option<channel::Sender<Down>>>,
+}
+
+/// The receiving side of a link: what happens to an actor when a linked one ends abnormally.
+trait ExitSignal: Send + Sync {
+    fn exit_signal(&self, down: &Down);
+}
+
+impl<M: Send> ExitSignal for Shared<M> {
+    /// Erlang's rule: a trapping actor gets the `Down` as a message on its trap channel; any
+    /// other is killed.
+    fn exit_signal(&self, down: &Down) {
+        let trap = self.trap.lock().clone();
+        match trap {
+            Some(tx) => {
+                // The receiver may be gone: the actor no longer listens, and is not killed.
+                let _ = tx.send(down.clone());
+            }
+            None => {
+                if let Some(a) = self.abort.get() {
+                    a.abort();
+                }
+            }
+        }
+    }
 }
 
 /// The mailbox's link to its actor's end. The spawner attaches it right after spawning; a
@@ -185,6 +213,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         actor: OnceLock::new(),
         exit: Mutex::new(ExitLink::Pending(Vec::new())),
         abort: OnceLock::new(),
+        trap: Mutex::new(None),
     });
     (
         Addr {
@@ -407,6 +436,32 @@ impl<M> Mailbox<M> {
         drop(waiter);
     }
 
+    /// Traps exits (Erlang's `trap_exit`): from now on, an exit signal from a linked actor
+    /// ([`Addr::link`]) does not kill this actor but arrives as a [`Down`] on the returned
+    /// channel (every call gives a receiver of the same channel). Select on it beside the
+    /// mailbox to supervise.
+    ///
+    /// ```
+    /// use threadlet::{ExitReason, Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (child, c) = rt.spawn_actor(|mb: Mailbox<()>| {
+    ///     mb.recv();
+    ///     panic!("child fails");
+    /// });
+    /// let (_watcher, w) = rt.spawn_actor(move |mb: Mailbox<()>| {
+    ///     let exits = mb.trap_exits();
+    ///     mb.addr().link(&child);
+    ///     child.send(()).unwrap();
+    ///     exits.recv().unwrap().reason // survives, and hears why
+    /// });
+    /// assert_eq!(w.join().unwrap(), ExitReason::Panicked("child fails".into()));
+    /// assert!(c.join().is_err());
+    /// ```
+    pub fn trap_exits(&self) -> channel::Receiver<Down> {
+        trap_exits(&self.shared)
+    }
+
     /// Whether [`close`](Mailbox::close) was called.
     ///
     /// ```
@@ -582,12 +637,30 @@ impl<M> Mailbox<M> {
     }
 }
 
+/// `Mailbox::trap_exits` and `Context::trap_exits`: the trap channel, made on first use.
+fn trap_exits<M>(shared: &Shared<M>) -> channel::Receiver<Down> {
+    let mut trap = shared.trap.lock();
+    match &*trap {
+        Some(tx) => tx.receiver(),
+        None => {
+            let (tx, rx) = channel::unbounded();
+            *trap = Some(tx);
+            rx
+        }
+    }
+}
+
 /// See [`Mailbox::uncounted`]: makes counted addresses on demand.
 pub(crate) struct UncountedAddr<M> {
     shared: Arc<Shared<M>>,
 }
 
 impl<M> UncountedAddr<M> {
+    /// See [`Mailbox::trap_exits`].
+    pub(crate) fn trap_exits(&self) -> channel::Receiver<Down> {
+        trap_exits(&self.shared)
+    }
+
     /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
     pub(crate) fn is_open(&self) -> bool {
         !self.shared.state.lock().closed
@@ -1311,6 +1384,46 @@ impl<M> Addr<M> {
     /// The mailbox's identity, for comparing without holding it.
     pub(crate) fn mailbox_key(&self) -> usize {
         Arc::as_ptr(&self.shared) as *const () as usize
+    }
+
+    /// Links the actor behind this address with the one behind `other`, both ways (Erlang's
+    /// `link`): when either ends abnormally (a panic, a kill, a cancellation), the other is
+    /// killed too, unless it traps exits ([`Mailbox::trap_exits`]), in which case it gets the
+    /// [`Down`] on its trap channel. A normal end signals nothing. Linking to an actor that
+    /// has already ended abnormally signals at once. A process actor links itself with
+    /// `mb.addr().link(&other)`, a handler actor with `ctx.addr().link(&other)`.
+    ///
+    /// ```
+    /// use threadlet::{Mailbox, RuntimeExt};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (worker, w) = rt.spawn_actor(|mb: Mailbox<u32>| {
+    ///     if mb.recv() == Some(0) {
+    ///         panic!("division by zero");
+    ///     }
+    /// });
+    /// let (partner, p) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+    /// worker.link(&partner);
+    /// worker.send(0).unwrap();
+    /// assert!(w.join().unwrap_err().is_panic());
+    /// assert!(p.join().unwrap_err().is_killed()); // taken down with it
+    /// ```
+    pub fn link<N: Send + 'static>(&self, other: &Addr<N>)
+    where
+        M: Send + 'static,
+    {
+        let me: Arc<dyn ExitSignal> = self.shared.clone();
+        let them: Arc<dyn ExitSignal> = other.shared.clone();
+        other.on_exit(Box::new(move |down| {
+            if !down.reason.is_normal() {
+                me.exit_signal(down);
+            }
+        }));
+        self.on_exit(Box::new(move |down| {
+            if !down.reason.is_normal() {
+                them.exit_signal(down);
+            }
+        }));
     }
 
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe

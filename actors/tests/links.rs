@@ -1,0 +1,100 @@
+//! Links: an abnormal end takes linked actors down with it, unless they trap exits; a normal
+//! end does not.
+
+mod common;
+
+use std::time::Duration;
+
+use common::within_watchdog;
+use threadlet::{ExitReason, JoinError, Mailbox, Runtime, RuntimeExt};
+
+fn waiter(rt: &Runtime) -> (threadlet::Addr<u8>, threadlet::JoinHandle<Option<u8>>) {
+    rt.spawn_actor(|mb: Mailbox<u8>| {
+        let got = mb.recv();
+        if got == Some(0) {
+            panic!("told to fail");
+        }
+        got
+    })
+}
+
+#[test]
+fn an_abnormal_end_kills_linked_actors_along_a_chain_both_ways() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (a, ha) = waiter(&rt);
+    let (b, hb) = waiter(&rt);
+    let (c, hc) = waiter(&rt);
+    a.link(&b);
+    c.link(&b); // b sits in the middle: c's link is the other way round
+    b.send(0).unwrap(); // the middle one fails
+    let (ra, rb, rc) = within_watchdog("link chain", move || (ha.join(), hb.join(), hc.join()));
+    assert!(matches!(rb, Err(JoinError::Panicked(_))));
+    assert!(matches!(ra, Err(JoinError::Killed)));
+    assert!(matches!(rc, Err(JoinError::Killed)));
+}
+
+#[test]
+fn a_kill_propagates_but_a_normal_end_does_not() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (a, ha) = waiter(&rt);
+    let (b, hb) = waiter(&rt);
+    a.link(&b);
+    a.send(1).unwrap(); // ends normally
+    assert_eq!(ha.join().unwrap(), Some(1));
+    std::thread::sleep(Duration::from_millis(10));
+    b.send(2).unwrap(); // still alive
+    assert_eq!(hb.join().unwrap(), Some(2));
+
+    let (c, hc) = waiter(&rt);
+    let (d, hd) = waiter(&rt);
+    c.link(&d);
+    assert!(c.kill());
+    assert!(matches!(hc.join(), Err(JoinError::Killed)));
+    assert!(matches!(
+        within_watchdog("kill propagates", move || hd.join()),
+        Err(JoinError::Killed)
+    ));
+    drop(d);
+}
+
+#[test]
+fn linking_to_an_actor_that_already_failed_signals_at_once() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (dead, hdead) = waiter(&rt);
+    dead.send(0).unwrap();
+    assert!(hdead.join().is_err());
+    let (late, hlate) = waiter(&rt);
+    late.link(&dead);
+    assert!(matches!(
+        within_watchdog("late link", move || hlate.join()),
+        Err(JoinError::Killed)
+    ));
+}
+
+#[test]
+fn a_trapping_actor_survives_and_hears_every_linked_failure() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let children: Vec<_> = (0..3).map(|_| waiter(&rt)).collect();
+    let addrs: Vec<_> = children.iter().map(|(a, _)| a.clone()).collect();
+    let (_sup, hs) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        let exits = mb.trap_exits();
+        let me = mb.addr();
+        for a in &addrs {
+            me.link(a);
+        }
+        addrs[0].send(0).unwrap(); // fails
+        addrs[1].send(1).unwrap(); // ends normally: no signal
+        addrs[2].kill();
+        let mut reasons: Vec<ExitReason> = (0..2).map(|_| exits.recv().unwrap().reason).collect();
+        reasons.sort_by_key(|r| format!("{r:?}"));
+        reasons
+    });
+    let reasons = within_watchdog("trap exits", move || hs.join().unwrap());
+    assert_eq!(
+        reasons,
+        [ExitReason::Killed, ExitReason::Panicked("told to fail".into())]
+    );
+    for (_, h) in children {
+        let _ = h.join();
+    }
+}
