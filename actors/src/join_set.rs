@@ -35,7 +35,7 @@ use crate::channel;
 /// });
 /// assert_eq!(order, [10, 20, 30]);
 /// ```
-pub struct JoinSet<R> {
+pub struct JoinSet<R: Send + 'static> {
     running: HashMap<ActorId, JoinHandle<R>>,
     done_tx: channel::Sender<ActorId>,
     done_rx: channel::Receiver<ActorId>,
@@ -147,7 +147,7 @@ impl<R: Send + 'static> Default for JoinSet<R> {
     }
 }
 
-impl<R> Drop for JoinSet<R> {
+impl<R: Send + 'static> Drop for JoinSet<R> {
     /// Kills every actor still in the set, as tokio's `JoinSet` aborts its tasks.
     fn drop(&mut self) {
         for h in self.running.values() {
@@ -156,7 +156,7 @@ impl<R> Drop for JoinSet<R> {
     }
 }
 
-impl<R> fmt::Debug for JoinSet<R> {
+impl<R: Send + 'static> fmt::Debug for JoinSet<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinSet")
             .field("len", &self.running.len())

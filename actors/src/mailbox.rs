@@ -103,7 +103,18 @@ impl<M> State<M> {
     /// Takes the next message for the owner. The place it frees goes to the first waiting
     /// sender, whose message moves into the queue; with capacity 0 the message comes straight
     /// from that sender. Returns the sender to wake once the lock is released.
+    #[inline]
     fn take(&mut self) -> (Option<M>, Option<Arc<Slot<M>>>) {
+        if self.waiting_senders.is_empty() {
+            // Always for an unbounded mailbox: nobody waits for room.
+            return (self.queue.pop_front(), None);
+        }
+        self.take_letting_in()
+    }
+
+    /// `take` with senders waiting for room (bounded mailboxes only).
+    #[cold]
+    fn take_letting_in(&mut self) -> (Option<M>, Option<Arc<Slot<M>>>) {
         match self.queue.pop_front() {
             Some(m) => {
                 if self.has_room()
@@ -138,13 +149,6 @@ impl<M> State<M> {
             s.complete_with(Cell::Disconnected);
         }
         (refused, self.waiter.take())
-    }
-}
-
-/// Wakes a sender completed under the mailbox lock; call it after releasing the lock.
-fn wake_sender<M>(s: Option<Arc<Slot<M>>>) {
-    if let Some(s) = s {
-        s.waiter.wake();
     }
 }
 
@@ -351,7 +355,9 @@ impl<M> Mailbox<M> {
                 let mut st = self.shared.state.lock();
                 if let (Some(m), sender) = st.take() {
                     drop(st);
-                    wake_sender(sender);
+                    if let Some(s) = sender {
+                        s.waiter.wake();
+                    }
                     return Ok(m);
                 }
                 if st.addrs == 0 || st.closed {
@@ -579,7 +585,9 @@ impl<M> Mailbox<M> {
         let mut st = self.shared.state.lock();
         if let (Some(m), sender) = st.take() {
             drop(st);
-            wake_sender(sender);
+            if let Some(s) = sender {
+                s.waiter.wake();
+            }
             return Poll::Message(m);
         }
         if st.addrs == 0 || st.closed {
@@ -596,7 +604,9 @@ impl<M> Mailbox<M> {
         match st.take() {
             (Some(m), sender) => {
                 drop(st);
-                wake_sender(sender);
+                if let Some(s) = sender {
+                    s.waiter.wake();
+                }
                 Ok(m)
             }
             (None, _) if st.addrs == 0 || st.closed => Err(TryRecvError::Disconnected),

@@ -92,7 +92,10 @@ fn a_trapping_actor_survives_and_hears_every_linked_failure() {
     let reasons = within_watchdog("trap exits", move || hs.join().unwrap());
     assert_eq!(
         reasons,
-        [ExitReason::Killed, ExitReason::Panicked("told to fail".into())]
+        [
+            ExitReason::Killed,
+            ExitReason::Panicked("told to fail".into())
+        ]
     );
     for (_, h) in children {
         let _ = h.join();

@@ -541,16 +541,22 @@ impl<R> JoinHandle<R> {
     /// assert!(spinner.join().unwrap_err().is_killed());
     /// assert!(dropped.load(Ordering::SeqCst)); // its stack was unwound
     /// ```
-    pub fn abort(&self) -> bool {
-        !self.is_finished() && self.abort_handle().abort()
+    pub fn abort(&self) -> bool
+    where
+        R: Send + 'static,
+    {
+        self.abort_handle().abort()
     }
 
     /// A handle that can kill the actor ([`abort`](JoinHandle::abort)) without being able to
     /// join it; cloneable.
-    pub fn abort_handle(&self) -> AbortHandle {
+    pub fn abort_handle(&self) -> AbortHandle
+    where
+        R: Send + 'static,
+    {
         AbortHandle {
             actor: self.actor.clone(),
-            id: self.id,
+            exit: self.exit_watch(),
         }
     }
 
@@ -643,29 +649,33 @@ pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
 #[derive(Clone)]
 pub struct AbortHandle {
     actor: Weak<ActorCell>,
-    id: ActorId,
+    /// Its end, as monitors see it: an actor whose result is recorded has ended, even while
+    /// its worker still tidies up after it.
+    exit: ExitWatch,
 }
 
 impl AbortHandle {
     /// Kills the actor, as [`JoinHandle::abort`]; `false` if it had already ended.
     pub fn abort(&self) -> bool {
-        self.actor.upgrade().is_some_and(|a| a.kill())
+        !self.is_finished() && self.actor.upgrade().is_some_and(|a| a.kill())
     }
 
     /// The actor's id.
     pub fn id(&self) -> ActorId {
-        self.id
+        self.exit.id()
     }
 
-    /// Whether the actor has ended (or its runtime is gone).
+    /// Whether the actor has ended (its result, or why there is none, is recorded).
     pub fn is_finished(&self) -> bool {
-        self.actor.upgrade().is_none_or(|a| a.state.is_done())
+        self.exit.down().is_some()
     }
 }
 
 impl fmt::Debug for AbortHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AbortHandle").field("id", &self.id).finish()
+        f.debug_struct("AbortHandle")
+            .field("id", &self.id())
+            .finish()
     }
 }
 

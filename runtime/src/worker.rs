@@ -107,8 +107,8 @@
 //!    let the actor wait on, for an hour if it sleeps one); so does its next safe point, which
 //!    the preemption request of 1 makes yield.
 //! 3. Every time a worker is about to resume an actor (`run_actor`: before starting or
-//!    activating it, at the top of each resume, after a yield, after an activation), it reads
-//!    the flag (acquire). Raised, it ends the actor instead (`kill`), with `cancelling` and
+//!    activating it, before resuming it after a park that a wake cut short, after a yield,
+//!    after an activation), it reads the flag (acquire). Raised, it ends the actor instead (`kill`), with `cancelling` and
 //!    `killing` set: an unstarted actor's closure, or an idle handler actor's program (state
 //!    and mailbox), is dropped; a started coroutine is force-unwound right here, which is its
 //!    home worker for a pinned actor, so destructors run on the thread the stack belongs to.
@@ -669,13 +669,6 @@ impl WorkerLoop<'_> {
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = self.shared().policy.run_guard();
         loop {
-            if input.is_none() && actor.is_killed() {
-                // Step 3 of "Kill": it is suspended here (a resume after a park that a wake
-                // cut short), or just started. (A fresh activation's program is still in
-                // `input`, not on the carrier: it runs until its next safe point.)
-                self.kill(actor, body);
-                break;
-            }
             let Body::Running(coroutine) = &mut *body else {
                 unreachable!("the actor was started or activated above, or again below");
             };
@@ -693,6 +686,11 @@ impl WorkerLoop<'_> {
                 CoroutineResult::Yield(Out::Suspend(Suspend::Park)) => {
                     match actor.state.after_park() {
                         AfterPark::Parked => break,
+                        // Step 3 of "Kill": the wake that cut the park short may be a kill's.
+                        AfterPark::Resume if actor.is_killed() => {
+                            self.kill(actor, body);
+                            break;
+                        }
                         AfterPark::Resume => continue,
                     }
                 }
@@ -766,6 +764,9 @@ impl WorkerLoop<'_> {
     }
 
     /// Ends a killed actor whose body this worker holds (step 3 of "Kill" in the module docs).
+    /// Out of line: `run_actor`'s hot loop only tests the flag.
+    #[cold]
+    #[inline(never)]
     fn kill(&self, actor: &ActorRef, body: &mut Body) {
         let was_cancelling = self.ctx.cancelling.replace(true);
         self.ctx.killing.set(true);
