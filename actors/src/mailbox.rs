@@ -159,10 +159,35 @@ struct Shared<M> {
     /// How monitors made from an address hear of the actor's end (`Addr::monitor`).
     exit: Mutex<ExitLink>,
     /// How `Addr::kill` reaches the actor, once attached.
-    abort: OnceLock<AbortHandle>,
+    abort: Mutex<AbortLink>,
     /// Where exit signals from linked actors go when the actor traps exits
     /// (`Mailbox::trap_exits`); `None`: a signal kills it.
     trap: Mutex<Option<channel::Sender<Down>>>,
+}
+
+/// How the mailbox reaches its actor to kill it. The spawner attaches it right after spawning;
+/// a kill that comes first (a link's signal, say, to an actor already running on another
+/// worker) is kept and carried out at the attach.
+enum AbortLink {
+    Pending { killed: bool },
+    Attached(AbortHandle),
+}
+
+impl<M> Shared<M> {
+    /// `Addr::kill`, or a kill kept for the attach; `false` if the actor had ended.
+    fn kill(&self) -> bool {
+        let attached = {
+            let mut link = self.abort.lock();
+            match &mut *link {
+                AbortLink::Attached(a) => a.clone(),
+                AbortLink::Pending { killed } => {
+                    *killed = true;
+                    return true;
+                }
+            }
+        };
+        attached.abort()
+    }
 }
 
 /// The receiving side of a link: what happens to an actor when a linked one ends abnormally.
@@ -181,9 +206,7 @@ impl<M: Send> ExitSignal for Shared<M> {
                 let _ = tx.send(down.clone());
             }
             None => {
-                if let Some(a) = self.abort.get() {
-                    a.abort();
-                }
+                self.kill();
             }
         }
     }
@@ -216,7 +239,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         }),
         actor: OnceLock::new(),
         exit: Mutex::new(ExitLink::Pending(Vec::new())),
-        abort: OnceLock::new(),
+        abort: Mutex::new(AbortLink::Pending { killed: false }),
         trap: Mutex::new(None),
     });
     (
@@ -1326,7 +1349,16 @@ impl<M> Addr<M> {
     /// Links the mailbox to the actor behind `h`: its id, and its end for monitors.
     pub(crate) fn attach<R: Send + 'static>(&self, h: &JoinHandle<R>) {
         self.set_actor(h.id());
-        let _ = self.shared.abort.set(h.abort_handle());
+        let abort = h.abort_handle();
+        let killed = {
+            let mut link = self.shared.abort.lock();
+            let was = std::mem::replace(&mut *link, AbortLink::Attached(abort.clone()));
+            matches!(was, AbortLink::Pending { killed: true })
+        };
+        if killed {
+            // Killed (by `Addr::kill` or a link) before the spawner got here.
+            abort.abort();
+        }
         let watch = h.exit_watch();
         let pending = {
             let mut link = self.shared.exit.lock();
@@ -1453,7 +1485,7 @@ impl<M> Addr<M> {
     /// assert!(addr.send(1).is_err());
     /// ```
     pub fn kill(&self) -> bool {
-        self.shared.abort.get().is_some_and(|a| a.abort())
+        self.shared.kill()
     }
 
     /// Whether both addresses lead to the same mailbox.

@@ -9,6 +9,12 @@
 //! * `send_interval`: a flag. Each tick checks it, sends a new message, and arms the next tick;
 //!   `cancel` raises it, and the next tick does nothing more. The ticks also stop when a send
 //!   fails (the actor has ended or closed its mailbox) or when the runtime shuts down.
+//!
+//! Timer callbacks run on the thread that fires the timers (the runtime's monitor), which must
+//! never wait: a full bounded mailbox would stall every timer of the runtime. So they send with
+//! `try_send`. A delayed message that finds the mailbox full goes back into its slot and is
+//! tried again [`FULL_RETRY`] later (still cancellable); an interval tick that finds it full is
+//! skipped, as tokio's `MissedTickBehavior::Skip` does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +23,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use threadlet_runtime::call_at;
 
+use crate::channel::TrySendError;
 use crate::mailbox::Addr;
+
+/// How long a delayed message that found its bounded mailbox full waits before the next try:
+/// short enough not to add much latency, long enough not to spin the monitor.
+const FULL_RETRY: Duration = Duration::from_millis(1);
 
 /// What a [`TimerHandle`] can stop.
 trait Cancel: Send + Sync {
@@ -78,15 +89,25 @@ pub(crate) fn send_after<M: Send + 'static>(
         delayed.cancel();
         return TimerHandle(delayed);
     };
-    let (addr, slot) = (addr.clone(), delayed.clone());
+    deliver(addr.clone(), delayed.clone(), deadline);
+    TimerHandle(delayed)
+}
+
+/// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full).
+fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: Instant) {
     call_at(deadline, move || {
         let msg = slot.0.lock().take();
         if let Some(msg) = msg {
-            // The actor may have ended: then there is nobody to hand the message back to.
-            let _ = addr.send(msg);
+            match addr.try_send(msg) {
+                // The actor may have ended: then there is nobody to hand the message back to.
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(msg)) => {
+                    *slot.0.lock() = Some(msg);
+                    deliver(addr, slot, Instant::now() + FULL_RETRY);
+                }
+            }
         }
     });
-    TimerHandle(delayed)
 }
 
 /// `Addr::send_interval`.
@@ -119,9 +140,13 @@ fn tick<M, F>(
 {
     call_at(deadline, move || {
         // Relaxed: see `Interval::cancel`.
-        if interval.0.load(Ordering::Relaxed) || addr.send(make_msg()).is_err() {
-            return; // cancelled, or the actor is gone
+        if interval.0.load(Ordering::Relaxed) {
+            return; // cancelled
         }
+        if let Err(TrySendError::Disconnected(_)) = addr.try_send(make_msg()) {
+            return; // the actor is gone
+        }
+        // (A full bounded mailbox skips this tick.)
         // Fixed rate: the next tick is one period after this one was due, not after it ran.
         if let Some(next) = deadline.checked_add(period) {
             tick(addr, interval, next, period, make_msg);

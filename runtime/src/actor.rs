@@ -484,11 +484,14 @@ impl ActorCell {
         // Release: pairs with the acquire load in `is_killed` on the worker that next takes
         // the body (through the wake below, whose state-word CAS orders it too).
         self.killed.store(true, Ordering::Release);
+        // Every worker is asked to preempt its running actor: kills are rare, a spurious
+        // yield is cheap, and asking only the worker whose `running_actor` names this actor
+        // could race with that worker switching to it. A worker that starts a new time slice
+        // lowers the request, and then (its clear having seen it) checks the flag itself
+        // (`run_actor`): the request's release swap and the clear's acquire swap are on the
+        // same word, so either the request survives the clear or the clear sees the flag.
         for remote in self.shared.remotes.iter() {
-            // Relaxed: a request sent to the wrong worker, or late, costs one early yield.
-            if remote.running_actor.load(Ordering::Relaxed) == self.id.0 {
-                remote.request_preempt();
-            }
+            remote.request_preempt();
         }
         self.wake();
         true

@@ -36,6 +36,32 @@ pub(crate) struct WorkerContext {
     /// Set while this worker kills an actor (`worker.rs`, "Kill"): a join completer dropped
     /// meanwhile reports `Killed` rather than `Cancelled`.
     pub(crate) killing: Cell<bool>,
+    /// How deep this thread is in running exit hooks (`join.rs`): safe points there do not
+    /// yield, so an actor ending cannot be preempted, killed or unwound half-way through
+    /// telling its monitors.
+    pub(crate) exit_hooks: Cell<u32>,
+}
+
+/// Runs `f` (an actor's exit hooks) with safe points inert on this worker; see
+/// `WorkerContext::exit_hooks`.
+pub(crate) fn running_exit_hooks<R>(f: impl FnOnce() -> R) -> R {
+    struct Depth;
+    impl Drop for Depth {
+        fn drop(&mut self) {
+            with_worker(|ctx| {
+                if let Some(c) = ctx {
+                    c.exit_hooks.set(c.exit_hooks.get() - 1);
+                }
+            });
+        }
+    }
+    with_worker(|ctx| {
+        if let Some(c) = ctx {
+            c.exit_hooks.set(c.exit_hooks.get() + 1);
+        }
+    });
+    let _depth = with_worker(|ctx| ctx.map(|_| Depth));
+    f()
 }
 
 thread_local! {
@@ -235,7 +261,9 @@ fn with_caller<R>(f: impl FnOnce(Caller<'_>) -> R) -> R {
 /// ```
 pub fn yield_now() {
     with_current(|cur| match cur {
-        Some((ctx, actor)) if !ctx.cancelling.get() => suspend(actor, Suspend::Yield),
+        Some((ctx, actor)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
+            suspend(actor, Suspend::Yield)
+        }
         Some(_) => {}
         None => std::thread::yield_now(),
     })
@@ -249,6 +277,7 @@ pub(crate) fn preempt_current() {
     with_current(|cur| {
         if let Some((ctx, actor)) = cur
             && !ctx.cancelling.get()
+            && ctx.exit_hooks.get() == 0
         {
             ctx.shared.remotes[ctx.index].safe_point.clear_preempt();
             suspend(actor, Suspend::Preempted);
@@ -334,9 +363,16 @@ pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
             if earliest {
                 shared.monitor.kick();
             }
-            let r = park();
-            timer.cancel(&shared.timers);
-            r
+            // Cancelled on every way out, the unwind of a kill or shutdown included: a timer
+            // left behind would keep the actor allocated until its deadline.
+            struct CancelOnDrop<'a>(crate::timer::TimerHandle, &'a crate::timer::Timers);
+            impl Drop for CancelOnDrop<'_> {
+                fn drop(&mut self) {
+                    let _ = self.0.cancel(self.1);
+                }
+            }
+            let _cancel = CancelOnDrop(timer, &shared.timers);
+            park()
         }
         None => {
             thread::park_timeout(deadline.saturating_duration_since(Instant::now()));

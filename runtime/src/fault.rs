@@ -37,13 +37,17 @@ use crate::context;
 /// Runs `f`; a panic in it is reported (naming `what`) and swallowed. Returns `f`'s value, or
 /// `None` if it panicked.
 pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Option<R> {
+    // Already unwinding (the code runs in a destructor on the way): whatever is caught below
+    // is a new panic of the code's own, never the unwind in progress, and must be contained,
+    // since letting it out of a destructor during an unwind aborts the process.
+    let unwinding = std::thread::panicking();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
-        // Shutdown force-unwinding an actor suspended inside the contained code (a result's
-        // destructor that waits on a mailbox, say): not a panic of the user's; let it go on to
-        // the coroutine's root, as `join::entry` does. (Outside any actor nothing is unwound
-        // this way, so a real panic there is still contained.)
-        Err(payload) if context::is_cancelling() && context::current().is_some() => {
+        // Shutdown or a kill force-unwinding an actor suspended inside the contained code (a
+        // result's destructor that waits on a mailbox, say): not a panic of the user's; let
+        // it go on to the coroutine's root, as `join::entry` does. (Outside any actor nothing
+        // is unwound this way, so a real panic there is still contained.)
+        Err(payload) if !unwinding && context::is_cancelling() && context::current().is_some() => {
             resume_unwind(payload)
         }
         Err(payload) => {

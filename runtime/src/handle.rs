@@ -13,7 +13,10 @@
 //! `Runtime` cannot spawn after its own drop, but a handle can, from any thread. So:
 //!
 //! 1. a spawn through a handle holds the *spawn gate* for reading from its check to its push,
-//!    and pushes only if the gate is open;
+//!    and pushes only if the gate is open. No user code runs under the gate: a spawn that
+//!    fails gets the user's closure back and drops it after releasing the gate (a destructor
+//!    that spawned through a handle again while shutdown waits to write would deadlock on the
+//!    fair lock);
 //! 2. shutdown, after joining the workers, closes the gate under the write lock, then drains
 //!    the queues for the last time.
 //!
@@ -30,7 +33,7 @@ use crate::actor::{ActorId, SpawnOptions};
 use crate::context;
 use crate::handler::{Activation, Completion};
 use crate::join::{self, JoinHandle};
-use crate::runtime::{Shared, check_options, spawn_on};
+use crate::runtime::{Shared, check_options, prepare_stack, spawn_prepared};
 
 /// Spawns and starts actors on a runtime from any thread, without owning it: dropping every
 /// handle never shuts the runtime down, and once the runtime has shut down, spawns through a
@@ -99,8 +102,15 @@ impl Handle {
             drop(start);
             return handle;
         }
-        spawn_on(&self.shared, SpawnOptions::default(), f)
-            .unwrap_or_else(|e| panic!("threadlet: cannot spawn: {e}"))
+        let opts = SpawnOptions::default();
+        match prepare_stack(&self.shared, &opts) {
+            Ok((stack, reserved)) => spawn_prepared(&self.shared, opts, f, stack, reserved),
+            Err(e) => {
+                drop(open);
+                drop(f);
+                panic!("threadlet: cannot spawn: {e}")
+            }
+        }
     }
 
     /// Spawns an actor with options; fails if an option is invalid, no stack can be had, or
@@ -113,9 +123,19 @@ impl Handle {
         check_options(&opts)?;
         let open = self.shared.spawn_gate.read();
         if !*open {
+            drop(open);
+            drop(f);
             return Err(shut_down());
         }
-        spawn_on(&self.shared, opts, f)
+        let (stack, reserved) = match prepare_stack(&self.shared, &opts) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                drop(open);
+                drop(f);
+                return Err(e);
+            }
+        };
+        Ok(spawn_prepared(&self.shared, opts, f, stack, reserved))
     }
 
     /// Starts a handler actor (the runtime's half of `threadlet::RuntimeExt::start` on a
@@ -131,10 +151,18 @@ impl Handle {
     {
         check_options(&opts)?;
         let open = self.shared.spawn_gate.read();
-        if !*open {
-            return Err(shut_down());
-        }
-        crate::handler::start_on(&self.shared, opts, make)
+        let refused = if *open {
+            match crate::handler::try_start_on(&self.shared, opts, make) {
+                Ok(handle) => return Ok(handle),
+                Err((e, make)) => (e, Some(make)),
+            }
+        } else {
+            (shut_down(), None)
+        };
+        drop(open);
+        // The program was never made; `make` (which owns the actor's value) drops here.
+        drop(refused.1);
+        Err(refused.0)
     }
 
     /// Whether both handles name the same runtime.

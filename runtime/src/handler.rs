@@ -106,8 +106,12 @@ impl<R> std::fmt::Debug for Completion<R> {
 /// assert!(caught.is_err());
 /// ```
 pub fn catch_actor_panic<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
+    // As in `fault::contain`: called while already unwinding, what it catches is a new panic.
+    let unwinding = std::thread::panicking();
     match catch_unwind(AssertUnwindSafe(f)) {
-        Err(p) if context::is_cancelling() && context::current().is_some() => resume_unwind(p),
+        Err(p) if !unwinding && context::is_cancelling() && context::current().is_some() => {
+            resume_unwind(p)
+        }
         r => r,
     }
 }
@@ -122,10 +126,25 @@ where
     R: Send + 'static,
     P: Activation,
 {
+    try_start_on(shared, opts, make).map_err(|(e, _make)| e)
+}
+
+/// `start_on` that gives `make` back when it refuses, for a caller that must drop it
+/// elsewhere (`Handle::start_handler` drops it after releasing its gate).
+pub(crate) fn try_start_on<R, P, M>(
+    shared: &Arc<Shared>,
+    opts: SpawnOptions,
+    make: M,
+) -> Result<JoinHandle<R>, (io::Error, M)>
+where
+    R: Send + 'static,
+    P: Activation,
+    M: FnOnce(ActorId, Completion<R>) -> P,
+{
     if shared.is_shutdown() {
         // Its program could only be dropped through the handler registry, which shutdown has
         // already emptied (or is emptying).
-        return Err(io::Error::other("the runtime is shutting down"));
+        return Err((io::Error::other("the runtime is shutting down"), make));
     }
     // No stack is reserved: an idle handler actor holds none, and an activation borrows one
     // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).

@@ -159,18 +159,56 @@ enum Slot<R> {
 
 struct Packet<R> {
     slot: Mutex<Slot<R>>,
-    /// Who else hears of the end (monitors); an `ExitWatch` reaches it through `HasExit`.
-    exit: Exit,
+    /// Who else hears of the end (monitors), made on first use: most actors are never
+    /// watched. An `Exit` of its own, so that watchers never keep the result alive.
+    exit: Mutex<ExitLink>,
+    id: ActorId,
+    name: Option<Arc<str>>,
 }
 
-/// The packet's exit half, without its result type: what an [`ExitWatch`] holds.
-trait HasExit: Send + Sync {
-    fn exit(&self) -> &Exit;
+/// The packet's link to its watchers.
+enum ExitLink {
+    /// Nobody watches, and the actor has not ended.
+    Unwatched,
+    /// Watched: the `Exit` that watchers share.
+    Watched(Arc<Exit>),
+    /// Ended with nobody watching: the reason, for a watcher that comes later.
+    Ended(ExitReason),
 }
 
-impl<R: Send> HasExit for Packet<R> {
-    fn exit(&self) -> &Exit {
-        &self.exit
+impl<R> Packet<R> {
+    /// The `Exit` watchers share, made now if nobody watched before.
+    fn exit(&self) -> Arc<Exit> {
+        let mut link = self.exit.lock();
+        let exit = match &*link {
+            ExitLink::Watched(e) => return e.clone(),
+            ExitLink::Unwatched => ExitState::Live(Vec::new()),
+            ExitLink::Ended(reason) => ExitState::Ended(Down {
+                id: self.id,
+                name: self.name.clone(),
+                reason: reason.clone(),
+            }),
+        };
+        let exit = Arc::new(Exit {
+            id: self.id,
+            name: self.name.clone(),
+            state: Mutex::new(exit),
+        });
+        *link = ExitLink::Watched(exit.clone());
+        exit
+    }
+
+    /// The actor ended: the `Exit` to tell, if anyone watches (else the reason is kept).
+    fn ended(&self, reason: &ExitReason) -> Option<Arc<Exit>> {
+        let mut link = self.exit.lock();
+        match &*link {
+            ExitLink::Watched(e) => Some(e.clone()),
+            ExitLink::Unwatched => {
+                *link = ExitLink::Ended(reason.clone());
+                None
+            }
+            ExitLink::Ended(_) => unreachable!("an actor ends once"),
+        }
     }
 }
 
@@ -290,7 +328,7 @@ impl Exit {
 /// Hears when one actor ends, without owning its result: [`JoinHandle::exit_watch`].
 /// `Clone + Send + Sync`; cheap to keep.
 #[derive(Clone)]
-pub struct ExitWatch(Arc<dyn HasExit>);
+pub struct ExitWatch(Arc<Exit>);
 
 impl ExitWatch {
     /// Calls `hook` with the [`Down`] once the actor has ended: at once (on this thread) if
@@ -308,12 +346,12 @@ impl ExitWatch {
     /// assert!(rx.recv().unwrap().is_normal());
     /// ```
     pub fn on_exit(&self, hook: impl FnOnce(&Down) + Send + 'static) {
-        self.0.exit().on_exit(Box::new(hook));
+        self.0.on_exit(Box::new(hook));
     }
 
     /// The [`Down`], if the actor has ended.
     pub fn down(&self) -> Option<Down> {
-        match &*self.0.exit().state.lock() {
+        match &*self.0.state.lock() {
             ExitState::Ended(d) => Some(d.clone()),
             ExitState::Live(_) => None,
         }
@@ -321,7 +359,7 @@ impl ExitWatch {
 
     /// The actor's id.
     pub fn id(&self) -> ActorId {
-        self.0.exit().id
+        self.0.id
     }
 }
 
@@ -366,10 +404,21 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
             _ => unreachable!("a join packet is filled once"),
         }
     };
+    // The joiner is woken on every way out, an unwind out of a hook included.
+    struct WakeOnDrop(Option<Waiter>);
+    impl Drop for WakeOnDrop {
+        fn drop(&mut self) {
+            if let Some(w) = self.0.take() {
+                w.wake();
+            }
+        }
+    }
+    let _joiner = WakeOnDrop(waiter);
     // Exit hooks first: whoever joins then finds every monitor told, and a name removed.
-    packet.exit.ended(reason);
-    if let Some(w) = waiter {
-        w.wake();
+    // Safe points are inert meanwhile: no preemption, kill or shutdown unwinds the actor
+    // half-way through its hooks.
+    if let Some(exit) = packet.ended(&reason) {
+        context::running_exit_hooks(|| exit.ended(reason));
     }
 }
 
@@ -377,11 +426,9 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
 pub(crate) fn packet<R>(id: ActorId, name: Option<Arc<str>>) -> (Completer<R>, JoinHandle<R>) {
     let packet = Arc::new(Packet {
         slot: Mutex::new(Slot::Pending(None)),
-        exit: Exit {
-            id,
-            name,
-            state: Mutex::new(ExitState::Live(Vec::new())),
-        },
+        exit: Mutex::new(ExitLink::Unwatched),
+        id,
+        name,
     });
     (
         Completer(Some(packet.clone())),
@@ -541,19 +588,13 @@ impl<R> JoinHandle<R> {
     /// assert!(spinner.join().unwrap_err().is_killed());
     /// assert!(dropped.load(Ordering::SeqCst)); // its stack was unwound
     /// ```
-    pub fn abort(&self) -> bool
-    where
-        R: Send + 'static,
-    {
+    pub fn abort(&self) -> bool {
         self.abort_handle().abort()
     }
 
     /// A handle that can kill the actor ([`abort`](JoinHandle::abort)) without being able to
     /// join it; cloneable.
-    pub fn abort_handle(&self) -> AbortHandle
-    where
-        R: Send + 'static,
-    {
+    pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
             actor: self.actor.clone(),
             exit: self.exit_watch(),
@@ -573,11 +614,8 @@ impl<R> JoinHandle<R> {
     /// let _ = h.join();
     /// assert_eq!(watch.down().unwrap().reason, ExitReason::Killed);
     /// ```
-    pub fn exit_watch(&self) -> ExitWatch
-    where
-        R: Send + 'static,
-    {
-        ExitWatch(self.packet.clone())
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch(self.packet.exit())
     }
 
     /// Gives the handle the actor it waits for (spawning code, once the actor exists).

@@ -1075,6 +1075,11 @@ fn shut_down(
     // that no spawn lands in a queue nobody will drain again (`handle.rs`).
     *shared.spawn_gate.write() = false;
     shared.drain_injector();
+    // A handler actor started through a handle after the workers emptied the handler registry
+    // (step 4) was dropped with the queues just now; its registry entry would keep the runtime
+    // allocated (the entry holds the actor, which holds `Shared`).
+    let late = std::mem::take(&mut *shared.handlers.lock());
+    drop(late);
 }
 
 /// Validates per-actor options.
@@ -1093,7 +1098,10 @@ pub(crate) fn check_options(opts: &SpawnOptions) -> io::Result<()> {
 /// one, so it takes a reservation too: the cap on mappings then holds for every actor, and an
 /// actor past it fails to spawn with the error that names `vm.max_map_count`, rather than the
 /// process running out of mappings elsewhere (a `std::thread::spawn`, an allocation).
-fn prepare_stack(shared: &Shared, opts: &SpawnOptions) -> io::Result<(Option<OwnedStack>, bool)> {
+pub(crate) fn prepare_stack(
+    shared: &Shared,
+    opts: &SpawnOptions,
+) -> io::Result<(Option<OwnedStack>, bool)> {
     let reserved = shared.slab.reserve()?;
     let custom = match opts.stack_size {
         Some(size) if size != shared.slab.stack_size() => OwnedStack::new(size).map(Some),
@@ -1120,12 +1128,27 @@ where
     R: Send + 'static,
 {
     let (stack, reserved) = prepare_stack(shared, &opts)?;
+    Ok(spawn_prepared(shared, opts, f, stack, reserved))
+}
+
+/// `spawn_on` once the stack is settled.
+pub(crate) fn spawn_prepared<F, R>(
+    shared: &Arc<Shared>,
+    opts: SpawnOptions,
+    f: F,
+    stack: Option<OwnedStack>,
+    reserved: bool,
+) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
     let id = crate::actor::ActorId::next();
     let (start, mut handle) = join::entry(id, opts.name.as_deref().map(Arc::from), f);
     let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
     handle.set_actor(entry.actor());
     shared.spawn_cell(entry);
-    Ok(handle)
+    handle
 }
 
 /// Spawns an actor on the current runtime (from inside an actor). Spawning is a preemption

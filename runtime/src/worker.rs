@@ -97,9 +97,10 @@
 //! `JoinHandle::abort` ends one actor early, by the same means shutdown uses, on the worker
 //! that holds the actor's body:
 //!
-//! 1. The killer raises the actor's `killed` flag (release), and asks the worker whose
-//!    `running_actor` is this actor, if any, to preempt it: an actor running now yields at its
-//!    next safe point.
+//! 1. The killer raises the actor's `killed` flag (release), and asks every worker to preempt
+//!    its running actor: the target, if it runs now, yields at its next safe point. (A worker
+//!    that lowers such a request when it starts a time slice raises it again if the actor it
+//!    is about to run is killed; see `run_actor`.)
 //! 2. It wakes the actor. A parked actor is scheduled (to its home worker, if pinned); a
 //!    running one is left `NOTIFIED`. Either way some worker gets the body again: at the pop,
 //!    or when the actor next suspends. A running actor's `park` reads the flag before it would
@@ -422,6 +423,7 @@ pub(crate) fn run(
         current: Cell::new(std::ptr::null()),
         cancelling: Cell::new(false),
         killing: Cell::new(false),
+        exit_hooks: Cell::new(0),
     };
     let _entered = context::enter(&ctx);
     // A worker thread never dies: the user code it runs is contained (`fault.rs`), so a panic
@@ -613,7 +615,9 @@ impl WorkerLoop<'_> {
         // dropped) or yields (it is queued again).
         let (actor, body) = entry.body(self.core());
         if actor.is_killed() {
-            // Step 3 of "Kill", before it starts or runs again.
+            // Step 3 of "Kill", before it starts or runs again (under the GIL baseline's lock,
+            // as any run: destructors are actor code).
+            let _gil = self.shared().policy.run_guard();
             self.kill(actor, body);
             return;
         }
@@ -645,13 +649,15 @@ impl WorkerLoop<'_> {
         if !from_next || was_idle {
             let slice = core.slice_id.get() + 1;
             core.slice_id.set(slice);
-            if remote.safe_point.clear_preempt() && self.shared().is_shutdown() {
-                // The clear lowered a request that may be shutdown's (step 1 of "Shutdown"):
-                // raise it again, or an actor spinning through safe points would keep this
-                // worker (and the drop) forever. The clear's acquire swap pairs with the
-                // request's release swap, so a request it lowered is seen here with its flag.
-                // A clear that lowered nothing costs no extra load: a request it missed is
-                // still up.
+            if remote.safe_point.clear_preempt()
+                && (self.shared().is_shutdown() || actor.is_killed())
+            {
+                // The clear lowered a request that may be shutdown's (step 1 of "Shutdown") or
+                // a kill's (step 1 of "Kill"): raise it again, or an actor spinning through
+                // safe points would keep this worker (and the drop) forever, or never die. The
+                // clear's acquire swap pairs with the request's release swap, so a request it
+                // lowered is seen here with its flag. A clear that lowered nothing costs no
+                // extra load: a request it missed is still up.
                 remote.request_preempt();
             }
             if was_idle {

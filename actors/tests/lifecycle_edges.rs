@@ -1,0 +1,116 @@
+//! Edge cases of kill, exit hooks, links and timers found by review: each failed (or would
+//! hang or abort) before its fix.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::within_watchdog;
+use threadlet::{ActorBuilder, JoinError, Mailbox, Runtime, RuntimeExt};
+
+/// A timer must never wait for room in a bounded mailbox: the monitor thread that fires it
+/// also fires every other timer (sleeps, timeouts) of the runtime.
+#[test]
+fn timers_on_a_full_bounded_mailbox_neither_stall_the_runtime_nor_lose_a_delayed_message() {
+    within_watchdog("timers and bounded mailboxes", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let (addr, h) = ActorBuilder::new()
+            .mailbox_capacity(1)
+            .spawn_actor_on(&rt, |mb: Mailbox<&'static str>| {
+                let mut got = Vec::new();
+                while let Some(m) = mb.recv() {
+                    got.push(m);
+                    if m == "last" {
+                        break;
+                    }
+                    threadlet::sleep(Duration::from_millis(20)); // slower than the ticks
+                }
+                got
+            })
+            .unwrap();
+        let ticks = addr.send_interval(Duration::from_millis(2), || "tick");
+        let delayed = addr.send_after(Duration::from_millis(5), "delayed");
+        // Other timers keep firing meanwhile.
+        let start = Instant::now();
+        rt.block_on(|| threadlet::sleep(Duration::from_millis(60)));
+        assert!(start.elapsed() < Duration::from_secs(10));
+        ticks.cancel();
+        std::thread::sleep(Duration::from_millis(50));
+        addr.send("last").unwrap();
+        let got = h.join().unwrap();
+        assert!(
+            got.contains(&"delayed"),
+            "the delayed message was lost: {got:?}"
+        );
+        assert!(!delayed.cancel(), "it was delivered");
+    });
+}
+
+/// An actor that links itself, first thing, to one that has already failed is killed, even if
+/// the link's signal comes before its spawner has linked the mailbox to the actor.
+#[test]
+fn a_link_signal_before_the_spawner_attaches_still_kills() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    for _ in 0..50 {
+        let (dead, hd) = rt.spawn_actor(|_mb: Mailbox<()>| -> () { panic!("already failed") });
+        assert!(hd.join().is_err());
+        let (_addr, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+            mb.addr().link(&dead);
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        let r = within_watchdog("early link", move || h.join());
+        assert!(matches!(r, Err(JoinError::Killed)));
+    }
+}
+
+/// An exit hook that panics while its actor is being killed is contained: the process does
+/// not abort, and the kill completes.
+#[test]
+fn a_panicking_exit_hook_during_a_kill_is_contained() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let h = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    h.exit_watch().on_exit(move |_| {
+        r.fetch_add(1, Ordering::SeqCst);
+        panic!("a hook that panics");
+    });
+    assert!(h.abort());
+    assert!(matches!(h.join(), Err(JoinError::Killed)));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+/// A message that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Monitors and addresses do not keep a detached actor's result alive: it drops when the
+/// actor ends, as it did before monitors existed.
+#[test]
+fn watchers_do_not_keep_a_detached_result_alive() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = drops.clone();
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        mb.recv();
+        Counted(d)
+    });
+    let monitor = addr.monitor();
+    let abort = h.abort_handle();
+    drop(h); // detached: nobody will take the result
+    addr.send(()).unwrap();
+    monitor.recv();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while drops.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the result is kept alive");
+        std::thread::yield_now();
+    }
+    drop((addr, monitor, abort));
+}
