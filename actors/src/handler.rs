@@ -210,10 +210,14 @@ impl<A: Actor> Program<A> {
     /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything
     /// the actor leaves behind is dropped before `join` returns, as for a process actor.
     fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
-        self.mailbox.close();
-        let left = self.mailbox.take_queued();
-        // A message's destructor may panic: it ends nothing more than this actor, which ends.
-        let _ = catch_actor_panic(move || drop(left));
+        if !self.mailbox.is_lent() {
+            self.mailbox.close();
+            let left = self.mailbox.take_queued();
+            // A message's destructor may panic: it ends nothing more than this actor, which
+            // ends.
+            let _ = catch_actor_panic(move || drop(left));
+        }
+        // (A supervised child's mailbox stays open, queue and all, for its next incarnation.)
         let mut actor = self.actor.take();
         let result = match panicked {
             Some(p) => Err(JoinError::Panicked(p)),
@@ -251,7 +255,30 @@ fn start_with<A: Actor>(
         Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
     ) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    let (addr, mailbox) = mailbox::mailbox_with(capacity);
+    start_in(actor, mailbox::mailbox_with(capacity), start)
+}
+
+/// Starts an incarnation of a supervised handler actor on its lent mailbox (`supervisor.rs`).
+pub(crate) fn start_lent<A: Actor>(
+    handle: &threadlet_runtime::Handle,
+    name: &str,
+    addr: Addr<A::Msg>,
+    mailbox: Mailbox<A::Msg>,
+    actor: A,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    start_in(actor, (addr, mailbox), |make| {
+        handle.start_handler(SpawnOptions::new().name(name), make)
+    })
+}
+
+/// `start_with` on a given mailbox (a supervised child's lent one).
+fn start_in<A: Actor>(
+    actor: A,
+    (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
+    start: impl FnOnce(
+        Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
+    ) -> io::Result<JoinHandle<A>>,
+) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
     let handle = start(Box::new(move |id, completion| {
         mailbox.set_actor(id);
         Program {

@@ -41,6 +41,7 @@ mod mailbox;
 mod monitor;
 mod names;
 pub mod select;
+pub mod supervisor;
 mod timers;
 
 use std::io;
@@ -76,7 +77,7 @@ pub fn __bounded_mailbox_for_tests<M>(capacity: usize) -> (Addr<M>, Mailbox<M>) 
 /// An actor's body with its mailbox. The mailbox learns its actor's id from both sides: here,
 /// before `f` runs (so the actor's own addresses know it), and from the spawner once `spawn`
 /// returns the handle (so the caller's address knows it, even before the actor starts).
-fn run_with_mailbox<M, F, R>(mb: Mailbox<M>, f: F) -> impl FnOnce() -> R + Send + 'static
+pub(crate) fn run_with_mailbox<M, F, R>(mb: Mailbox<M>, f: F) -> impl FnOnce() -> R + Send + 'static
 where
     M: Send + 'static,
     F: FnOnce(Mailbox<M>) -> R + Send + 'static,

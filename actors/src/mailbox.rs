@@ -248,6 +248,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         },
         Mailbox {
             shared,
+            lent: false,
             one_receiver: PhantomData,
         },
     )
@@ -299,6 +300,9 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
 /// ```
 pub struct Mailbox<M> {
     shared: Arc<Shared<M>>,
+    /// Lent by a supervisor to one incarnation of a child (`supervisor.rs`): dropping it
+    /// leaves the mailbox open, with its queue, for the next incarnation.
+    lent: bool,
     /// `Send` but not `Sync`: one receiver.
     one_receiver: PhantomData<std::cell::Cell<()>>,
 }
@@ -597,6 +601,17 @@ pub(crate) enum Poll<M> {
 }
 
 impl<M> Mailbox<M> {
+    /// This mailbox as a lent one, whose drop leaves it open (for a supervisor that made it).
+    pub(crate) fn into_lent(mut self) -> Mailbox<M> {
+        self.lent = true;
+        self
+    }
+
+    /// Whether a supervisor lent this mailbox (see `lent`).
+    pub(crate) fn is_lent(&self) -> bool {
+        self.lent
+    }
+
     /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
     pub(crate) fn set_actor(&self, id: ActorId) {
         let _ = self.shared.actor.set(id);
@@ -689,6 +704,43 @@ pub(crate) struct UncountedAddr<M> {
 }
 
 impl<M> UncountedAddr<M> {
+    /// The mailbox for the next incarnation of a supervised child: dropping it does not close
+    /// the mailbox. The supervisor lends it only once the previous incarnation has ended, so
+    /// there is still one receiver at a time.
+    pub(crate) fn lend(&self) -> Mailbox<M> {
+        Mailbox {
+            shared: self.shared.clone(),
+            lent: true,
+            one_receiver: PhantomData,
+        }
+    }
+
+    /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
+    /// senders get their message back; what is queued is dropped, after unlocking).
+    pub(crate) fn close_for_good(&self) {
+        let (refused, waiter, left) = {
+            let mut st = self.shared.state.lock();
+            let (refused, waiter) = st.close();
+            (refused, waiter, std::mem::take(&mut st.queue))
+        };
+        for s in refused {
+            s.waiter.wake();
+        }
+        drop((waiter, left));
+    }
+
+    /// Closes the mailbox but keeps its queue for the owner to drain (a graceful stop).
+    pub(crate) fn close(&self) {
+        let (refused, waiter) = self.shared.state.lock().close();
+        for s in refused {
+            s.waiter.wake();
+        }
+        // The owner may be parked in `recv` on an empty queue: it must see the close.
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
     /// See [`Mailbox::trap_exits`].
     pub(crate) fn trap_exits(&self) -> channel::Receiver<Down> {
         trap_exits(&self.shared)
@@ -715,6 +767,13 @@ impl<M> UncountedAddr<M> {
 
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
+        if self.lent {
+            // Back to the supervisor: only this incarnation's waiter goes (the next one
+            // records its own).
+            let waiter = self.shared.state.lock().waiter.take();
+            drop(waiter);
+            return;
+        }
         let (refused, waiter, left) = {
             let mut st = self.shared.state.lock();
             let (refused, waiter) = st.close();

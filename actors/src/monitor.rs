@@ -63,7 +63,7 @@ impl Monitor {
     }
 
     /// Watches the actor behind a join handle (the handle keeps its result).
-    pub fn of<R: Send + 'static>(handle: &JoinHandle<R>) -> Monitor {
+    pub fn of<R>(handle: &JoinHandle<R>) -> Monitor {
         let (monitor, hook) = Monitor::new(Some(handle.id()));
         handle.exit_watch().on_exit(hook);
         monitor

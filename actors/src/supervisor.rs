@@ -1,0 +1,375 @@
+//! Supervisors: actors that start children, watch them, and restart them when they end, with
+//! Erlang/OTP's strategies, restart policies and restart intensity.
+//!
+//! # What a supervisor owns
+//!
+//! Each child has one mailbox for the supervisor's whole life. The supervisor keeps an address
+//! of it (so the child does not end just because every outside address went away) and *lends*
+//! the mailbox to each incarnation: an incarnation that ends, however it ends, leaves the
+//! mailbox open with its queue. So the address handed out when the child was added stays valid
+//! across restarts, and messages queued while a child restarts go to the next incarnation; only
+//! the message whose handling panicked is lost (it had been taken out of the queue).
+//!
+//! # The loop
+//!
+//! 1. Start the children in the order they were added, each once the one before runs (a
+//!    handler child, once it is started: its `started` may run later); each incarnation gets
+//!    a monitor.
+//! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
+//! 3. A child ended: if its restart policy asks for a restart (`Permanent` always, `Transient`
+//!    after an abnormal end, `Temporary` never), count the restart against the intensity (at
+//!    most `max_restarts` in any `period`). Past it, stop every child and end abnormally (a
+//!    panic), so that a supervisor above decides. Otherwise restart by the strategy:
+//!    `OneForOne` the child alone; `OneForAll` every child (the others killed in reverse start
+//!    order first, then all started in order); `RestForOne` the child and those started after
+//!    it, likewise.
+//! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
+//!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
+//!    child still running after its shutdown timeout is killed. Then the supervisor ends.
+//!
+//! A child is only restarted once its previous incarnation has ended (the supervisor waits for
+//! its `Down`), so a mailbox never has two receivers.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use threadlet_runtime::{AbortHandle, Handle, JoinHandle, SpawnOptions};
+
+use crate::handler::{self, Actor};
+use crate::mailbox::{self, Addr, Mailbox};
+use crate::monitor::Monitor;
+use crate::select::Select;
+use crate::{Down, ExitReason};
+
+/// Which children a supervisor restarts when one must be restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Only the child that ended.
+    OneForOne,
+    /// Every child: the others are killed (in reverse start order), then all start again.
+    OneForAll,
+    /// The child that ended and every child started after it.
+    RestForOne,
+}
+
+/// When a child is restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Always.
+    Permanent,
+    /// Only after an abnormal end (a panic, a kill).
+    Transient,
+    /// Never.
+    Temporary,
+}
+
+impl Restart {
+    fn wants(self, reason: &ExitReason) -> bool {
+        match self {
+            Restart::Permanent => true,
+            Restart::Transient => !reason.is_normal(),
+            Restart::Temporary => false,
+        }
+    }
+}
+
+/// Starts one incarnation: its kill switch and its monitor.
+type StartFn = Box<dyn FnMut(&Handle, &str) -> io::Result<(AbortHandle, Monitor)> + Send>;
+
+/// One child of a [`Supervisor`]: a factory for its incarnations, and its mailbox.
+pub struct Child {
+    name: String,
+    restart: Restart,
+    shutdown: Duration,
+    start: StartFn,
+    /// Closes the mailbox, keeping the queue (a graceful stop).
+    close: Box<dyn Fn() + Send>,
+    /// Closes the mailbox and drops the queue (the supervisor is done with it).
+    close_for_good: Box<dyn Fn() + Send>,
+}
+
+impl Child {
+    /// A process actor child: every incarnation runs `f` on the child's mailbox. Returns the
+    /// child and its address, valid across restarts.
+    pub fn process<M, F, R>(name: impl Into<String>, f: F) -> (Child, Addr<M>)
+    where
+        M: Send + 'static,
+        F: Fn(Mailbox<M>) -> R + Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        let (addr, first) = mailbox::mailbox::<M>();
+        let lender = first.uncounted();
+        drop(first.into_lent());
+        let f = Arc::new(f);
+        let stable = addr.clone();
+        let start: StartFn = Box::new(move |handle, name| {
+            let mb = lender.lend();
+            let f = f.clone();
+            // Ordered start: the next child starts once this one runs (an OTP child's `init`
+            // returns before the next starts; a process actor has no `init`, so running is
+            // the mark). A child cancelled before it runs drops the sender: no wait either.
+            let (running_tx, running_rx) = crate::channel::bounded::<()>(1);
+            let h = handle.spawn_with(
+                SpawnOptions::new().name(name),
+                crate::run_with_mailbox(mb, move |mb| {
+                    let _ = running_tx.send(());
+                    drop(running_tx);
+                    f(mb)
+                }),
+            )?;
+            stable.attach(&h);
+            let _ = running_rx.recv();
+            Ok(incarnation(&h))
+        });
+        (Child::new(name.into(), start, &addr), addr)
+    }
+
+    /// A handler actor child: every incarnation is `make()` on the child's mailbox.
+    pub fn handler<A, F>(name: impl Into<String>, make: F) -> (Child, Addr<A::Msg>)
+    where
+        A: Actor,
+        F: Fn() -> A + Send + Sync + 'static,
+    {
+        let (addr, first) = mailbox::mailbox::<A::Msg>();
+        let lender = first.uncounted();
+        drop(first.into_lent());
+        let stable = addr.clone();
+        let start: StartFn = Box::new(move |handle, name| {
+            let mb = lender.lend();
+            let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, make())?;
+            Ok(incarnation(&h))
+        });
+        (Child::new(name.into(), start, &addr), addr)
+    }
+
+    /// A supervisor as a child (supervisors nest): each incarnation runs a new supervisor
+    /// from `make`. Its address takes [`SupervisorMsg`].
+    pub fn supervisor<F>(name: impl Into<String>, make: F) -> (Child, Addr<SupervisorMsg>)
+    where
+        F: Fn() -> Supervisor + Send + Sync + 'static,
+    {
+        Child::process(name, move |mb: Mailbox<SupervisorMsg>| make().run(mb))
+    }
+
+    fn new<M: Send + 'static>(name: String, start: StartFn, addr: &Addr<M>) -> Child {
+        let (graceful, for_good) = (addr.uncounted(), addr.uncounted());
+        Child {
+            name,
+            restart: Restart::Permanent,
+            shutdown: Duration::from_secs(5),
+            start,
+            close: Box::new(move || graceful.close()),
+            close_for_good: Box::new(move || for_good.close_for_good()),
+        }
+    }
+
+    /// The restart policy (default `Permanent`).
+    pub fn restart(mut self, restart: Restart) -> Child {
+        self.restart = restart;
+        self
+    }
+
+    /// How long a stop waits for the child to drain its mailbox and end before killing it
+    /// (default 5 s).
+    pub fn shutdown(mut self, timeout: Duration) -> Child {
+        self.shutdown = timeout;
+        self
+    }
+}
+
+fn incarnation<R>(h: &JoinHandle<R>) -> (AbortHandle, Monitor) {
+    (h.abort_handle(), Monitor::of(h))
+}
+
+impl fmt::Debug for Child {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Child")
+            .field("name", &self.name)
+            .field("restart", &self.restart)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a supervisor's mailbox takes.
+#[derive(Debug)]
+pub enum SupervisorMsg {
+    /// Stop every child (reverse start order, each within its shutdown timeout), then end.
+    Stop,
+}
+
+/// Starts children and restarts them as its [`Strategy`] says (see the module docs).
+///
+/// ```
+/// use threadlet::supervisor::{Child, Restart, Strategy, Supervisor, SupervisorMsg};
+/// use threadlet::Mailbox;
+///
+/// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+/// // A worker that panics on bad input; its address survives the restarts.
+/// let (worker, addr) = Child::process("parser", |mb: Mailbox<(String, threadlet::Reply<u32>)>| {
+///     for (text, reply) in &mb {
+///         reply.send(text.parse().expect("a number"));
+///     }
+/// });
+/// let mut sup = Supervisor::new(Strategy::OneForOne);
+/// sup.add(worker.restart(Restart::Permanent));
+/// let (sup_addr, sup_handle) = sup.start(&rt.handle()).unwrap();
+///
+/// assert_eq!(addr.ask(|r| ("12".to_string(), r)), Ok(12));
+/// assert!(addr.ask(|r| ("twelve".to_string(), r)).is_err()); // it panicked...
+/// assert_eq!(addr.ask(|r| ("7".to_string(), r)), Ok(7)); // ...and was restarted
+/// sup_addr.send(SupervisorMsg::Stop).unwrap();
+/// sup_handle.join().unwrap();
+/// ```
+pub struct Supervisor {
+    strategy: Strategy,
+    max_restarts: usize,
+    period: Duration,
+    children: Vec<Child>,
+}
+
+/// One child's current incarnation.
+struct Running {
+    abort: AbortHandle,
+    monitor: Monitor,
+}
+
+enum Event {
+    Msg(Option<SupervisorMsg>),
+    Down(usize, Down),
+}
+
+impl Supervisor {
+    /// A supervisor with no children and Erlang's default intensity (3 restarts in 5 s).
+    pub fn new(strategy: Strategy) -> Supervisor {
+        Supervisor {
+            strategy,
+            max_restarts: 3,
+            period: Duration::from_secs(5),
+            children: Vec::new(),
+        }
+    }
+
+    /// At most `max_restarts` restarts in any `period`; one more ends the supervisor.
+    pub fn intensity(mut self, max_restarts: usize, period: Duration) -> Supervisor {
+        self.max_restarts = max_restarts;
+        self.period = period;
+        self
+    }
+
+    /// Adds a child; children start in the order they are added.
+    pub fn add(&mut self, child: Child) -> &mut Supervisor {
+        self.children.push(child);
+        self
+    }
+
+    /// Starts the supervisor as a process actor through `handle`.
+    pub fn start(self, handle: &Handle) -> io::Result<(Addr<SupervisorMsg>, JoinHandle<()>)> {
+        let (addr, mb) = mailbox::mailbox::<SupervisorMsg>();
+        let h = handle.spawn_with(
+            SpawnOptions::new().name("supervisor"),
+            crate::run_with_mailbox(mb, move |mb| self.run(mb)),
+        )?;
+        addr.attach(&h);
+        Ok((addr, h))
+    }
+
+    /// The supervisor's loop (module docs), on its own mailbox. Ends normally after a stop;
+    /// panics when the restart intensity is exceeded.
+    pub fn run(mut self, mb: Mailbox<SupervisorMsg>) {
+        let handle = Handle::current();
+        let n = self.children.len();
+        let mut running: Vec<Option<Running>> =
+            (0..n).map(|i| self.start_child(&handle, i)).collect();
+        let mut restarts: VecDeque<Instant> = VecDeque::new();
+        loop {
+            let event = {
+                let mut sel = Select::new();
+                sel.recv(&mb, Event::Msg);
+                for (i, r) in running.iter().enumerate() {
+                    if let Some(r) = r {
+                        sel.recv(&r.monitor, move |d| Event::Down(i, d));
+                    }
+                }
+                sel.wait()
+            };
+            let (i, down) = match event {
+                Event::Msg(Some(SupervisorMsg::Stop)) | Event::Msg(None) => {
+                    self.stop_all(&mut running);
+                    return;
+                }
+                Event::Down(i, down) => (i, down),
+            };
+            running[i] = None;
+            if !self.children[i].restart.wants(&down.reason) {
+                continue;
+            }
+            let now = Instant::now();
+            restarts.push_back(now);
+            while restarts
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > self.period)
+            {
+                restarts.pop_front();
+            }
+            if restarts.len() > self.max_restarts {
+                self.stop_all(&mut running);
+                panic!(
+                    "supervisor: more than {} restarts in {:?} (last: {:?} ended: {:?})",
+                    self.max_restarts, self.period, down.name, down.reason
+                );
+            }
+            let again: Vec<usize> = match self.strategy {
+                Strategy::OneForOne => vec![i],
+                Strategy::OneForAll => (0..n).collect(),
+                Strategy::RestForOne => (i..n).collect(),
+            };
+            // The others of the group first, in reverse start order, then all in order.
+            for &j in again.iter().rev() {
+                if let Some(r) = running[j].take() {
+                    r.abort.abort();
+                    r.monitor.recv();
+                }
+            }
+            for j in again {
+                running[j] = self.start_child(&handle, j);
+            }
+        }
+    }
+
+    fn start_child(&mut self, handle: &Handle, i: usize) -> Option<Running> {
+        let child = &mut self.children[i];
+        match (child.start)(handle, &child.name) {
+            Ok((abort, monitor)) => Some(Running { abort, monitor }),
+            // No stack for it (or shutdown): it counts as not running; the supervisor carries
+            // on with the others.
+            Err(_) => None,
+        }
+    }
+
+    /// Stops every child in reverse start order (step 4), then closes their mailboxes.
+    fn stop_all(&mut self, running: &mut [Option<Running>]) {
+        for (i, slot) in running.iter_mut().enumerate().rev() {
+            let child = &self.children[i];
+            if let Some(r) = slot.take() {
+                (child.close)();
+                if r.monitor.recv_timeout(child.shutdown).is_none() {
+                    r.abort.abort();
+                    r.monitor.recv();
+                }
+            }
+            (child.close_for_good)();
+        }
+    }
+}
+
+impl fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("strategy", &self.strategy)
+            .field("children", &self.children)
+            .finish()
+    }
+}

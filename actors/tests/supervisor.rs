@@ -1,0 +1,225 @@
+//! Supervisors: strategies restart exactly the right children in order, policies and
+//! intensity, no queued message lost across restarts, ordered stop, nesting.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::within_watchdog;
+use parking_lot::Mutex;
+use threadlet::supervisor::{Child, Restart, Strategy, Supervisor, SupervisorMsg};
+use threadlet::{Actor, Context, JoinError, Mailbox, Runtime};
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A child that logs its starts and ends, and panics on `0`.
+fn logging_child(name: &'static str, log: &Log) -> (Child, threadlet::Addr<u32>) {
+    let log = log.clone();
+    Child::process(name, move |mb: Mailbox<u32>| {
+        log.lock().push(format!("start {name}"));
+        for n in &mb {
+            if n == 0 {
+                log.lock().push(format!("fail {name}"));
+                panic!("{name} told to fail");
+            }
+        }
+        log.lock().push(format!("stop {name}"));
+    })
+}
+
+fn wait_for(log: &Log, entry: &str, count: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while log.lock().iter().filter(|e| *e == entry).count() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {entry:?} in {:?}",
+            log.lock()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn run_strategy(strategy: Strategy) -> Vec<String> {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log: Log = Arc::default();
+    let (a, _) = logging_child("a", &log);
+    let (b, b_addr) = logging_child("b", &log);
+    let (c, _) = logging_child("c", &log);
+    let mut sup = Supervisor::new(strategy);
+    sup.add(a).add(b).add(c);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "start c", 1);
+    b_addr.send(0).unwrap();
+    wait_for(&log, "start b", 2);
+    std::thread::sleep(Duration::from_millis(20));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("supervisor stop", move || h.join().unwrap());
+    log.lock().clone()
+}
+
+#[test]
+fn one_for_one_restarts_only_the_failed_child() {
+    let log = run_strategy(Strategy::OneForOne);
+    assert_eq!(
+        log,
+        [
+            "start a", "start b", "start c", "fail b", "start b", "stop c", "stop b", "stop a"
+        ]
+    );
+}
+
+#[test]
+fn one_for_all_restarts_every_child_in_order() {
+    let log = run_strategy(Strategy::OneForAll);
+    // a and c are killed (no "stop" line), then all three start again in order.
+    assert_eq!(
+        log,
+        [
+            "start a", "start b", "start c", "fail b", "start a", "start b", "start c", "stop c",
+            "stop b", "stop a"
+        ]
+    );
+}
+
+#[test]
+fn rest_for_one_restarts_the_failed_child_and_those_after_it() {
+    let log = run_strategy(Strategy::RestForOne);
+    assert_eq!(
+        log,
+        [
+            "start a", "start b", "start c", "fail b", "start b", "start c", "stop c", "stop b",
+            "stop a"
+        ]
+    );
+}
+
+#[test]
+fn no_queued_message_is_lost_across_restarts() {
+    const MESSAGES: u64 = 100_000;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let received = Arc::new(AtomicU64::new(0));
+    let sum = Arc::new(AtomicU64::new(0));
+    let (r, s) = (received.clone(), sum.clone());
+    let (child, addr) = Child::process("flaky", move |mb: Mailbox<u64>| {
+        for n in &mb {
+            if n % 1000 == 999 {
+                panic!("every 1,000th message fails");
+            }
+            r.fetch_add(1, Ordering::Relaxed);
+            s.fetch_add(n, Ordering::Relaxed);
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(1_000, Duration::from_secs(60));
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let sender = std::thread::spawn(move || {
+        for n in 0..MESSAGES {
+            addr.send(n).unwrap(); // the address stays valid across the restarts
+        }
+    });
+    sender.join().unwrap();
+    let failing = MESSAGES / 1000;
+    let want_sum: u64 = (0..MESSAGES).filter(|n| n % 1000 != 999).sum();
+    within_watchdog("flaky child", move || {
+        while received.load(Ordering::Relaxed) < MESSAGES - failing {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(received.load(Ordering::Relaxed), MESSAGES - failing);
+        assert_eq!(sum.load(Ordering::Relaxed), want_sum);
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        h.join().unwrap();
+    });
+}
+
+#[test]
+fn past_its_intensity_a_supervisor_gives_up_and_fails() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let s = starts.clone();
+    let (child, _addr) = Child::process("crasher", move |_mb: Mailbox<()>| {
+        s.fetch_add(1, Ordering::SeqCst);
+        panic!("always fails");
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(3, Duration::from_secs(60));
+    sup.add(child);
+    let (_sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let r = within_watchdog("intensity", move || h.join());
+    assert!(matches!(r, Err(JoinError::Panicked(_))));
+    assert_eq!(starts.load(Ordering::SeqCst), 4); // the first start and three restarts
+}
+
+#[test]
+fn transient_and_temporary_children_are_restarted_only_as_their_policy_says() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log: Log = Arc::default();
+    let (t, t_addr) = logging_child("transient", &log);
+    let (tmp, tmp_addr) = logging_child("temporary", &log);
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(t.restart(Restart::Transient))
+        .add(tmp.restart(Restart::Temporary));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "start temporary", 1);
+    tmp_addr.send(0).unwrap(); // fails: never restarted
+    t_addr.send(0).unwrap(); // fails: restarted
+    wait_for(&log, "start transient", 2);
+    std::thread::sleep(Duration::from_millis(20));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("policies", move || h.join().unwrap());
+    let log = log.lock().clone();
+    assert_eq!(log.iter().filter(|e| *e == "start temporary").count(), 1);
+    assert_eq!(log.iter().filter(|e| *e == "start transient").count(), 2);
+}
+
+#[test]
+fn a_child_that_ignores_the_stop_is_killed_after_its_shutdown_timeout() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (stubborn, _a) = Child::process("stubborn", |_mb: Mailbox<()>| {
+        threadlet::sleep(Duration::from_secs(3600)); // never reads its mailbox
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(stubborn.shutdown(Duration::from_millis(20)));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop timeout", move || h.join().unwrap());
+}
+
+struct Doubler;
+
+impl Actor for Doubler {
+    type Msg = (u64, threadlet::Reply<u64>);
+    fn handle(&mut self, (n, reply): Self::Msg, _ctx: &mut Context<Self>) {
+        assert!(n != 0, "zero is bad input");
+        reply.send(n * 2);
+    }
+}
+
+#[test]
+fn nested_supervisors_and_handler_children() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let inner_addr = Arc::new(Mutex::new(None));
+    let slot = inner_addr.clone();
+    let (inner, _inner_sup) = Child::supervisor("inner", move || {
+        let (doubler, addr) = Child::handler("doubler", || Doubler);
+        *slot.lock() = Some(addr);
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(doubler);
+        sup
+    });
+    let mut outer = Supervisor::new(Strategy::OneForOne);
+    outer.add(inner);
+    let (outer_addr, h) = outer.start(&rt.handle()).unwrap();
+    let doubler = loop {
+        if let Some(a) = inner_addr.lock().clone() {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(doubler.ask(|r| (21, r)), Ok(42));
+    assert!(doubler.ask(|r| (0, r)).is_err()); // the handler panics, and is restarted
+    assert_eq!(doubler.ask(|r| (5, r)), Ok(10));
+    outer_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("nested stop", move || h.join().unwrap());
+}
