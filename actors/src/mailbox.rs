@@ -718,15 +718,7 @@ impl<M> UncountedAddr<M> {
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
     pub(crate) fn close_for_good(&self) {
-        let (refused, waiter, left) = {
-            let mut st = self.shared.state.lock();
-            let (refused, waiter) = st.close();
-            (refused, waiter, std::mem::take(&mut st.queue))
-        };
-        for s in refused {
-            s.waiter.wake();
-        }
-        drop((waiter, left));
+        close_and_drop_queue(&self.shared);
     }
 
     /// Closes the mailbox but keeps its queue for the owner to drain (a graceful stop).
@@ -774,17 +766,23 @@ impl<M> Drop for Mailbox<M> {
             drop(waiter);
             return;
         }
-        let (refused, waiter, left) = {
-            let mut st = self.shared.state.lock();
-            let (refused, waiter) = st.close();
-            (refused, waiter, std::mem::take(&mut st.queue))
-        };
-        for s in refused {
-            s.waiter.wake();
-        }
-        // Dropped outside the lock: a message's destructor may send to this mailbox again.
-        drop((waiter, left));
+        close_and_drop_queue(&self.shared);
     }
+}
+
+/// The end of a mailbox (its actor's, or its supervisor's): closed, waiting senders handed
+/// their messages back, and the queue dropped.
+fn close_and_drop_queue<M>(shared: &Shared<M>) {
+    let (refused, waiter, left) = {
+        let mut st = shared.state.lock();
+        let (refused, waiter) = st.close();
+        (refused, waiter, std::mem::take(&mut st.queue))
+    };
+    for s in refused {
+        s.waiter.wake();
+    }
+    // Dropped outside the lock: a message's destructor may send to this mailbox again.
+    drop((waiter, left));
 }
 
 /// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.

@@ -798,15 +798,7 @@ impl WorkerLoop<'_> {
                     if let Body::Running(c) = std::mem::replace(body, Body::Done) {
                         std::mem::forget(c);
                     }
-                    if actor.migratable {
-                        self.shared().unregister_migratable(actor);
-                    } else if actor.home().is_some() {
-                        self.unregister_local(actor);
-                    }
-                    if actor.is_handler() {
-                        self.shared().unregister_handler(actor);
-                    }
-                    actor.end();
+                    self.retire(actor);
                 }
             }
             Body::Done => {}
@@ -1032,6 +1024,11 @@ impl WorkerLoop<'_> {
             unreachable!("finish() on an actor with no coroutine");
         };
         self.recycle(coroutine.into_stack());
+        self.retire(actor);
+    }
+
+    /// A started actor whose coroutine is gone leaves its registries and ends.
+    fn retire(&self, actor: &ActorRef) {
         if actor.migratable {
             self.shared().unregister_migratable(actor);
         } else if actor.home().is_some() {
