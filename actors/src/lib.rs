@@ -50,12 +50,33 @@ pub use handler::{Actor, BATCH, Context, start};
 pub use join_set::JoinSet;
 pub use mailbox::{Addr, AskError, Iter, Mailbox, Reply};
 pub use monitor::Monitor;
+
+/// Watches the actor with this id on the calling actor's runtime (Erlang's `monitor(process,
+/// Pid)`): the [`Monitor`] yields its [`Down`] when it ends; for an id with no live actor there
+/// (or outside any runtime: use [`Monitor::of_id`]) the `Down` comes at once with
+/// [`ExitReason::NoProc`].
+///
+/// ```
+/// use threadlet::{ExitReason, Mailbox, RuntimeExt};
+///
+/// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+/// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+/// let id = h.id();
+/// let m = rt.block_on(move || threadlet::monitor(id));
+/// addr.send(1).unwrap();
+/// assert_eq!(m.recv().reason, ExitReason::Normal);
+/// h.join().unwrap();
+/// assert_eq!(threadlet::Monitor::of_id(&rt.handle(), id).recv().reason, ExitReason::NoProc);
+/// ```
+pub fn monitor(id: ActorId) -> Monitor {
+    Monitor::of_watch(threadlet_runtime::exit_watch(id), id)
+}
 pub use names::{NameTaken, register, unregister, whereis};
 pub use threadlet_runtime::{
     AbortHandle, ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down,
     ExitReason, ExitWatch, Handle, JoinError, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,
     MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot,
-    checkpoint, current, current_name, preemptions, sleep, sleep_until, spawn, worker_index,
+    checkpoint, current, current_name, kill, preemptions, sleep, sleep_until, spawn, worker_index,
     yield_now,
 };
 pub use timers::TimerHandle;

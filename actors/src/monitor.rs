@@ -69,6 +69,25 @@ impl Monitor {
         monitor
     }
 
+    /// Watches the live actor with this id on `handle`'s runtime; for an id with no live
+    /// actor the `Down` comes at once with [`ExitReason::NoProc`].
+    pub fn of_id(handle: &threadlet_runtime::Handle, id: ActorId) -> Monitor {
+        Monitor::of_watch(handle.exit_watch(id), id)
+    }
+
+    pub(crate) fn of_watch(watch: Option<threadlet_runtime::ExitWatch>, id: ActorId) -> Monitor {
+        let (monitor, hook) = Monitor::new(Some(id));
+        match watch {
+            Some(w) => w.on_exit(hook),
+            None => hook(&Down {
+                id,
+                name: None,
+                reason: ExitReason::NoProc,
+            }),
+        }
+        monitor
+    }
+
     /// Waits for the actor to end.
     pub fn recv(&self) -> Down {
         if let Some(d) = self.got.get() {

@@ -269,3 +269,42 @@ fn a_kill_of_a_named_actor_built_with_options_works_the_same() {
     assert!(matches!(h.join(), Err(JoinError::Killed)));
     assert!(kill.is_finished());
 }
+
+struct Idle;
+
+impl Actor for Idle {
+    type Msg = ();
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {}
+}
+
+#[test]
+fn kill_and_monitor_by_bare_id_reach_every_kind_of_actor() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let handle = rt.handle();
+    let (_handler, hh) = rt.start(Idle);
+    let (_process, hp) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+    let plain = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+    let ids = [hh.id(), hp.id(), plain.id()];
+    // From inside an actor: the free functions, on the current runtime.
+    let reasons = rt.block_on(move || {
+        ids.map(|id| {
+            let m = threadlet::monitor(id);
+            assert!(threadlet::kill(id));
+            m.recv().reason
+        })
+    });
+    assert!(reasons.iter().all(|r| *r == threadlet::ExitReason::Killed));
+    assert!(matches!(hh.join(), Err(JoinError::Killed)));
+    assert!(matches!(hp.join(), Err(JoinError::Killed)));
+    assert!(matches!(plain.join(), Err(JoinError::Killed)));
+    // Ended: no longer in the table. From a plain thread: through the handle.
+    for id in ids {
+        assert!(!handle.kill(id));
+        assert_eq!(
+            threadlet::Monitor::of_id(&handle, id).recv().reason,
+            threadlet::ExitReason::NoProc
+        );
+    }
+    // Outside any runtime the free functions find nothing.
+    assert!(!threadlet::kill(ids[0]));
+}

@@ -509,6 +509,7 @@ impl ActorCell {
         // stack) leaves that worker's count here.
         self.unplace();
         self.state.complete();
+        self.shared.live.remove(self.id);
         if self.name.is_some() {
             self.shared.names.remove(self.id);
         }

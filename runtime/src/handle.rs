@@ -165,6 +165,17 @@ impl Handle {
         Err(refused.0)
     }
 
+    /// Kills the live actor with this id on this runtime (see
+    /// [`JoinHandle::abort`](crate::JoinHandle::abort)); `false` if there is none.
+    pub fn kill(&self, id: ActorId) -> bool {
+        self.shared.live.kill(id)
+    }
+
+    /// The exit watch of the live actor with this id on this runtime, if there is one.
+    pub fn exit_watch(&self, id: ActorId) -> Option<crate::ExitWatch> {
+        self.shared.live.exit_watch(id)
+    }
+
     /// Whether both handles name the same runtime.
     ///
     /// ```

@@ -153,6 +153,7 @@ where
     let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
     let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
     handle.set_actor(entry.actor());
+    shared.live.insert(id, handle.live_entry());
     shared.register_handler(entry.actor().clone());
     shared.spawn_cell(entry);
     Ok(handle)

@@ -166,6 +166,18 @@ struct Packet<R> {
     name: Option<Arc<str>>,
 }
 
+/// A join packet without its result type, for the table of live actors (`live.rs`), which
+/// holds it weakly.
+pub(crate) trait ExitSource: Send + Sync {
+    fn exit_watch(&self) -> ExitWatch;
+}
+
+impl<R: Send> ExitSource for Packet<R> {
+    fn exit_watch(&self) -> ExitWatch {
+        ExitWatch(self.exit())
+    }
+}
+
 /// The packet's link to its watchers.
 enum ExitLink {
     /// Nobody watches, and the actor has not ended.
@@ -235,6 +247,9 @@ pub enum ExitReason {
     Cancelled,
     /// It could not start (no stack could be had); the error.
     NoStart(String),
+    /// A monitor asked for by id found no live actor with it (`threadlet::monitor(id)`): it
+    /// had ended already, or never existed on that runtime (Erlang's `noproc`).
+    NoProc,
 }
 
 impl ExitReason {
@@ -616,6 +631,18 @@ impl<R> JoinHandle<R> {
     /// ```
     pub fn exit_watch(&self) -> ExitWatch {
         ExitWatch(self.packet.exit())
+    }
+
+    /// The table entry of the actor (`live.rs`): weak references to it and to this packet.
+    pub(crate) fn live_entry(&self) -> crate::live::LiveEntry
+    where
+        R: Send + 'static,
+    {
+        let exit: Weak<dyn ExitSource> = Arc::downgrade(&self.packet) as Weak<dyn ExitSource>;
+        crate::live::LiveEntry {
+            actor: self.actor.clone(),
+            exit,
+        }
     }
 
     /// Gives the handle the actor it waits for (spawning code, once the actor exists).

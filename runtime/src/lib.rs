@@ -51,6 +51,7 @@ mod handler;
 mod home;
 mod idle;
 mod join;
+mod live;
 mod monitor;
 mod runtime;
 mod safepoint;
@@ -69,6 +70,7 @@ pub use context::{
 pub use handle::Handle;
 pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
 pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinHandle};
+pub use live::{exit_watch, kill};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
 pub use runtime::{
     BuildError, Builder, DEFAULT_TIME_SLICE, MAX_WORKERS, Runtime, Scheduler, spawn, spawn_with,

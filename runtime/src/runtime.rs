@@ -464,6 +464,7 @@ impl Builder {
             sweep: Mutex::new(()),
             handlers: Mutex::new(Vec::new()),
             spawn_gate: RwLock::new(true),
+            live: crate::live::LiveTable::new(),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -525,6 +526,8 @@ pub(crate) struct Shared {
     handlers: Mutex<Vec<ActorRef>>,
     /// Whether spawns through a [`Handle`](crate::Handle) are still accepted (see `handle.rs`).
     pub(crate) spawn_gate: RwLock<bool>,
+    /// Live actors by id (`live.rs`).
+    pub(crate) live: crate::live::LiveTable,
 }
 
 /// Settings fixed when the runtime is built.
@@ -1147,6 +1150,7 @@ where
     let (start, mut handle) = join::entry(id, opts.name.as_deref().map(Arc::from), f);
     let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
     handle.set_actor(entry.actor());
+    shared.live.insert(id, handle.live_entry());
     shared.spawn_cell(entry);
     handle
 }

@@ -1,0 +1,116 @@
+//! The table of live actors by id, for `kill(id)` and `monitor(id)`: Erlang's process table,
+//! without which a bare id leads nowhere.
+//!
+//! Every actor enters its runtime's table when it is spawned or started and leaves it in
+//! `ActorCell::end`, which runs exactly once per actor, however it ends. An entry holds only
+//! weak references (the actor's cell, and its join packet for monitors), so the table keeps
+//! neither an ended actor nor its result alive, and dropping an entry runs no user code.
+//!
+//! Cost: one insert and one remove per actor under one of `SHARDS` locks, with a multiplicative
+//! hash of the id (ids are consecutive numbers) and no allocation but the table's own growth.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::actor::{ActorCell, ActorId};
+use crate::join::{ExitSource, ExitWatch};
+
+/// Shards: enough that workers spawning at once seldom take the same lock.
+const SHARDS: usize = 64;
+
+/// Fibonacci hashing of an id: one multiplication spreads consecutive ids over the table.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only ids are hashed here, and they hash as one u64 (`write_u64`); fold anything else.
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// What the table knows of one live actor.
+pub(crate) struct LiveEntry {
+    pub(crate) actor: Weak<ActorCell>,
+    pub(crate) exit: Weak<dyn ExitSource>,
+}
+
+type Shard = Mutex<HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>>;
+
+pub(crate) struct LiveTable {
+    shards: Box<[Shard]>,
+}
+
+impl LiveTable {
+    pub(crate) fn new() -> LiveTable {
+        LiveTable {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    fn shard(&self, id: ActorId) -> &Shard {
+        &self.shards[(id.as_u64() as usize) % SHARDS]
+    }
+
+    pub(crate) fn insert(&self, id: ActorId, entry: LiveEntry) {
+        let old = self.shard(id).lock().insert(id, entry);
+        drop(old);
+    }
+
+    pub(crate) fn remove(&self, id: ActorId) {
+        let gone = self.shard(id).lock().remove(&id);
+        // Weak references only: nothing of the user's is dropped here.
+        drop(gone);
+    }
+
+    /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none.
+    pub(crate) fn kill(&self, id: ActorId) -> bool {
+        let actor = self.shard(id).lock().get(&id).map(|e| e.actor.clone());
+        actor
+            .and_then(|a| a.upgrade())
+            .is_some_and(|a: Arc<ActorCell>| a.kill())
+    }
+
+    /// The exit watch of the live actor `id`, if there is one.
+    pub(crate) fn exit_watch(&self, id: ActorId) -> Option<ExitWatch> {
+        let exit = self.shard(id).lock().get(&id).map(|e| e.exit.clone());
+        exit.and_then(|e| e.upgrade()).map(|p| p.exit_watch())
+    }
+}
+
+/// Kills the actor with this id on the calling actor's runtime (see
+/// [`JoinHandle::abort`](crate::JoinHandle::abort)); `false` if no live actor there has that id,
+/// or outside any runtime (use [`Handle::kill`](crate::Handle::kill) there).
+///
+/// ```
+/// use threadlet_runtime::Runtime;
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let sleeper = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+/// let id = sleeper.id();
+/// assert!(rt.block_on(move || threadlet_runtime::kill(id)));
+/// assert!(sleeper.join().unwrap_err().is_killed());
+/// assert!(!rt.handle().kill(id)); // ended: no longer in the table
+/// ```
+pub fn kill(id: ActorId) -> bool {
+    crate::context::current_shared().is_some_and(|s| s.live.kill(id))
+}
+
+/// The exit watch of the actor with this id on the calling actor's runtime, if it is live
+/// (`None` outside any runtime: use [`Handle::exit_watch`](crate::Handle::exit_watch) there).
+pub fn exit_watch(id: ActorId) -> Option<ExitWatch> {
+    crate::context::current_shared().and_then(|s| s.live.exit_watch(id))
+}
