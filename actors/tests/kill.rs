@@ -300,10 +300,12 @@ fn kill_and_monitor_by_bare_id_reach_every_kind_of_actor() {
     // Ended: no longer in the table. From a plain thread: through the handle.
     for id in ids {
         assert!(!handle.kill(id));
-        assert_eq!(
-            threadlet::Monitor::of_id(&handle, id).recv().reason,
-            threadlet::ExitReason::NoProc
-        );
+        // The real reason while the worker still tidies up after the actor, then `NoProc`.
+        let late = threadlet::Monitor::of_id(&handle, id).recv().reason;
+        assert!(matches!(
+            late,
+            threadlet::ExitReason::Killed | threadlet::ExitReason::NoProc
+        ));
     }
     // Outside any runtime the free functions find nothing.
     assert!(!threadlet::kill(ids[0]));

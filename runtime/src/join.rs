@@ -170,11 +170,17 @@ struct Packet<R> {
 /// holds it weakly.
 pub(crate) trait ExitSource: Send + Sync {
     fn exit_watch(&self) -> ExitWatch;
+    /// Whether the result (or why there is none) is recorded.
+    fn is_ended(&self) -> bool;
 }
 
 impl<R: Send> ExitSource for Packet<R> {
     fn exit_watch(&self) -> ExitWatch {
         ExitWatch(self.exit())
+    }
+
+    fn is_ended(&self) -> bool {
+        !matches!(*self.slot.lock(), Slot::Pending(_))
     }
 }
 
@@ -604,7 +610,8 @@ impl<R> JoinHandle<R> {
     /// assert!(dropped.load(Ordering::SeqCst)); // its stack was unwound
     /// ```
     pub fn abort(&self) -> bool {
-        self.abort_handle().abort()
+        // The slot first: it is filled a moment before the exit hooks record the end.
+        !self.is_finished() && self.abort_handle().abort()
     }
 
     /// A handle that can kill the actor ([`abort`](JoinHandle::abort)) without being able to

@@ -76,12 +76,21 @@ impl LiveTable {
         drop(gone);
     }
 
-    /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none.
+    /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none, or if its end
+    /// is recorded already (its worker may still be tidying up after it).
     pub(crate) fn kill(&self, id: ActorId) -> bool {
-        let actor = self.shard(id).lock().get(&id).map(|e| e.actor.clone());
-        actor
-            .and_then(|a| a.upgrade())
-            .is_some_and(|a: Arc<ActorCell>| a.kill())
+        let entry = self
+            .shard(id)
+            .lock()
+            .get(&id)
+            .map(|e| (e.actor.clone(), e.exit.clone()));
+        let Some((actor, exit)) = entry else {
+            return false;
+        };
+        if exit.upgrade().is_none_or(|p| p.is_ended()) {
+            return false;
+        }
+        actor.upgrade().is_some_and(|a: Arc<ActorCell>| a.kill())
     }
 
     /// The exit watch of the live actor `id`, if there is one.
