@@ -176,6 +176,9 @@ struct Program<A: Actor> {
     ctx: Context<A>,
     completion: Option<Completion<A>>,
     started: bool,
+    /// Told once `started` has returned (or panicked): a supervisor starting its children in
+    /// order waits for it (`supervisor.rs`).
+    on_started: Option<crate::channel::Sender<()>>,
 }
 
 impl<A: Actor> Program<A> {
@@ -187,7 +190,12 @@ impl<A: Actor> Program<A> {
             .expect("a stopped actor is never activated");
         if !self.started {
             self.started = true;
+            // Dropped on every way out of `started`, a panic included: the waiter goes on.
+            let told = self.on_started.take();
             actor.started(&mut self.ctx);
+            if let Some(tx) = told {
+                let _ = tx.try_send(());
+            }
             if self.ctx.stopping {
                 return Step::Stop;
             }
@@ -255,18 +263,20 @@ fn start_with<A: Actor>(
         Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
     ) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_in(actor, mailbox::mailbox_with(capacity), start)
+    start_in(actor, mailbox::mailbox_with(capacity), None, start)
 }
 
-/// Starts an incarnation of a supervised handler actor on its lent mailbox (`supervisor.rs`).
+/// Starts an incarnation of a supervised handler actor on its lent mailbox (`supervisor.rs`);
+/// `on_started` is told once its `started` has returned.
 pub(crate) fn start_lent<A: Actor>(
     handle: &threadlet_runtime::Handle,
     name: &str,
     addr: Addr<A::Msg>,
     mailbox: Mailbox<A::Msg>,
     actor: A,
+    on_started: crate::channel::Sender<()>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_in(actor, (addr, mailbox), |make| {
+    start_in(actor, (addr, mailbox), Some(on_started), |make| {
         handle.start_handler(SpawnOptions::new().name(name), make)
     })
 }
@@ -275,6 +285,7 @@ pub(crate) fn start_lent<A: Actor>(
 fn start_in<A: Actor>(
     actor: A,
     (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
+    on_started: Option<crate::channel::Sender<()>>,
     start: impl FnOnce(
         Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
     ) -> io::Result<JoinHandle<A>>,
@@ -291,6 +302,7 @@ fn start_in<A: Actor>(
             mailbox,
             completion: Some(completion),
             started: false,
+            on_started,
         }
     }))?;
     addr.attach(&handle);

@@ -13,8 +13,8 @@
 //! # The loop
 //!
 //! 1. Start the children in the order they were added, each once the one before runs (a
-//!    handler child, once it is started: its `started` may run later); each incarnation gets
-//!    a monitor.
+//!    handler child: once its `started` has returned, OTP's `init`); each incarnation gets a
+//!    monitor.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
 //! 3. A child ended: if its restart policy asks for a restart (`Permanent` always, `Transient`
 //!    after an abnormal end, `Temporary` never), count the restart against the intensity (at
@@ -139,7 +139,11 @@ impl Child {
         let stable = addr.clone();
         let start: StartFn = Box::new(move |handle, name| {
             let mb = lender.lend();
-            let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, make())?;
+            // Ordered start: the next child starts once this one's `started` has returned (or
+            // the actor ended without running it, dropping the sender).
+            let (started_tx, started_rx) = crate::channel::bounded::<()>(1);
+            let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, make(), started_tx)?;
+            let _ = started_rx.recv();
             Ok(incarnation(&h))
         });
         (Child::new(name.into(), start, &addr), addr)

@@ -223,3 +223,39 @@ fn nested_supervisors_and_handler_children() {
     outer_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("nested stop", move || h.join().unwrap());
 }
+
+struct Logged {
+    name: &'static str,
+    log: Log,
+}
+
+impl Actor for Logged {
+    type Msg = ();
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        self.log.lock().push(format!("started {}", self.name));
+    }
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {}
+}
+
+#[test]
+fn handler_children_start_in_order_each_after_the_one_before_has_started() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log: Log = Arc::default();
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    for name in ["a", "b", "c", "d"] {
+        let log = log.clone();
+        let (child, _addr) = Child::handler(name, move || Logged {
+            name,
+            log: log.clone(),
+        });
+        sup.add(child);
+    }
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "started d", 1);
+    assert_eq!(
+        *log.lock(),
+        ["started a", "started b", "started c", "started d"]
+    );
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("handler children stop", move || h.join().unwrap());
+}
