@@ -114,22 +114,6 @@ where
     }
 }
 
-/// A new mailbox for `f`, spawned by `spawn`, with the address linked to the actor.
-fn with_mailbox<M, F, R>(
-    f: F,
-    spawn: impl FnOnce(Box<dyn FnOnce() -> R + Send>) -> JoinHandle<R>,
-) -> (Addr<M>, JoinHandle<R>)
-where
-    M: Send + 'static,
-    F: FnOnce(Mailbox<M>) -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let (addr, mb) = mailbox::mailbox();
-    let h = spawn(Box::new(run_with_mailbox(mb, f)));
-    addr.attach(&h);
-    (addr, h)
-}
-
 /// Spawns an actor with a mailbox on the current runtime (from inside an actor). Returns the
 /// mailbox's address and the actor's join handle.
 ///
@@ -242,7 +226,12 @@ impl RuntimeExt for Handle {
         F: FnOnce(Mailbox<M>) -> R + Send + 'static,
         R: Send + 'static,
     {
-        with_mailbox(f, |entry| self.spawn(entry))
+        // (Not through a shared helper taking the spawn as a closure: that would box the
+        // entry, one allocation per spawn on top of the runtime's own.)
+        let (addr, mb) = mailbox::mailbox();
+        let h = self.spawn(run_with_mailbox(mb, f));
+        addr.attach(&h);
+        (addr, h)
     }
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
@@ -258,7 +247,12 @@ impl RuntimeExt for Runtime {
         F: FnOnce(Mailbox<M>) -> R + Send + 'static,
         R: Send + 'static,
     {
-        with_mailbox(f, |entry| self.spawn(entry))
+        // (Not through a shared helper taking the spawn as a closure: that would box the
+        // entry, one allocation per spawn on top of the runtime's own.)
+        let (addr, mb) = mailbox::mailbox();
+        let h = self.spawn(run_with_mailbox(mb, f));
+        addr.attach(&h);
+        (addr, h)
     }
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
