@@ -93,20 +93,15 @@ impl Handle {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        // Step 1 in the module docs: the gate stays open until the push is done.
-        let open = self.shared.spawn_gate.read();
-        if !*open {
-            drop(open);
-            // Never started: dropping the entry drops `f` and reports `Cancelled`.
-            let (start, handle) = join::entry(ActorId::next(), None, f);
-            drop(start);
-            return handle;
-        }
-        let opts = SpawnOptions::default();
-        match prepare_stack(&self.shared, &opts) {
-            Ok((stack, reserved)) => spawn_prepared(&self.shared, opts, f, stack, reserved),
-            Err(e) => {
-                drop(open);
+        match self.try_spawn(SpawnOptions::default(), f) {
+            Ok(handle) => handle,
+            Err(Refused::ShutDown(f)) => {
+                // Never started: dropping the entry drops `f` and reports `Cancelled`.
+                let (start, handle) = join::entry(ActorId::next(), None, f);
+                drop(start);
+                handle
+            }
+            Err(Refused::Failed(e, f)) => {
                 drop(f);
                 panic!("threadlet: cannot spawn: {e}")
             }
@@ -121,21 +116,8 @@ impl Handle {
         R: Send + 'static,
     {
         check_options(&opts)?;
-        let open = self.shared.spawn_gate.read();
-        if !*open {
-            drop(open);
-            drop(f);
-            return Err(shut_down());
-        }
-        let (stack, reserved) = match prepare_stack(&self.shared, &opts) {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                drop(open);
-                drop(f);
-                return Err(e);
-            }
-        };
-        Ok(spawn_prepared(&self.shared, opts, f, stack, reserved))
+        // A refused closure drops here, with the gate released.
+        self.try_spawn(opts, f).map_err(Refused::into_error)
     }
 
     /// Starts a handler actor (the runtime's half of `threadlet::RuntimeExt::start` on a
@@ -150,19 +132,40 @@ impl Handle {
         P: Activation,
     {
         check_options(&opts)?;
+        // The program was never made; a refused `make` (which owns the actor's value) drops
+        // here, with the gate released.
+        self.through_gate(make, |make| {
+            crate::handler::try_start_on(&self.shared, opts, make)
+                .map_err(|(e, make)| Refused::Failed(e, make))
+        })
+        .map_err(Refused::into_error)
+    }
+
+    /// A process actor's push through the gate: the stack, then the spawn.
+    fn try_spawn<F, R>(&self, opts: SpawnOptions, f: F) -> Result<JoinHandle<R>, Refused<F>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.through_gate(f, |f| match prepare_stack(&self.shared, &opts) {
+            Ok((stack, reserved)) => Ok(spawn_prepared(&self.shared, opts, f, stack, reserved)),
+            Err(e) => Err(Refused::Failed(e, f)),
+        })
+    }
+
+    /// Runs `push` holding the spawn gate open (step 1 in the module docs), or refuses at
+    /// once if it is closed. What a refusal hands back (the user's closure) is dropped by the
+    /// caller, after this returns and so after the gate is released.
+    fn through_gate<X, T>(
+        &self,
+        x: X,
+        push: impl FnOnce(X) -> Result<T, Refused<X>>,
+    ) -> Result<T, Refused<X>> {
         let open = self.shared.spawn_gate.read();
-        let refused = if *open {
-            match crate::handler::try_start_on(&self.shared, opts, make) {
-                Ok(handle) => return Ok(handle),
-                Err((e, make)) => (e, Some(make)),
-            }
-        } else {
-            (shut_down(), None)
-        };
-        drop(open);
-        // The program was never made; `make` (which owns the actor's value) drops here.
-        drop(refused.1);
-        Err(refused.0)
+        if !*open {
+            return Err(Refused::ShutDown(x));
+        }
+        push(x)
     }
 
     /// Kills the live actor with this id on this runtime (see
@@ -189,8 +192,21 @@ impl Handle {
     }
 }
 
-fn shut_down() -> io::Error {
-    io::Error::other("the runtime has shut down")
+/// Why a spawn through a handle did not happen, with what it would have consumed.
+enum Refused<X> {
+    /// The gate was closed: the runtime has shut down.
+    ShutDown(X),
+    /// No stack could be had, or the runtime is shutting down.
+    Failed(io::Error, X),
+}
+
+impl<X> Refused<X> {
+    fn into_error(self) -> io::Error {
+        match self {
+            Refused::ShutDown(_) => io::Error::other("the runtime has shut down"),
+            Refused::Failed(e, _) => e,
+        }
+    }
 }
 
 impl fmt::Debug for Handle {
