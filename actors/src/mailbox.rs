@@ -462,11 +462,7 @@ impl<M> Mailbox<M> {
     pub fn close(&self) {
         // The one receiver is the caller, which is not parked: only the senders waiting for
         // room (bounded mailboxes) are woken, with their messages handed back.
-        let (refused, waiter) = self.shared.state.lock().close();
-        for s in refused {
-            s.waiter.wake();
-        }
-        drop(waiter);
+        drop(close_shared(&self.shared, false));
     }
 
     /// Traps exits (Erlang's `trap_exit`): from now on, an exit signal from a linked actor
@@ -718,17 +714,13 @@ impl<M> UncountedAddr<M> {
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
     pub(crate) fn close_for_good(&self) {
-        close_and_drop_queue(&self.shared);
+        drop(close_shared(&self.shared, true));
     }
 
     /// Closes the mailbox but keeps its queue for the owner to drain (a graceful stop).
     pub(crate) fn close(&self) {
-        let (refused, waiter) = self.shared.state.lock().close();
-        for s in refused {
-            s.waiter.wake();
-        }
         // The owner may be parked in `recv` on an empty queue: it must see the close.
-        if let Some(w) = waiter {
+        if let Some(w) = close_shared(&self.shared, false) {
             w.wake();
         }
     }
@@ -766,23 +758,30 @@ impl<M> Drop for Mailbox<M> {
             drop(waiter);
             return;
         }
-        close_and_drop_queue(&self.shared);
+        drop(close_shared(&self.shared, true));
     }
 }
 
-/// The end of a mailbox (its actor's, or its supervisor's): closed, waiting senders handed
-/// their messages back, and the queue dropped.
-fn close_and_drop_queue<M>(shared: &Shared<M>) {
+/// Closes a mailbox: waiting senders are handed their messages back; with `drop_queue` (the
+/// mailbox's end: its actor's, or its supervisor's) the queue is dropped too, else it stays
+/// for the owner to drain. Returns the owner's recorded waiter, for the caller to wake or drop.
+fn close_shared<M>(shared: &Shared<M>, drop_queue: bool) -> Option<Waiter> {
     let (refused, waiter, left) = {
         let mut st = shared.state.lock();
         let (refused, waiter) = st.close();
-        (refused, waiter, std::mem::take(&mut st.queue))
+        let left = if drop_queue {
+            std::mem::take(&mut st.queue)
+        } else {
+            VecDeque::new()
+        };
+        (refused, waiter, left)
     };
     for s in refused {
         s.waiter.wake();
     }
     // Dropped outside the lock: a message's destructor may send to this mailbox again.
-    drop((waiter, left));
+    drop(left);
+    waiter
 }
 
 /// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.
