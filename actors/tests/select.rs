@@ -481,7 +481,7 @@ fn waiting_on_an_empty_select_builder_panics_instead_of_hanging() {
 }
 
 #[test]
-fn shutdown_unwinds_an_actor_parked_in_a_select_and_withdraws_its_records() {
+fn shutdown_unwinds_an_actor_parked_in_a_select() {
     let (tx, rx) = channel::unbounded::<u8>();
     let (addr_tx, addr_rx) = channel::bounded(1);
     let rt = Runtime::builder().workers(1).build().unwrap();
