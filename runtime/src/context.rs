@@ -55,12 +55,13 @@ pub(crate) fn running_exit_hooks<R>(f: impl FnOnce() -> R) -> R {
             });
         }
     }
-    with_worker(|ctx| {
-        if let Some(c) = ctx {
+    // Outside a worker (a plain thread ending nothing of a runtime's) there is no depth.
+    let _depth = with_worker(|ctx| {
+        ctx.map(|c| {
             c.exit_hooks.set(c.exit_hooks.get() + 1);
-        }
+            Depth
+        })
     });
-    let _depth = with_worker(|ctx| ctx.map(|_| Depth));
     f()
 }
 
