@@ -150,9 +150,7 @@ impl<R: Send + 'static> Default for JoinSet<R> {
 impl<R: Send + 'static> Drop for JoinSet<R> {
     /// Kills every actor still in the set, as tokio's `JoinSet` aborts its tasks.
     fn drop(&mut self) {
-        for h in self.running.values() {
-            h.abort();
-        }
+        self.abort_all();
     }
 }
 
