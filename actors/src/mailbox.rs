@@ -66,7 +66,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
@@ -93,6 +93,12 @@ struct State<M> {
     /// Senders waiting for room, in arrival order, each slot holding its message (bounded
     /// mailboxes only; see "Bounded mailboxes" above).
     waiting_senders: VecDeque<Arc<Slot<M>>>,
+    /// The number of the latest loan of a supervised child's mailbox (`Mailbox::lend`); 0 for
+    /// a mailbox that was never lent.
+    loan: u32,
+    /// The owning actor, set right after spawning; for a supervised child, its latest
+    /// incarnation.
+    actor: Option<ActorId>,
 }
 
 impl<M> State<M> {
@@ -154,8 +160,6 @@ impl<M> State<M> {
 
 struct Shared<M> {
     state: Mutex<State<M>>,
-    /// The owning actor, set by `spawn_actor` right after spawning.
-    actor: OnceLock<ActorId>,
     /// How monitors made from an address hear of the actor's end (`Addr::monitor`).
     exit: Mutex<ExitLink>,
     /// How `Addr::kill` reaches the actor, once attached.
@@ -236,8 +240,9 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
             closed: false,
             cap,
             waiting_senders: VecDeque::new(),
+            loan: 0,
+            actor: None,
         }),
-        actor: OnceLock::new(),
         exit: Mutex::new(ExitLink::Pending(Vec::new())),
         abort: Mutex::new(AbortLink::Pending { killed: false }),
         trap: Mutex::new(None),
@@ -248,7 +253,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         },
         Mailbox {
             shared,
-            lent: false,
+            loan: 0,
             one_receiver: PhantomData,
         },
     )
@@ -300,9 +305,10 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
 /// ```
 pub struct Mailbox<M> {
     shared: Arc<Shared<M>>,
-    /// Lent by a supervisor to one incarnation of a child (`supervisor.rs`): dropping it
-    /// leaves the mailbox open, with its queue, for the next incarnation.
-    lent: bool,
+    /// 0: the actor's own. Else lent by a supervisor to one incarnation of a child
+    /// (`supervisor.rs`), as loan number `loan`: dropping it leaves the mailbox open, with its
+    /// queue, for the next incarnation.
+    loan: u32,
     /// `Send` but not `Sync`: one receiver.
     one_receiver: PhantomData<std::cell::Cell<()>>,
 }
@@ -599,18 +605,18 @@ pub(crate) enum Poll<M> {
 impl<M> Mailbox<M> {
     /// This mailbox as a lent one, whose drop leaves it open (for a supervisor that made it).
     pub(crate) fn into_lent(mut self) -> Mailbox<M> {
-        self.lent = true;
+        self.loan = next_loan(&self.shared);
         self
     }
 
-    /// Whether a supervisor lent this mailbox (see `lent`).
+    /// Whether a supervisor lent this mailbox (see `loan`).
     pub(crate) fn is_lent(&self) -> bool {
-        self.lent
+        self.loan != 0
     }
 
     /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
     pub(crate) fn set_actor(&self, id: ActorId) {
-        let _ = self.shared.actor.set(id);
+        self.shared.state.lock().actor = Some(id);
     }
 
     /// A handler actor's receive: a message, or the caller published as the waiter. No
@@ -702,11 +708,13 @@ pub(crate) struct UncountedAddr<M> {
 impl<M> UncountedAddr<M> {
     /// The mailbox for the next incarnation of a supervised child: dropping it does not close
     /// the mailbox. The supervisor lends it only once the previous incarnation has ended, so
-    /// there is still one receiver at a time.
+    /// there is one receiving incarnation at a time; but the previous incarnation's `Mailbox`
+    /// may still be dropped after that (a handler actor's program is dropped after its end is
+    /// reported), which is why each loan has a number: see `Drop for Mailbox`.
     pub(crate) fn lend(&self) -> Mailbox<M> {
         Mailbox {
             shared: self.shared.clone(),
-            lent: true,
+            loan: next_loan(&self.shared),
             one_receiver: PhantomData,
         }
     }
@@ -751,15 +759,31 @@ impl<M> UncountedAddr<M> {
 
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
-        if self.lent {
-            // Back to the supervisor: only this incarnation's waiter goes (the next one
-            // records its own).
-            let waiter = self.shared.state.lock().waiter.take();
+        if self.loan != 0 {
+            // Back to the supervisor: this incarnation's waiter goes, unless a later loan is
+            // out already; then the waiter, if any, is the next incarnation's, which must stay
+            // (taking it would lose that incarnation's next wake-up).
+            let waiter = {
+                let mut st = self.shared.state.lock();
+                if st.loan == self.loan {
+                    st.waiter.take()
+                } else {
+                    None
+                }
+            };
             drop(waiter);
             return;
         }
         drop(close_shared(&self.shared, true));
     }
+}
+
+/// Numbers a new loan of a supervised child's mailbox (`UncountedAddr::lend`).
+fn next_loan<M>(shared: &Shared<M>) -> u32 {
+    let mut st = shared.state.lock();
+    // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
+    st.loan = st.loan.wrapping_add(1).max(1);
+    st.loan
 }
 
 /// Closes a mailbox: waiting senders are handed their messages back; with `drop_queue` (the
@@ -854,8 +878,9 @@ impl<M> Drop for Published<'_, M> {
 
 impl<M> fmt::Debug for Mailbox<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let actor = self.shared.state.lock().actor;
         f.debug_struct("Mailbox")
-            .field("actor", &self.shared.actor.get())
+            .field("actor", &actor)
             .field("len", &self.len())
             .field("closed", &self.is_closed())
             .finish()
@@ -1395,11 +1420,11 @@ impl<M> Addr<M> {
     /// assert_eq!(h.join().unwrap(), (Some(id), Some(id))); // every address of it agrees
     /// ```
     pub fn actor_id(&self) -> Option<ActorId> {
-        self.shared.actor.get().copied()
+        self.shared.state.lock().actor
     }
 
     pub(crate) fn set_actor(&self, id: ActorId) {
-        let _ = self.shared.actor.set(id);
+        self.shared.state.lock().actor = Some(id);
     }
 
     /// Links the mailbox to the actor behind `h`: its id, and its end for monitors.
@@ -1448,7 +1473,7 @@ impl<M> Addr<M> {
     /// assert_eq!(addr.monitor().recv(), down); // an ended actor: at once
     /// ```
     pub fn monitor(&self) -> Monitor {
-        let (monitor, hook) = Monitor::new(self.shared.actor.get().copied());
+        let (monitor, hook) = Monitor::new(self.shared.state.lock().actor);
         self.on_exit(hook);
         monitor
     }
@@ -1590,8 +1615,7 @@ impl<M> Drop for Addr<M> {
 
 impl<M> fmt::Debug for Addr<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Addr")
-            .field("actor", &self.shared.actor.get())
-            .finish()
+        let actor = self.shared.state.lock().actor;
+        f.debug_struct("Addr").field("actor", &actor).finish()
     }
 }

@@ -259,3 +259,72 @@ fn handler_children_start_in_order_each_after_the_one_before_has_started() {
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("handler children stop", move || h.join().unwrap());
 }
+
+/// An incarnation's `Mailbox` may be dropped after the next incarnation has started (a handler
+/// actor's program is dropped after its end is reported; a process child may hand its mailbox
+/// away). That late drop must leave the next incarnation's record as the mailbox's waiter, or
+/// the next message never wakes it: the hang this test once caught in the nested-supervisor
+/// stop.
+#[test]
+fn a_late_drop_of_an_old_incarnations_mailbox_does_not_take_the_new_ones_wake_up() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (old_tx, old_rx) = std::sync::mpsc::channel::<Mailbox<u32>>();
+    let (got_tx, got_rx) = std::sync::mpsc::channel::<&'static str>();
+    let (old_tx, got_tx) = (Mutex::new(old_tx), Mutex::new(got_tx));
+    let incarnations = AtomicU64::new(0);
+    let (child, addr) = Child::process("late", move |mb: Mailbox<u32>| {
+        if incarnations.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Ends normally with its mailbox still alive elsewhere: restarted (permanent).
+            old_tx.lock().send(mb).unwrap();
+            return;
+        }
+        got_tx.lock().send("second incarnation runs").unwrap();
+        while let Some(n) = mb.recv() {
+            assert_eq!(n, 7);
+            got_tx.lock().send("woken with the message").unwrap();
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let old = old_rx.recv().unwrap();
+    assert_eq!(got_rx.recv().unwrap(), "second incarnation runs");
+    // Give the second incarnation time to park in `recv` (the case that lost the wake-up);
+    // the test checks behaviour either way.
+    std::thread::sleep(Duration::from_millis(20));
+    drop(old);
+    addr.send(7).unwrap();
+    let got = within_watchdog("wake after a late drop", move || got_rx.recv().unwrap());
+    assert_eq!(got, "woken with the message");
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
+
+#[test]
+fn a_supervised_address_names_the_latest_incarnation() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (ids_tx, ids_rx) = std::sync::mpsc::channel();
+    let ids_tx = Mutex::new(ids_tx);
+    let (child, addr) = Child::process("renamed", move |mb: Mailbox<u32>| {
+        ids_tx.lock().send(threadlet::current().unwrap()).unwrap();
+        if mb.recv() == Some(0) {
+            panic!("restart me");
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let first = ids_rx.recv().unwrap();
+    assert_eq!(addr.actor_id(), Some(first));
+    addr.send(0).unwrap();
+    let second = ids_rx.recv().unwrap();
+    assert_ne!(first, second);
+    // The supervisor attaches the address to the new incarnation right after spawning it.
+    within_watchdog("address follows the restart", move || {
+        while addr.actor_id() != Some(second) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
