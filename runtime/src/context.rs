@@ -530,6 +530,17 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_worker(|ctx| ctx.map(|c| c.shared.clone()))
 }
 
+/// The I/O poller of the calling worker's runtime (started now if need be); `None` on a plain
+/// thread, which blocks in `poll(2)` instead (`io.rs`).
+pub(crate) fn current_io() -> Option<io::Result<Arc<crate::io::Driver>>> {
+    with_worker(|ctx| ctx.map(|c| c.shared.io.get()))
+}
+
+/// The blocking pool of the calling worker's runtime; `None` on a plain thread.
+pub(crate) fn current_blocking_pool() -> Option<Arc<crate::blocking::BlockingPool>> {
+    with_worker(|ctx| ctx.map(|c| c.shared.blocking.clone()))
+}
+
 /// The runtime of the calling worker, for the free functions that act on "the current runtime"
 /// (`threadlet::spawn`, `threadlet::start`); outside one, an error naming `api` and the
 /// `Runtime` method of the same name to use instead.

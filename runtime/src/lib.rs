@@ -43,6 +43,7 @@
 
 mod actor;
 mod baseline;
+mod blocking;
 mod context;
 mod fault;
 mod guard;
@@ -50,9 +51,11 @@ mod handle;
 mod handler;
 mod home;
 mod idle;
+mod io;
 mod join;
 mod live;
 mod monitor;
+pub mod net;
 mod runtime;
 mod safepoint;
 mod stack;
@@ -63,6 +66,7 @@ mod wake;
 mod worker;
 
 pub use actor::{ActorId, SpawnOptions};
+pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_BLOCKING_THREADS, blocking};
 pub use context::{
     Cancelled, Waiter, call_at, current, current_name, park, park_until, preemptions, sleep,
     sleep_until, worker_index, yield_now,

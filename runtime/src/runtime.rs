@@ -35,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOptions};
 use crate::baseline::Policy;
+use crate::blocking::BlockingPool;
 use crate::context;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
@@ -128,6 +129,8 @@ pub enum BuildError {
         /// The page size it must be a multiple of.
         page_size: usize,
     },
+    /// `blocking_threads(0)`: the blocking pool needs at least one thread.
+    ZeroBlockingThreads,
     /// The operating system refused a thread, or the machine is not supported (pages other
     /// than 4 KiB).
     Io(io::Error),
@@ -137,6 +140,9 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::ZeroWorkers => f.write_str("a runtime needs at least one worker"),
+            BuildError::ZeroBlockingThreads => {
+                f.write_str("the blocking pool needs at least one thread")
+            }
             BuildError::TooManyWorkers { requested, maximum } => write!(
                 f,
                 "{requested} workers asked for; a runtime has at most {maximum} (one per core \
@@ -221,6 +227,8 @@ pub struct Builder {
     time_slice: Option<Duration>,
     preempt_ticks: Option<u32>,
     long_run_hook: LongRunHook,
+    blocking_threads: usize,
+    blocking_keep_alive: Duration,
 }
 
 impl Default for Builder {
@@ -232,6 +240,8 @@ impl Default for Builder {
             time_slice: Some(DEFAULT_TIME_SLICE),
             preempt_ticks: None,
             long_run_hook: default_long_run_hook(),
+            blocking_threads: crate::blocking::DEFAULT_BLOCKING_THREADS,
+            blocking_keep_alive: crate::blocking::DEFAULT_BLOCKING_KEEP_ALIVE,
         }
     }
 }
@@ -244,6 +254,8 @@ impl fmt::Debug for Builder {
             .field("scheduler", &self.scheduler)
             .field("time_slice", &self.time_slice)
             .field("preempt_ticks", &self.preempt_ticks)
+            .field("blocking_threads", &self.blocking_threads)
+            .field("blocking_keep_alive", &self.blocking_keep_alive)
             .finish_non_exhaustive()
     }
 }
@@ -397,6 +409,31 @@ impl Builder {
         self
     }
 
+    /// The most OS threads the blocking pool runs at once (default
+    /// [`DEFAULT_BLOCKING_THREADS`](crate::DEFAULT_BLOCKING_THREADS)); calls beyond it queue.
+    /// Threads are made on demand and retire when idle (see
+    /// [`blocking_keep_alive`](Builder::blocking_keep_alive)).
+    ///
+    /// ```
+    /// use threadlet_runtime::{BuildError, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(1).blocking_threads(4).build().unwrap();
+    /// assert_eq!(rt.block_on(|| threadlet_runtime::blocking(|| 6 * 7)), 42);
+    /// let none = Runtime::builder().blocking_threads(0).build();
+    /// assert!(matches!(none, Err(BuildError::ZeroBlockingThreads)));
+    /// ```
+    pub fn blocking_threads(mut self, n: usize) -> Builder {
+        self.blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking thread waits for another call before it exits (default
+    /// [`DEFAULT_BLOCKING_KEEP_ALIVE`](crate::DEFAULT_BLOCKING_KEEP_ALIVE)).
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Builder {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
     /// Starts the workers.
     ///
     /// ```
@@ -409,6 +446,9 @@ impl Builder {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
         if workers == 0 {
             return Err(BuildError::ZeroWorkers);
+        }
+        if self.blocking_threads == 0 {
+            return Err(BuildError::ZeroBlockingThreads);
         }
         // Panics in actors name the actor (`fault.rs`, "Naming the actor that panicked").
         crate::fault::install_panic_hook();
@@ -465,6 +505,11 @@ impl Builder {
             handlers: Mutex::new(Vec::new()),
             spawn_gate: RwLock::new(true),
             live: crate::live::LiveTable::new(),
+            blocking: Arc::new(BlockingPool::new(
+                self.blocking_threads,
+                self.blocking_keep_alive,
+            )),
+            io: crate::io::DriverSlot::default(),
         });
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -528,6 +573,10 @@ pub(crate) struct Shared {
     pub(crate) spawn_gate: RwLock<bool>,
     /// Live actors by id (`live.rs`).
     pub(crate) live: crate::live::LiveTable,
+    /// OS threads for `blocking` calls (`blocking.rs`).
+    pub(crate) blocking: Arc<BlockingPool>,
+    /// The I/O poller, started by the first socket that waits (`io.rs`).
+    pub(crate) io: crate::io::DriverSlot,
 }
 
 /// Settings fixed when the runtime is built.
@@ -1063,6 +1112,8 @@ fn shut_down(
     monitor: Option<thread::JoinHandle<()>>,
 ) {
     shared.begin_shutdown();
+    // No blocking call is waited for past this point (`blocking.rs`, "Shutdown").
+    shared.blocking.close();
     for t in threads.into_iter().chain(monitor) {
         // A runtime thread never unwinds: user code it runs is contained, and a panic of its
         // own aborts the process (see `worker::run`), so joining cannot fail.
@@ -1074,6 +1125,9 @@ fn shut_down(
         r.safe_point.clear_preempt();
     }
     shared.timers.clear();
+    // Every actor has ended: stop the poller; a socket still open elsewhere (moved to a plain
+    // thread) fails its next wait on this runtime's poller with an error.
+    shared.io.shut_down();
     // Handles may still spawn from other threads: close them out before the last drain, so
     // that no spawn lands in a queue nobody will drain again (`handle.rs`).
     *shared.spawn_gate.write() = false;

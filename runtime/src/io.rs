@@ -1,0 +1,434 @@
+//! The I/O poller: readiness of sockets, and actors parked until a socket is ready.
+//!
+//! Sockets (`net.rs`) are always in non-blocking mode. An operation is tried first; only when it
+//! would block does its caller wait:
+//!
+//! * an actor parks until the runtime's poller reports the socket ready (its worker runs other
+//!   actors meanwhile);
+//! * a plain thread blocks in `poll(2)` on the one socket (no poller is involved).
+//!
+//! # What is here
+//!
+//! * [`Driver`]: one per runtime, started by the first socket that waits in one of its actors
+//!   (`DriverSlot`). It owns a `mio::Poll`, polled by a thread of its own (`threadlet-io`),
+//!   which blocks in `epoll_wait` and turns each event into wakes. The runtime's idle workers
+//!   are not involved: a readiness event reaches an actor through the same wake as a message
+//!   from a plain thread (`wake.rs`), so the idle protocol's argument (`idle.rs`) covers it
+//!   unchanged, and no worker spins or polls.
+//! * [`IoState`]: per registered socket, a count of readiness events and the waiters in each
+//!   direction (read, write), under one small lock.
+//! * [`PollSource`]: a socket with its registration, made on the first wait inside an actor,
+//!   edge-triggered for both directions; and the retry loop every socket operation runs.
+//!
+//! # The readiness protocol (one operation in an actor)
+//!
+//! 1. Read the direction's event count `seen` (0 if the socket is not registered yet).
+//! 2. Try the operation. Anything but `WouldBlock` is the answer.
+//! 3. Register the socket if it is not (the kernel then reports its current readiness as a
+//!    first event). Under the socket's lock: if the count differs from `seen`, an event came
+//!    after step 1, so go back to 1; else push the actor as a waiter of that direction.
+//! 4. Park (until the deadline, if there is one); on the way out, leave the waiter list.
+//!    Back to 1.
+//!
+//! The poller, for each event: under the socket's lock, bumps the count of each direction the
+//! event covers (an error or hang-up counts for both) and takes that direction's waiters; then
+//! wakes them after unlocking.
+//!
+//! No readiness is lost. The kernel reports an edge for every change that could make the
+//! operation succeed (new data, new room, a new connection, an error) that happens after step
+//! 2 looked; the poller handles that event either before the lock of step 3, which then sees a
+//! new count and retries, or after it, and then finds the waiter and wakes it. A wake that
+//! lands before the actor parks leaves it notified, and its park returns at once. Wakes may be
+//! spurious (a count bumped by an event step 2 already saw, a socket shared by two actors): the
+//! operation just says `WouldBlock` again and the loop waits again.
+//!
+//! # Shutdown
+//!
+//! When its runtime shuts down (after every actor ended), the poller stops; every socket still
+//! registered with it is marked gone, its waiters woken, and its later waits fail with an
+//! error. A socket is deregistered when dropped: an actor killed or cancelled mid-read unwinds
+//! and drops (closes) the sockets it owns.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::Instant;
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use parking_lot::Mutex;
+use slab::Slab;
+
+use crate::context::{self, Waiter};
+
+/// The token of the poller's own waker (shutdown); sockets get their slab index.
+const WAKER: Token = Token(usize::MAX);
+
+/// Events taken per `epoll_wait`: more are left for the next call, none is lost.
+const EVENTS_PER_POLL: usize = 1024;
+
+/// A direction of readiness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read = 0,
+    Write = 1,
+}
+
+/// A runtime's poller, started on first use (see the module docs).
+#[derive(Default)]
+pub(crate) struct DriverSlot {
+    slot: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+enum SlotState {
+    #[default]
+    NotStarted,
+    Running(Arc<Driver>),
+    ShutDown,
+}
+
+impl DriverSlot {
+    /// The runtime's poller, started now if this is the first wait.
+    pub(crate) fn get(&self) -> io::Result<Arc<Driver>> {
+        let mut slot = self.slot.lock();
+        match &*slot {
+            SlotState::Running(d) => Ok(d.clone()),
+            SlotState::ShutDown => Err(driver_gone()),
+            SlotState::NotStarted => {
+                let d = Driver::start()?;
+                *slot = SlotState::Running(d.clone());
+                Ok(d)
+            }
+        }
+    }
+
+    /// Stops the poller, if it was started (module docs, "Shutdown").
+    pub(crate) fn shut_down(&self) {
+        let was = std::mem::replace(&mut *self.slot.lock(), SlotState::ShutDown);
+        if let SlotState::Running(d) = was {
+            d.stop();
+        }
+    }
+}
+
+/// One runtime's poller: the mio registry, the registered sockets, the polling thread.
+pub(crate) struct Driver {
+    registry: mio::Registry,
+    waker: mio::Waker,
+    sources: Mutex<Slab<Arc<IoState>>>,
+    stopping: AtomicBool,
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+impl Driver {
+    fn start() -> io::Result<Arc<Driver>> {
+        let poll = Poll::new()?;
+        let driver = Arc::new(Driver {
+            registry: poll.registry().try_clone()?,
+            waker: mio::Waker::new(poll.registry(), WAKER)?,
+            sources: Mutex::new(Slab::new()),
+            stopping: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        });
+        let d = driver.clone();
+        let t = thread::Builder::new()
+            .name("threadlet-io".into())
+            .spawn(move || d.run(poll))?;
+        *driver.thread.lock() = Some(t);
+        Ok(driver)
+    }
+
+    /// The polling thread.
+    fn run(&self, mut poll: Poll) {
+        let mut events = Events::with_capacity(EVENTS_PER_POLL);
+        let mut ready: Vec<(Arc<IoState>, bool, bool)> = Vec::new();
+        let mut woken: Vec<Waiter> = Vec::new();
+        loop {
+            if let Err(e) = poll.poll(&mut events, None)
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                // Not expected from epoll_wait with valid arguments; say so and stop, which
+                // fails every wait rather than leaving actors parked for good.
+                eprintln!("threadlet: the I/O poller failed: {e}; sockets of this runtime fail");
+                break;
+            }
+            // Acquire: pairs with the release store in `stop`.
+            if self.stopping.load(Ordering::Acquire) {
+                break;
+            }
+            {
+                let sources = self.sources.lock();
+                for ev in events.iter() {
+                    if ev.token() == WAKER {
+                        continue;
+                    }
+                    // A token whose socket was dropped meanwhile (or reused by another): at
+                    // worst a spurious wake, which the protocol allows.
+                    if let Some(state) = sources.get(ev.token().0) {
+                        let failed = ev.is_error();
+                        let readable = ev.is_readable() || ev.is_read_closed() || failed;
+                        let writable = ev.is_writable() || ev.is_write_closed() || failed;
+                        ready.push((state.clone(), readable, writable));
+                    }
+                }
+            }
+            for (state, readable, writable) in ready.drain(..) {
+                state.notify(readable, writable, &mut woken);
+                for w in woken.drain(..) {
+                    w.wake();
+                }
+            }
+        }
+        // Whatever is still registered fails its waits from now on.
+        self.stopping.store(true, Ordering::Release);
+        let sources: Vec<Arc<IoState>> =
+            self.sources.lock().iter().map(|(_, s)| s.clone()).collect();
+        for s in sources {
+            s.mark_gone();
+        }
+    }
+
+    fn stop(&self) {
+        // Release: pairs with the acquire load in `run`.
+        self.stopping.store(true, Ordering::Release);
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.lock().take() {
+            // The polling thread runs no user code (wakes only schedule actors).
+            let _ = t.join();
+        }
+    }
+
+    fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Registration> {
+        let state = Arc::new(IoState::default());
+        let token = self.sources.lock().insert(state.clone());
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = self
+            .registry
+            .register(&mut SourceFd(&fd), Token(token), interest)
+        {
+            self.sources.lock().remove(token);
+            return Err(e);
+        }
+        // Registered after the poller stopped: nobody would ever report it.
+        if self.stopping.load(Ordering::Acquire) {
+            state.mark_gone();
+        }
+        Ok(Registration {
+            driver: self.clone(),
+            state,
+            token,
+        })
+    }
+}
+
+/// One registered socket's readiness counts and waiters (module docs).
+#[derive(Default)]
+pub(crate) struct IoState {
+    waits: Mutex<Waits>,
+}
+
+#[derive(Default)]
+struct Waits {
+    /// Events seen per direction (step 1 and 3 of the protocol).
+    events: [u64; 2],
+    waiters: [Vec<Waiter>; 2],
+    /// The poller stopped: waits fail.
+    gone: bool,
+}
+
+impl IoState {
+    fn events(&self, dir: Direction) -> u64 {
+        self.waits.lock().events[dir as usize]
+    }
+
+    /// The poller's side: bump and take the waiters of the directions the event covers.
+    fn notify(&self, readable: bool, writable: bool, woken: &mut Vec<Waiter>) {
+        let mut w = self.waits.lock();
+        for (dir, ready) in [(Direction::Read, readable), (Direction::Write, writable)] {
+            if ready {
+                w.events[dir as usize] += 1;
+                woken.append(&mut w.waiters[dir as usize]);
+            }
+        }
+    }
+
+    fn mark_gone(&self) {
+        let woken: Vec<Waiter> = {
+            let mut w = self.waits.lock();
+            w.gone = true;
+            let [r, wr] = &mut w.waiters;
+            r.drain(..).chain(wr.drain(..)).collect()
+        };
+        for waiter in woken {
+            waiter.wake();
+        }
+    }
+
+    /// Steps 3 and 4 for an actor: returns once it may try again.
+    fn wait(&self, dir: Direction, seen: u64, deadline: Option<Instant>) -> io::Result<()> {
+        let me = Waiter::current();
+        {
+            let mut w = self.waits.lock();
+            if w.gone {
+                return Err(driver_gone());
+            }
+            if w.events[dir as usize] != seen {
+                return Ok(());
+            }
+            w.waiters[dir as usize].push(me.clone());
+        }
+        // Leaves the list on every way out, the unwind of a kill or shutdown included.
+        struct Leave<'a>(&'a IoState, Direction, Waiter);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                let mut w = self.0.waits.lock();
+                w.waiters[self.1 as usize].retain(|x| !x.same_as(&self.2));
+            }
+        }
+        let _leave = Leave(self, dir, me);
+        let parked = match deadline {
+            None => context::park(),
+            Some(d) => context::park_until(d),
+        };
+        parked.map_err(|_| {
+            io::Error::other("a socket cannot be waited on here: the actor is being cancelled")
+        })
+    }
+}
+
+/// A socket's registration with a runtime's poller.
+struct Registration {
+    driver: Arc<Driver>,
+    state: Arc<IoState>,
+    token: usize,
+}
+
+/// A non-blocking socket and its registration (module docs).
+pub(crate) struct PollSource<S: AsRawFd> {
+    io: S,
+    /// Made on the first wait inside an actor, with that actor's runtime; an error if the
+    /// socket could not be registered (kept, so that every wait reports it).
+    registration: OnceLock<Result<Registration, io::ErrorKind>>,
+}
+
+impl<S: AsRawFd> PollSource<S> {
+    pub(crate) fn new(io: S) -> PollSource<S> {
+        PollSource {
+            io,
+            registration: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn get_ref(&self) -> &S {
+        &self.io
+    }
+
+    /// Runs `op` until it does not say `WouldBlock`, waiting for `dir` readiness in between
+    /// (the readiness protocol); `deadline` bounds the waits (`TimedOut` past it).
+    pub(crate) fn io<R>(
+        &self,
+        dir: Direction,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            // Step 1.
+            let seen = match self.registration.get() {
+                Some(Ok(r)) => r.state.events(dir),
+                _ => 0,
+            };
+            // Step 2.
+            match op(&self.io) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                done => return done,
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(timed_out());
+            }
+            match context::current_io() {
+                // A plain thread: block in poll(2) on this socket alone.
+                None => poll_fd(self.io.as_raw_fd(), dir, deadline)?,
+                // Steps 3 and 4.
+                Some(driver) => self.registration(driver)?.state.wait(dir, seen, deadline)?,
+            }
+        }
+    }
+
+    fn registration(&self, driver: io::Result<Arc<Driver>>) -> io::Result<&Registration> {
+        let reg = self.registration.get_or_init(|| {
+            driver
+                .and_then(|d| d.register(self.io.as_raw_fd()))
+                .map_err(|e| e.kind())
+        });
+        reg.as_ref().map_err(|&kind| {
+            io::Error::new(
+                kind,
+                "the socket could not be registered with the I/O poller",
+            )
+        })
+    }
+}
+
+impl<S: AsRawFd> Drop for PollSource<S> {
+    fn drop(&mut self) {
+        if let Some(Ok(r)) = self.registration.get() {
+            let fd = self.io.as_raw_fd();
+            let _ = r.driver.registry.deregister(&mut SourceFd(&fd));
+            r.driver.sources.lock().try_remove(r.token);
+        }
+        // Then `io` drops, closing the socket.
+    }
+}
+
+/// Blocks this (plain) thread until `fd` is ready for `dir`, or the deadline passes.
+fn poll_fd(fd: RawFd, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
+    let events = match dir {
+        Direction::Read => libc::POLLIN,
+        Direction::Write => libc::POLLOUT,
+    };
+    loop {
+        let timeout_ms: libc::c_int = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(timed_out());
+                }
+                // Rounded up, so that a wake is never early.
+                let ms = left.as_nanos().div_ceil(1_000_000);
+                ms.min(libc::c_int::MAX as u128) as libc::c_int
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid `pollfd` on this stack, and the count passed is 1; poll
+        // writes only its `revents`.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        match n {
+            n if n > 0 => return Ok(()),
+            0 => {} // timed out: the loop's deadline check answers
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The error of a wait that passed its deadline.
+pub(crate) fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the socket operation timed out")
+}
+
+fn driver_gone() -> io::Error {
+    io::Error::other("the runtime whose I/O poller this socket waits on has shut down")
+}
