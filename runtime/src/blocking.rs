@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn a_plain_thread_runs_the_closure_itself() {
         let me = thread::current().id();
-        assert_eq!(blocking(move || thread::current().id() == me), true);
+        assert!(blocking(move || thread::current().id() == me));
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub struct TcpListener {
 impl TcpListener {
     /// Binds to the first address that accepts the bind (std's rules, `SO_REUSEADDR` set).
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        each_addr(addr, |a| std::net::TcpListener::bind(a)).and_then(TcpListener::from_std)
+        each_addr(addr, std::net::TcpListener::bind).and_then(TcpListener::from_std)
     }
 
     /// Takes a std listener (put into non-blocking mode).
@@ -388,7 +388,7 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Binds to the first address that accepts the bind.
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        each_addr(addr, |a| std::net::UdpSocket::bind(a)).and_then(UdpSocket::from_std)
+        each_addr(addr, std::net::UdpSocket::bind).and_then(UdpSocket::from_std)
     }
 
     /// Takes a std socket (put into non-blocking mode).
