@@ -1,0 +1,363 @@
+//! `threadlet::net`: many concurrent connections with every byte checked, timeouts, resets,
+//! a listener dropped with connections pending, a killed connection actor, UDP, and the same
+//! sockets on plain threads.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{within, within_watchdog};
+use threadlet::net::{TcpListener, TcpStream, UdpSocket};
+use threadlet::{JoinSet, Runtime};
+
+/// Raises the open-file limit as far as allowed; returns it.
+fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` and `raised` are valid rlimits for getrlimit to fill and setrlimit to read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                rlim_max: lim.rlim_max.max(want),
+            };
+            // Above the hard limit only a privileged process may go; else take the hard limit.
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                let at_hard = libc::rlimit {
+                    rlim_cur: lim.rlim_max,
+                    rlim_max: lim.rlim_max,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &at_hard);
+            }
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+    }
+    lim.rlim_cur
+}
+
+/// Byte `i` of message `m` of client `c`: every byte tells where it came from.
+fn pattern(c: u64, m: u64, i: usize) -> u8 {
+    (c.wrapping_mul(31) ^ m.wrapping_mul(7) ^ i as u64) as u8
+}
+
+/// Accepts until the listener fails, one echoing actor per connection.
+fn echo_server(listener: TcpListener) {
+    while let Ok((conn, _)) = listener.accept() {
+        threadlet::spawn(move || {
+            let mut conn = conn;
+            let mut buf = vec![0u8; 4096];
+            loop {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if conn.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// 10,000 connections at once (fewer if the open-file limit cannot be raised: each takes two
+/// descriptors in this one process), each echoing 100 messages of random sizes; every byte is
+/// checked, and the bytes are conserved.
+#[test]
+fn ten_thousand_connections_echo_every_byte() {
+    const WANT: u64 = 10_000;
+    const MESSAGES: u64 = 100;
+    let limit = raise_fd_limit(2 * WANT + 512);
+    let clients = WANT.min(limit.saturating_sub(512) / 2);
+    println!("open-file limit {limit}: {clients} connections");
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _server = rt.spawn(move || echo_server(listener));
+    let checked = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let (c2, s2) = (checked.clone(), sent.clone());
+    let handle = rt.handle();
+    // About 30 s in a debug build on 2 cores: 2 million socket messages.
+    within(
+        Duration::from_secs(300),
+        "10,000 echo connections",
+        move || {
+            let mut set = JoinSet::new();
+            for c in 0..clients {
+                let (checked, sent) = (c2.clone(), s2.clone());
+                set.spawn_on(&handle, move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    let mut rng = c.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    let mut out = Vec::new();
+                    let mut back = Vec::new();
+                    for m in 0..MESSAGES {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let len = 1 + (rng % 256) as usize;
+                        out.clear();
+                        out.extend((0..len).map(|i| pattern(c, m, i)));
+                        s.write_all(&out).unwrap();
+                        sent.fetch_add(len as u64, Ordering::Relaxed);
+                        back.resize(len, 0);
+                        s.read_exact(&mut back).unwrap();
+                        assert!(back == out, "client {c} message {m}: bytes differ");
+                        checked.fetch_add(len as u64, Ordering::Relaxed);
+                    }
+                });
+            }
+            while let Some(r) = set.join_next() {
+                r.unwrap();
+            }
+        },
+    );
+    let (checked, sent) = (
+        checked.load(Ordering::Relaxed),
+        sent.load(Ordering::Relaxed),
+    );
+    println!("{clients} connections x {MESSAGES} messages: {checked} bytes echoed and checked");
+    assert_eq!(checked, sent);
+    assert!(checked >= clients * MESSAGES);
+}
+
+#[test]
+fn accept_and_read_time_out_in_actors_and_on_plain_threads() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = Arc::new(listener);
+    let l = listener.clone();
+    let in_actor = rt.spawn(move || l.accept_timeout(Duration::from_millis(30)).map(|_| ()));
+    let err = within_watchdog("accept timeout", move || in_actor.join().unwrap()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    let err = listener
+        .accept_timeout(Duration::from_millis(30))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+
+    // A connection on which nothing is ever sent.
+    let client = TcpStream::connect(addr).unwrap();
+    let (server_side, _) = listener.accept().unwrap();
+    server_side
+        .set_read_timeout(Some(Duration::from_millis(30)))
+        .unwrap();
+    assert_eq!(
+        server_side.read_timeout().unwrap(),
+        Some(Duration::from_millis(30))
+    );
+    let in_actor = rt.spawn(move || {
+        let mut buf = [0; 8];
+        let err = (&server_side).read(&mut buf).unwrap_err();
+        (err.kind(), server_side)
+    });
+    let (kind, server_side) = within_watchdog("read timeout", move || in_actor.join().unwrap());
+    assert_eq!(kind, ErrorKind::TimedOut);
+    client
+        .set_read_timeout(Some(Duration::from_millis(30)))
+        .unwrap();
+    let mut buf = [0; 8];
+    assert_eq!(
+        (&client).read(&mut buf).unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    // A zero timeout is refused, as std refuses it.
+    assert_eq!(
+        client
+            .set_read_timeout(Some(Duration::ZERO))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    drop(server_side);
+}
+
+/// A listener whose accept queue is full (backlog 0) drops further SYNs, so a connect to it
+/// can only time out.
+#[test]
+fn connect_times_out_against_a_full_accept_queue() {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor this test owns; `sa` is a valid sockaddr_in
+    // of the length passed; the descriptor is handed to the std listener once.
+    let listener = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(
+            libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len),
+            0
+        );
+        assert_eq!(libc::listen(fd, 0), 0);
+        std::net::TcpListener::from_raw_fd(fd)
+    };
+    let addr = listener.local_addr().unwrap();
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (taken, last) = rt.block_on(move || {
+        // Fill the queue: these complete in the kernel and wait to be accepted.
+        let mut fillers = Vec::new();
+        for _ in 0..4 {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(s) => fillers.push(s),
+                Err(e) => return (fillers.len(), Some(e.kind())),
+            }
+        }
+        (fillers.len(), None)
+    });
+    drop(listener);
+    println!("connections the full queue took: {taken}");
+    assert_eq!(last, Some(ErrorKind::TimedOut));
+}
+
+/// A peer that closes with unread data sends a reset: the reader gets `ConnectionReset`.
+#[test]
+fn a_reset_mid_read_is_reported() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = rt.spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        // Wait until the client's bytes are in, then close without reading them: a reset.
+        let mut b = [0; 1];
+        conn.peek(&mut b).unwrap();
+        drop(conn);
+    });
+    let client = rt.spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"never read").unwrap();
+        let mut buf = [0; 16];
+        s.read(&mut buf)
+    });
+    server.join().unwrap();
+    let got = within_watchdog("read after a reset", move || client.join().unwrap());
+    assert_eq!(got.unwrap_err().kind(), ErrorKind::ConnectionReset);
+}
+
+/// Connections the kernel completed but nobody accepted are reset when the listener goes;
+/// their readers wake with an error (or end of stream), none hangs.
+#[test]
+fn a_listener_dropped_with_pending_connections_resets_them() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (connected_tx, connected_rx) = std::sync::mpsc::channel();
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let connected = connected_tx.clone();
+            rt.spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                connected.send(()).unwrap();
+                let mut buf = [0; 8];
+                s.read(&mut buf)
+            })
+        })
+        .collect();
+    for _ in 0..8 {
+        connected_rx.recv().unwrap();
+    }
+    drop(listener);
+    within_watchdog("pending connections end", move || {
+        for r in readers {
+            match r.join().unwrap() {
+                Ok(0) => {}
+                Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset),
+                Ok(n) => panic!("read {n} bytes from nobody"),
+            }
+        }
+    });
+}
+
+/// Killing the actor that owns a connection, parked in `read`, unwinds it and closes the
+/// socket: the peer reads end of stream.
+#[test]
+fn a_killed_connection_actor_closes_its_socket() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (reading_tx, reading_rx) = std::sync::mpsc::channel();
+    let owner = rt.spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        reading_tx.send(()).unwrap();
+        let mut buf = [0; 8];
+        let _ = conn.read(&mut buf); // parks here until killed
+        unreachable!("nothing is ever sent");
+    });
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    reading_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(10)); // let it park in `read`
+    assert!(owner.abort_handle().abort());
+    let err = within_watchdog("kill", move || owner.join().unwrap_err());
+    assert!(err.is_killed(), "{err:?}");
+    client
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0; 8];
+    assert_eq!(
+        client.read(&mut buf).unwrap(),
+        0,
+        "the socket was not closed"
+    );
+}
+
+#[test]
+fn udp_echo_between_actors_and_a_plain_thread() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server_addr = server.local_addr().unwrap();
+    let echo = rt.spawn(move || {
+        let mut buf = [0; 64];
+        for _ in 0..100 {
+            let (n, from) = server.recv_from(&mut buf).unwrap();
+            server.send_to(&buf[..n], from).unwrap();
+        }
+    });
+    let client = rt.spawn(move || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(server_addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0; 64];
+        for i in 0u32..50 {
+            s.send(&i.to_le_bytes()).unwrap();
+            let n = s.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &i.to_le_bytes());
+        }
+    });
+    client.join().unwrap();
+    // The same socket type on this plain thread: it blocks the thread.
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = [0; 64];
+    for i in 0u32..50 {
+        s.send_to(&i.to_be_bytes(), server_addr).unwrap();
+        let (n, from) = s.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], server_addr));
+    }
+    within_watchdog("udp echo", move || echo.join().unwrap());
+}
+
+/// Connect errors are the OS's: nobody listens on a port just closed.
+#[test]
+fn connecting_to_a_closed_port_is_refused() {
+    let addr: SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let err = rt.block_on(move || TcpStream::connect(addr).unwrap_err());
+    assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(
+        TcpStream::connect(addr).unwrap_err().kind(),
+        ErrorKind::ConnectionRefused
+    );
+}
