@@ -3,3 +3,4 @@
 
 pub mod cpu;
 pub mod hackysack;
+pub mod http;

@@ -128,6 +128,12 @@ impl GlobalQueue {
         q.pinned[index].pop_front().or_else(|| q.any.pop_front())
     }
 
+    /// Whether work waits for worker `index`: its pinned actors or shared work.
+    pub(crate) fn has_work_for(&self, index: usize) -> bool {
+        let q = self.queues.lock();
+        !q.pinned[index].is_empty() || !q.any.is_empty()
+    }
+
     /// Whether shared work is waiting (for the idle protocol's re-check).
     pub(crate) fn has_shared_work(&self) -> bool {
         !self.queues.lock().any.is_empty()

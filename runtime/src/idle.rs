@@ -271,6 +271,14 @@ impl Idle {
         Some(searching)
     }
 
+    /// Whether worker `index` is on the sleeper list: parked (step 3) and not yet taken off it
+    /// by a producer (`worker_to_wake`). A worker about to sleep somewhere other than its
+    /// `Parker` (the I/O poll) checks it, since a producer's unpark does not reach it there
+    /// by itself.
+    pub fn is_sleeping(&self, index: usize) -> bool {
+        self.sleepers.lock().contains(&index)
+    }
+
     /// Workers currently searching (stats and tests).
     pub fn num_searching(&self) -> usize {
         Self::searching(self.state.load(SeqCst))

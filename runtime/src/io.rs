@@ -53,8 +53,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -76,128 +75,160 @@ pub(crate) enum Direction {
     Write = 1,
 }
 
-/// A runtime's poller, started on first use (see the module docs).
+/// A runtime's poller, made on first use (see the module docs).
 #[derive(Default)]
 pub(crate) struct DriverSlot {
-    slot: Mutex<SlotState>,
-}
-
-#[derive(Default)]
-enum SlotState {
-    #[default]
-    NotStarted,
-    Running(Arc<Driver>),
-    ShutDown,
+    driver: OnceLock<Arc<Driver>>,
+    /// Serialises the making of the driver (`get`) against itself and `shut_down`.
+    making: Mutex<()>,
+    shut: AtomicBool,
 }
 
 impl DriverSlot {
-    /// The runtime's poller, started now if this is the first wait.
+    /// The runtime's poller, made now if this is the first wait.
     pub(crate) fn get(&self) -> io::Result<Arc<Driver>> {
-        let mut slot = self.slot.lock();
-        match &*slot {
-            SlotState::Running(d) => Ok(d.clone()),
-            SlotState::ShutDown => Err(driver_gone()),
-            SlotState::NotStarted => {
-                let d = Driver::start()?;
-                *slot = SlotState::Running(d.clone());
-                Ok(d)
-            }
+        if let Some(d) = self.driver.get() {
+            return Ok(d.clone());
         }
+        let _making = self.making.lock();
+        // Acquire: pairs with the release store in `shut_down`.
+        if self.shut.load(Ordering::Acquire) {
+            return Err(driver_gone());
+        }
+        if let Some(d) = self.driver.get() {
+            return Ok(d.clone());
+        }
+        let d = Driver::new()?;
+        let _ = self.driver.set(d.clone());
+        Ok(d)
     }
 
-    /// Stops the poller, if it was started (module docs, "Shutdown").
+    /// The poller, if some socket has made it: what idle workers poll.
+    pub(crate) fn started(&self) -> Option<&Arc<Driver>> {
+        self.driver.get()
+    }
+
+    /// After every actor has ended (module docs, "Shutdown"): sockets still registered fail
+    /// their later waits.
     pub(crate) fn shut_down(&self) {
-        let was = std::mem::replace(&mut *self.slot.lock(), SlotState::ShutDown);
-        if let SlotState::Running(d) = was {
-            d.stop();
+        let _making = self.making.lock();
+        self.shut.store(true, Ordering::Release);
+        if let Some(d) = self.driver.get() {
+            d.mark_all_gone();
         }
     }
 }
 
-/// One runtime's poller: the mio registry, the registered sockets, the polling thread.
+/// One runtime's poller: the mio `Poll` (held by whichever thread polls), the registered
+/// sockets, and the waker that interrupts a worker blocked in the poll.
 pub(crate) struct Driver {
     registry: mio::Registry,
     waker: mio::Waker,
+    poll: Mutex<PollState>,
     sources: Mutex<Slab<Arc<IoState>>>,
-    stopping: AtomicBool,
-    thread: Mutex<Option<thread::JoinHandle<()>>>,
+    gone: AtomicBool,
+}
+
+/// The right to poll a runtime's I/O: one thread at a time.
+pub(crate) struct PollGuard<'a>(parking_lot::MutexGuard<'a, PollState>);
+
+/// What the polling thread uses, kept between polls.
+struct PollState {
+    poll: Poll,
+    events: Events,
+    ready: Vec<(Arc<IoState>, bool, bool)>,
+    woken: Vec<Waiter>,
 }
 
 impl Driver {
-    fn start() -> io::Result<Arc<Driver>> {
+    fn new() -> io::Result<Arc<Driver>> {
         let poll = Poll::new()?;
-        let driver = Arc::new(Driver {
+        Ok(Arc::new(Driver {
             registry: poll.registry().try_clone()?,
             waker: mio::Waker::new(poll.registry(), WAKER)?,
+            poll: Mutex::new(PollState {
+                poll,
+                events: Events::with_capacity(EVENTS_PER_POLL),
+                ready: Vec::new(),
+                woken: Vec::new(),
+            }),
             sources: Mutex::new(Slab::new()),
-            stopping: AtomicBool::new(false),
-            thread: Mutex::new(None),
-        });
-        let d = driver.clone();
-        let t = thread::Builder::new()
-            .name("threadlet-io".into())
-            .spawn(move || d.run(poll))?;
-        *driver.thread.lock() = Some(t);
-        Ok(driver)
+            gone: AtomicBool::new(false),
+        }))
     }
 
-    /// The polling thread.
-    fn run(&self, mut poll: Poll) {
-        let mut events = Events::with_capacity(EVENTS_PER_POLL);
-        let mut ready: Vec<(Arc<IoState>, bool, bool)> = Vec::new();
-        let mut woken: Vec<Waiter> = Vec::new();
-        loop {
-            if let Err(e) = poll.poll(&mut events, None)
-                && e.kind() != io::ErrorKind::Interrupted
-            {
-                // Not expected from epoll_wait with valid arguments; say so and stop, which
-                // fails every wait rather than leaving actors parked for good.
-                eprintln!("threadlet: the I/O poller failed: {e}; sockets of this runtime fail");
-                break;
+    /// Polls once, if no other thread is polling now, waiting up to `timeout` (`None`: until
+    /// an event or [`wake`](Driver::wake)), and wakes the actors whose sockets are ready.
+    /// Returns `None` if another thread holds the poll, else the events handled.
+    pub(crate) fn try_poll(&self, timeout: Option<Duration>) -> Option<usize> {
+        let mut st = self.try_lock_poll()?;
+        Some(self.poll_locked(&mut st, timeout))
+    }
+
+    /// The right to poll, if no other thread has it.
+    pub(crate) fn try_lock_poll(&self) -> Option<PollGuard<'_>> {
+        self.poll.try_lock().map(PollGuard)
+    }
+
+    /// Polls once with the right to (see `try_poll`).
+    pub(crate) fn poll_locked(
+        &self,
+        guard: &mut PollGuard<'_>,
+        timeout: Option<Duration>,
+    ) -> usize {
+        let st = &mut *guard.0;
+        let PollState {
+            poll,
+            events,
+            ready,
+            woken,
+        } = st;
+        if let Err(e) = poll.poll(events, timeout) {
+            // Interrupted by a signal: the caller polls again when it next has nothing to do.
+            // Nothing else is expected of epoll_wait with valid arguments.
+            if e.kind() != io::ErrorKind::Interrupted {
+                eprintln!("threadlet: the I/O poller failed: {e}");
             }
-            // Acquire: pairs with the release store in `stop`.
-            if self.stopping.load(Ordering::Acquire) {
-                break;
-            }
-            {
-                let sources = self.sources.lock();
-                for ev in events.iter() {
-                    if ev.token() == WAKER {
-                        continue;
-                    }
-                    // A token whose socket was dropped meanwhile (or reused by another): at
-                    // worst a spurious wake, which the protocol allows.
-                    if let Some(state) = sources.get(ev.token().0) {
-                        let failed = ev.is_error();
-                        let readable = ev.is_readable() || ev.is_read_closed() || failed;
-                        let writable = ev.is_writable() || ev.is_write_closed() || failed;
-                        ready.push((state.clone(), readable, writable));
-                    }
+            return 0;
+        }
+        let mut handled = 0;
+        {
+            let sources = self.sources.lock();
+            for ev in events.iter() {
+                if ev.token() == WAKER {
+                    continue;
                 }
-            }
-            for (state, readable, writable) in ready.drain(..) {
-                state.notify(readable, writable, &mut woken);
-                for w in woken.drain(..) {
-                    w.wake();
+                // A token whose socket was dropped meanwhile (or reused by another): at worst a
+                // spurious wake, which the protocol allows.
+                if let Some(state) = sources.get(ev.token().0) {
+                    let failed = ev.is_error();
+                    let readable = ev.is_readable() || ev.is_read_closed() || failed;
+                    let writable = ev.is_writable() || ev.is_write_closed() || failed;
+                    ready.push((state.clone(), readable, writable));
+                    handled += 1;
                 }
             }
         }
-        // Whatever is still registered fails its waits from now on.
-        self.stopping.store(true, Ordering::Release);
+        for (state, readable, writable) in ready.drain(..) {
+            state.notify(readable, writable, woken);
+        }
+        for w in woken.drain(..) {
+            w.wake();
+        }
+        handled
+    }
+
+    /// Makes a poll in progress (or the next one) return at once.
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+
+    fn mark_all_gone(&self) {
+        self.gone.store(true, Ordering::Release);
         let sources: Vec<Arc<IoState>> =
             self.sources.lock().iter().map(|(_, s)| s.clone()).collect();
         for s in sources {
             s.mark_gone();
-        }
-    }
-
-    fn stop(&self) {
-        // Release: pairs with the acquire load in `run`.
-        self.stopping.store(true, Ordering::Release);
-        let _ = self.waker.wake();
-        if let Some(t) = self.thread.lock().take() {
-            // The polling thread runs no user code (wakes only schedule actors).
-            let _ = t.join();
         }
     }
 
@@ -212,8 +243,8 @@ impl Driver {
             self.sources.lock().remove(token);
             return Err(e);
         }
-        // Registered after the poller stopped: nobody would ever report it.
-        if self.stopping.load(Ordering::Acquire) {
+        // Registered after the runtime shut down: nobody would ever report it.
+        if self.gone.load(Ordering::Acquire) {
             state.mark_gone();
         }
         Ok(Registration {

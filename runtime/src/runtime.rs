@@ -600,7 +600,7 @@ impl Shared {
             // An actor running now yields at its next safe point, so its worker reaches step 2
             // even with time slices off, or once the monitor (which exits now) stops asking.
             r.request_preempt();
-            r.unparker.unpark();
+            r.unpark();
         }
         self.monitor.kick();
     }
@@ -658,7 +658,7 @@ impl Shared {
                 let home = actor.home();
                 gq.push(actor);
                 match home {
-                    Some(h) => self.remotes[h].unparker.unpark(),
+                    Some(h) => self.remotes[h].unpark(),
                     None => self.notify_parked(),
                 }
                 self.after_push();
@@ -785,7 +785,7 @@ impl Shared {
         if let Some(index) = self.idle.worker_to_wake() {
             let remote = &self.remotes[index];
             remote.stats.wakeups.fetch_add(1, Ordering::Relaxed);
-            remote.unparker.unpark();
+            remote.unpark();
         }
     }
 

@@ -126,8 +126,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use corosensei::{Coroutine, CoroutineResult};
@@ -144,6 +144,7 @@ use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::handler::{Activation, Step};
 use crate::idle::Searcher;
+use crate::io::Driver;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
 use crate::stack::StackPool;
@@ -238,6 +239,11 @@ pub(crate) struct Remote {
     /// Raised while the worker is parked (from just before it sleeps until it wakes; from its
     /// start, since it starts parked): placement hands actors only to parked workers.
     parked: AtomicBool,
+    /// Raised while this worker, idle, waits in the runtime's I/O poll instead of on its
+    /// `Parker` ("Polling for I/O" below): an unpark must then also wake the poll.
+    polling: AtomicBool,
+    /// The poller this worker polls, set the first time it does.
+    poll_driver: OnceLock<Arc<Driver>>,
     pub(crate) stats: WorkerStats,
 }
 
@@ -254,7 +260,24 @@ impl Remote {
             pinned: AtomicUsize::new(0),
             placed: AtomicUsize::new(0),
             parked: AtomicBool::new(true),
+            polling: AtomicBool::new(false),
+            poll_driver: OnceLock::new(),
             stats: WorkerStats::default(),
+        }
+    }
+
+    /// Wakes this worker if it sleeps, whether on its `Parker` or in the I/O poll ("Polling
+    /// for I/O", step 3). Every wake of a worker goes through here.
+    pub(crate) fn unpark(&self) {
+        self.unparker.unpark();
+        // SeqCst: pairs with the fence in `WorkerLoop::poll_instead_of_park`: either this load
+        // sees `polling` raised, or that worker's look at its work comes after this fence and
+        // sees what the caller pushed before calling.
+        fence(Ordering::SeqCst);
+        if self.polling.load(Ordering::Relaxed)
+            && let Some(d) = self.poll_driver.get()
+        {
+            d.wake();
         }
     }
 
@@ -281,7 +304,7 @@ impl Remote {
         self.inbox.push(actor);
         // Release: pairs with the acquire swap in `take_inbox_hint`.
         self.inbox_hint.store(true, Ordering::Release);
-        self.unparker.unpark();
+        self.unpark();
     }
 
     /// This worker's load, as placement sees it: actors pinned here plus actors placed here
@@ -502,6 +525,9 @@ impl WorkerLoop<'_> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
         core.tick.set(tick);
+        if tick.is_multiple_of(GLOBAL_POLL_INTERVAL) {
+            self.poll_io_now();
+        }
         if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || core.preempted.take())
             && let Some(a) = self.pop_injector().or_else(|| core.deque.pop())
         {
@@ -1158,11 +1184,74 @@ impl WorkerLoop<'_> {
 }
 
 /// The worker loop's side of the sleep protocol (`idle.rs`).
+impl WorkerLoop<'_> {
+    /// "Polling for I/O", steps 1 to 4: sleeps in the runtime's I/O poll if no other thread
+    /// polls; returns `false` (the caller parks as usual) if there is no poller yet or another
+    /// thread holds it.
+    fn poll_instead_of_park(&self, timeout: Option<Duration>) -> bool {
+        let Some(driver) = self.shared().io.started() else {
+            return false;
+        };
+        let Some(mut poll) = driver.try_lock_poll() else {
+            return false;
+        };
+        let remote = self.remote();
+        let _ = remote.poll_driver.set(driver.clone());
+        remote.polling.store(true, Ordering::Relaxed);
+        // SeqCst: pairs with the fence in `Remote::unpark` (step 3).
+        fence(Ordering::SeqCst);
+        // A wake that came before step 1 left a token that a park would have taken; here its
+        // work is what the look below sees. Take the token, so that it does not cut the next
+        // park short for nothing.
+        self.parker.park_timeout(Duration::ZERO);
+        let wait = if self.has_work_or_wake() {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
+        driver.poll_locked(&mut poll, wait);
+        remote.polling.store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether anything could be waiting for this worker now: work in its own queues, its
+    /// inbox or any stealable queue, a producer's wake (it is no longer on the sleeper list),
+    /// or shutdown.
+    fn has_work_or_wake(&self) -> bool {
+        let shared = self.shared();
+        let core = self.core();
+        let next = core.next.take();
+        let has_next = next.is_some();
+        core.next.set(next);
+        let mine = match &shared.policy {
+            Policy::GlobalQueue(gq) => gq.has_work_for(self.ctx.index),
+            Policy::WorkStealing | Policy::Gil(_) => false,
+        };
+        shared.is_shutdown()
+            || has_next
+            || mine
+            || !core.local.borrow().is_empty()
+            || !core.deque.is_empty()
+            || !self.remote().inbox.is_empty()
+            || !shared.idle.is_sleeping(self.ctx.index)
+            || shared.any_stealable_work()
+    }
+
+    /// A busy worker's look at the I/O poll (step 5), every [`GLOBAL_POLL_INTERVAL`] turns:
+    /// ready sockets wake their actors without waiting for a worker to be idle.
+    fn poll_io_now(&self) {
+        if let Some(driver) = self.shared().io.started() {
+            driver.try_poll(Some(Duration::ZERO));
+        }
+    }
+}
+
 impl Searcher for WorkerLoop<'_> {
     type Work = Runnable;
 
     fn find(&self) -> Option<Runnable> {
-        self.next_local()
+        // The next slot too: an I/O poll in `sleep` wakes actors into it.
+        self.core().next.take().or_else(|| self.next_local())
     }
 
     fn steal(&self) -> Option<Runnable> {
@@ -1193,9 +1282,11 @@ impl Searcher for WorkerLoop<'_> {
         // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
         // placed actor wakes this worker whatever the flag says.
         remote.parked.store(true, Ordering::Relaxed);
-        match timeout {
-            Some(d) => self.parker.park_timeout(d),
-            None => self.parker.park(),
+        if !self.poll_instead_of_park(timeout) {
+            match timeout {
+                Some(d) => self.parker.park_timeout(d),
+                None => self.parker.park(),
+            }
         }
         remote.parked.store(false, Ordering::Relaxed);
     }

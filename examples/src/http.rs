@@ -1,0 +1,368 @@
+//! A small HTTP/1.1 file server with keep-alive, the NSPR experiment's server: one actor per
+//! connection on threadlet, or one OS thread per connection (the pthreads baseline). Requests
+//! are parsed with `httparse`; the connection loop is written once, over `Read + Write`, and
+//! runs unchanged on a `threadlet::net::TcpStream` and a `std::net::TcpStream`.
+//!
+//! Also the load generator the bench CLI and the example use: N keep-alive clients on OS
+//! threads, each sending GETs back to back for a while and timing every response.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The size of the generated body, as in the NSPR experiment (a 6 KB file).
+pub const BODY_BYTES: usize = 6 * 1024;
+
+/// The most header bytes a request may have before the server answers 431 and closes.
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// Headers a request may have.
+const MAX_HEADERS: usize = 32;
+
+/// What the server serves.
+#[derive(Clone, Debug)]
+pub enum Content {
+    /// The same generated body (`BODY_BYTES` long) for every path, its whole response
+    /// prepared once.
+    Generated(Arc<[u8]>),
+    /// Files under a directory; `/` is `index.html`.
+    Directory(PathBuf),
+}
+
+impl Content {
+    /// The generated 6 KB body.
+    pub fn generated() -> Content {
+        let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut r = format!(
+            "HTTP/1.1 200 OK\r\nServer: threadlet-example\r\nContent-Type: text/plain\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(&body);
+        Content::Generated(r.into())
+    }
+}
+
+/// How a server reads a file: on threadlet, a `blocking` call; on a thread of its own, in
+/// place.
+pub type ReadFile = fn(PathBuf) -> io::Result<Vec<u8>>;
+
+/// Serves one connection until the client closes it, asks to close, or errs. Returns the
+/// requests answered.
+pub fn serve_connection<S>(mut conn: S, content: &Content, read_file: ReadFile) -> u64
+where
+    S: Read + Write,
+{
+    let mut buf = vec![0u8; 4096];
+    let mut filled = 0;
+    let mut answered = 0;
+    loop {
+        // Parse what is buffered; read more while the head is incomplete.
+        let (head_len, path, method_ok, keep_alive) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(&buf[..filled]) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let version = req.version.unwrap_or(1);
+                    let connection = req
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("connection"))
+                        .map(|h| h.value.to_ascii_lowercase());
+                    let keep_alive = match connection.as_deref() {
+                        Some(b"close") => false,
+                        Some(b"keep-alive") => true,
+                        _ => version == 1,
+                    };
+                    let method = req.method.unwrap_or("");
+                    let method_ok = method == "GET" || method == "HEAD";
+                    break (n, req.path.unwrap_or("/").to_owned(), method_ok, keep_alive);
+                }
+                Ok(httparse::Status::Partial) => {
+                    if filled == MAX_HEADER_BYTES {
+                        let _ = conn.write_all(&simple(431, "Request Header Fields Too Large"));
+                        return answered;
+                    }
+                    if filled == buf.len() {
+                        buf.resize((buf.len() * 2).min(MAX_HEADER_BYTES), 0);
+                    }
+                    match conn.read(&mut buf[filled..]) {
+                        Ok(0) | Err(_) => return answered,
+                        Ok(n) => filled += n,
+                    }
+                }
+                Err(_) => {
+                    let _ = conn.write_all(&simple(400, "Bad Request"));
+                    return answered;
+                }
+            }
+        };
+        let response = if !method_ok {
+            simple(405, "Method Not Allowed").into()
+        } else {
+            respond(&path, content, read_file)
+        };
+        let sent = match response {
+            Response::Prepared(r) => conn.write_all(&r),
+            Response::Owned(r) => conn.write_all(&r),
+        };
+        if sent.is_err() {
+            return answered;
+        }
+        answered += 1;
+        // Keep what follows the head (a pipelined request; GET has no body).
+        buf.copy_within(head_len..filled, 0);
+        filled -= head_len;
+        if !keep_alive {
+            return answered;
+        }
+    }
+}
+
+enum Response {
+    Prepared(Arc<[u8]>),
+    Owned(Vec<u8>),
+}
+
+impl From<Vec<u8>> for Response {
+    fn from(v: Vec<u8>) -> Response {
+        Response::Owned(v)
+    }
+}
+
+fn simple(status: u16, reason: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .into_bytes()
+}
+
+fn respond(path: &str, content: &Content, read_file: ReadFile) -> Response {
+    match content {
+        Content::Generated(r) => Response::Prepared(r.clone()),
+        Content::Directory(root) => {
+            let Some(file) = file_under(root, path) else {
+                return simple(404, "Not Found").into();
+            };
+            match read_file(file) {
+                Ok(body) => {
+                    let mut r = format!(
+                        "HTTP/1.1 200 OK\r\nServer: threadlet-example\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    r.extend_from_slice(&body);
+                    r.into()
+                }
+                Err(_) => simple(404, "Not Found").into(),
+            }
+        }
+    }
+}
+
+/// The file a request path names under `root`, refusing any path that climbs out of it.
+fn file_under(root: &Path, path: &str) -> Option<PathBuf> {
+    let path = path.split(['?', '#']).next().unwrap_or("/");
+    let rel = Path::new(path.trim_start_matches('/'));
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    let mut p = root.join(rel);
+    if path.ends_with('/') || rel.as_os_str().is_empty() {
+        p.push("index.html");
+    }
+    Some(p)
+}
+
+/// Serves `listener` on the current threadlet runtime, one actor per connection, until
+/// accepting fails. Call it inside an actor.
+pub fn threadlet_server(listener: threadlet::net::TcpListener, content: Content) {
+    while let Ok((conn, _)) = listener.accept() {
+        let _ = conn.set_nodelay(true);
+        let content = content.clone();
+        threadlet::spawn(move || {
+            serve_connection(conn, &content, |p| {
+                threadlet::blocking(move || std::fs::read(p))
+            })
+        });
+    }
+}
+
+/// Serves `listener` with one OS thread per connection until accepting fails.
+pub fn threads_server(listener: std::net::TcpListener, content: Content) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { return };
+        let _ = conn.set_nodelay(true);
+        let content = content.clone();
+        std::thread::spawn(move || serve_connection(conn, &content, std::fs::read::<PathBuf>));
+    }
+}
+
+/// What a load run measured.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Responses received.
+    pub requests: u64,
+    /// The run's length.
+    pub elapsed: Duration,
+    /// Every response's latency, sorted.
+    pub latencies: Vec<Duration>,
+    /// Connections that failed (refused, reset, a malformed response).
+    pub errors: u64,
+}
+
+impl Load {
+    /// Responses per second.
+    pub fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The latency below which `q` (0..=1) of the responses came.
+    pub fn percentile(&self, q: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let i = ((self.latencies.len() - 1) as f64 * q).round() as usize;
+        self.latencies[i]
+    }
+}
+
+/// `clients` keep-alive connections to `addr`, each on an OS thread of its own, sending GET
+/// `path` back to back for `duration`; every response is read in full (its Content-Length)
+/// and timed. `expect_body` bytes are checked where given.
+pub fn load(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+    path: &str,
+    expect_body: Option<usize>,
+) -> Load {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes();
+    let request: Arc<[u8]> = request.into();
+    let start = Instant::now();
+    let until = start + duration;
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let request = request.clone();
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || client(addr, &request, until, expect_body))
+                .expect("a load-generator thread")
+        })
+        .collect();
+    let mut total = Load {
+        requests: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+        errors: 0,
+    };
+    for t in threads {
+        let (lat, errors) = t.join().expect("a load-generator thread does not panic");
+        total.requests += lat.len() as u64;
+        total.latencies.extend(lat);
+        total.errors += errors;
+    }
+    total.elapsed = start.elapsed();
+    total.latencies.sort_unstable();
+    total
+}
+
+/// One client: reconnects after an error, counting it.
+fn client(
+    addr: SocketAddr,
+    request: &[u8],
+    until: Instant,
+    expect_body: Option<usize>,
+) -> (Vec<Duration>, u64) {
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    let mut buf = vec![0u8; 16 * 1024];
+    while Instant::now() < until {
+        let Ok(mut conn) = std::net::TcpStream::connect(addr) else {
+            errors += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        let _ = conn.set_nodelay(true);
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        while Instant::now() < until {
+            let t = Instant::now();
+            if conn.write_all(request).is_err() {
+                errors += 1;
+                break;
+            }
+            match read_response(&mut conn, &mut buf) {
+                Ok(body) if expect_body.is_none_or(|b| b == body) => {
+                    latencies.push(t.elapsed());
+                }
+                _ => {
+                    errors += 1;
+                    break;
+                }
+            }
+        }
+    }
+    (latencies, errors)
+}
+
+/// Reads one response (head, then Content-Length bytes of body); returns the body's length.
+fn read_response(conn: &mut std::net::TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    loop {
+        let n = conn.read(&mut buf[filled..])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        filled += n;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(head)) => {
+                if resp.code != Some(200) {
+                    return Err(io::Error::other("status not 200"));
+                }
+                let len: usize = resp
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+                    .ok_or_else(|| io::Error::other("no Content-Length"))?;
+                let mut have = filled - head;
+                while have < len {
+                    let n = conn.read(&mut buf[..])?;
+                    if n == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    have += n;
+                }
+                if have != len {
+                    return Err(io::Error::other("more bytes than Content-Length"));
+                }
+                return Ok(len);
+            }
+            Ok(httparse::Status::Partial) if filled < buf.len() => {}
+            _ => return Err(io::Error::other("a malformed response")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_never_climb_out_of_the_root() {
+        let root = Path::new("/srv");
+        assert_eq!(
+            file_under(root, "/"),
+            Some(PathBuf::from("/srv/index.html"))
+        );
+        assert_eq!(
+            file_under(root, "/a/b.txt?x=1"),
+            Some(PathBuf::from("/srv/a/b.txt"))
+        );
+        assert_eq!(file_under(root, "/../etc/passwd"), None);
+        assert_eq!(file_under(root, "/a/../../etc"), None);
+    }
+}
