@@ -87,6 +87,8 @@ enum Scenario {
     Ring(scenarios::ring::Params),
     /// A pool of actors that wait, then compute: how running work spreads over the workers.
     Pool(scenarios::pool::Params),
+    /// The NSPR experiment: an HTTP/1.1 keep-alive server under N clients for a while.
+    Http(scenarios::http::Params),
     /// Sweep worker counts for each runtime and write SVG plots.
     Scaling(ScalingArgs),
     /// Every seed experiment at its seed size, beside the seed's own figure.
@@ -172,6 +174,7 @@ fn main() -> ExitCode {
         Scenario::Skynet(p) => scenarios::skynet::main(&mut out, &single(&cli.common), p),
         Scenario::Ring(p) => scenarios::ring::main(&mut out, &single(&cli.common), p),
         Scenario::Pool(p) => scenarios::pool::main(&mut out, &single(&cli.common), p),
+        Scenario::Http(p) => scenarios::http::main(&mut out, &single(&cli.common), p),
         Scenario::Scaling(a) => {
             let opts = Opts::resolve(
                 &cli.common,

@@ -9,12 +9,12 @@
 //!
 //! # What is here
 //!
-//! * [`Driver`]: one per runtime, started by the first socket that waits in one of its actors
-//!   (`DriverSlot`). It owns a `mio::Poll`, polled by a thread of its own (`threadlet-io`),
-//!   which blocks in `epoll_wait` and turns each event into wakes. The runtime's idle workers
-//!   are not involved: a readiness event reaches an actor through the same wake as a message
-//!   from a plain thread (`wake.rs`), so the idle protocol's argument (`idle.rs`) covers it
-//!   unchanged, and no worker spins or polls.
+//! * [`Driver`]: one per runtime, made by the first socket that waits in one of its actors
+//!   (`DriverSlot`). It owns a `mio::Poll`, which has no thread of its own: an idle worker
+//!   waits in it instead of parking, a busy worker looks at it every few dozen turns, and
+//!   the monitor at every sample while workers run ("Polling for I/O" in `worker.rs`). One
+//!   thread polls at a time (`try_lock_poll`). A readiness event reaches an actor through
+//!   the same wake as a message would (`wake.rs`).
 //! * [`IoState`]: per registered socket, a count of readiness events and the waiters in each
 //!   direction (read, write), under one small lock.
 //! * [`PollSource`]: a socket with its registration, made on the first wait inside an actor,
@@ -22,8 +22,11 @@
 //!
 //! # The readiness protocol (one operation in an actor)
 //!
-//! 1. Read the direction's event count `seen` (0 if the socket is not registered yet).
-//! 2. Try the operation. Anything but `WouldBlock` is the answer.
+//! 1. Read the direction's event count `seen` (0 if the socket is not registered yet). If an
+//!    earlier operation drained the socket at that same count (a read shorter than its
+//!    buffer), trying now can only say `WouldBlock`: go to 3 without trying.
+//! 2. Try the operation. Anything but `WouldBlock` is the answer (an answer that drained the
+//!    socket is recorded with `seen`, for step 1 of the next operation).
 //! 3. Register the socket if it is not (the kernel then reports its current readiness as a
 //!    first event). Under the socket's lock: if the count differs from `seen`, an event came
 //!    after step 1, so go back to 1; else push the actor as a waiter of that direction.
@@ -44,14 +47,14 @@
 //!
 //! # Shutdown
 //!
-//! When its runtime shuts down (after every actor ended), the poller stops; every socket still
-//! registered with it is marked gone, its waiters woken, and its later waits fail with an
-//! error. A socket is deregistered when dropped: an actor killed or cancelled mid-read unwinds
-//! and drops (closes) the sockets it owns.
+//! When its runtime shuts down (after every actor ended), every socket still registered with
+//! its poller (one moved to a plain thread, say) is marked gone: its waiters are woken and its
+//! later waits in actors fail with an error. A socket is deregistered when dropped: an actor
+//! killed or cancelled mid-read unwinds and drops (closes) the sockets it owns.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -127,6 +130,10 @@ pub(crate) struct Driver {
     poll: Mutex<PollState>,
     sources: Mutex<Slab<Arc<IoState>>>,
     gone: AtomicBool,
+    /// Raised by an idle worker that found the poll taken and parks instead; whoever then
+    /// releases a poll without waiting in it wakes a parked worker to take over (`worker.rs`,
+    /// "Polling for I/O", step 1).
+    wanted: AtomicBool,
 }
 
 /// The right to poll a runtime's I/O: one thread at a time.
@@ -154,6 +161,7 @@ impl Driver {
             }),
             sources: Mutex::new(Slab::new()),
             gone: AtomicBool::new(false),
+            wanted: AtomicBool::new(false),
         }))
     }
 
@@ -168,6 +176,28 @@ impl Driver {
     /// The right to poll, if no other thread has it.
     pub(crate) fn try_lock_poll(&self) -> Option<PollGuard<'_>> {
         self.poll.try_lock().map(PollGuard)
+    }
+
+    /// For an idle worker that is about to sleep: the right to poll, or else `None` with the
+    /// wish recorded, so that the thread holding the right hands it over when it lets go
+    /// without waiting (`take_wanted`).
+    pub(crate) fn lock_poll_or_want(&self) -> Option<PollGuard<'_>> {
+        if let Some(g) = self.try_lock_poll() {
+            return Some(g);
+        }
+        self.wanted.store(true, Ordering::Relaxed);
+        // SeqCst: pairs with the fence in `take_wanted`: either the holder sees `wanted` after
+        // its release, or this second try comes after that release and succeeds.
+        fence(Ordering::SeqCst);
+        self.try_lock_poll()
+    }
+
+    /// After releasing the right without waiting in the poll: whether an idle worker wanted
+    /// it meanwhile (then the caller wakes a parked worker to take it).
+    pub(crate) fn take_wanted(&self) -> bool {
+        // SeqCst: pairs with the fence in `lock_poll_or_want`.
+        fence(Ordering::SeqCst);
+        self.wanted.load(Ordering::Relaxed) && self.wanted.swap(false, Ordering::Relaxed)
     }
 
     /// Polls once with the right to (see `try_poll`).
@@ -261,18 +291,44 @@ pub(crate) struct IoState {
     waits: Mutex<Waits>,
 }
 
-#[derive(Default)]
 struct Waits {
     /// Events seen per direction (step 1 and 3 of the protocol).
     events: [u64; 2],
+    /// Per direction, the event count at which an operation found the socket drained (a read
+    /// shorter than its buffer), or `u64::MAX`: while the count stays there, trying again
+    /// can only say `WouldBlock` (step 1).
+    drained_at: [u64; 2],
     waiters: [Vec<Waiter>; 2],
     /// The poller stopped: waits fail.
     gone: bool,
 }
 
+impl Default for Waits {
+    fn default() -> Waits {
+        Waits {
+            events: [0; 2],
+            drained_at: [u64::MAX; 2],
+            waiters: Default::default(),
+            gone: false,
+        }
+    }
+}
+
 impl IoState {
-    fn events(&self, dir: Direction) -> u64 {
-        self.waits.lock().events[dir as usize]
+    /// The direction's event count, and whether the socket is known to be drained at it.
+    fn events(&self, dir: Direction) -> (u64, bool) {
+        let w = self.waits.lock();
+        let n = w.events[dir as usize];
+        (n, w.drained_at[dir as usize] == n)
+    }
+
+    /// An operation that started at event count `seen` drained the socket.
+    fn mark_drained(&self, dir: Direction, seen: u64) {
+        let mut w = self.waits.lock();
+        // An event since `seen` may have brought more: then the socket is not known drained.
+        if w.events[dir as usize] == seen {
+            w.drained_at[dir as usize] = seen;
+        }
     }
 
     /// The poller's side: bump and take the waiters of the directions the event covers.
@@ -363,19 +419,47 @@ impl<S: AsRawFd> PollSource<S> {
         &self,
         dir: Direction,
         deadline: Option<Instant>,
+        op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io_drains(dir, deadline, op, |_| false)
+    }
+
+    /// [`io`](PollSource::io) for an operation that can tell when it drained the socket
+    /// (`drained`: a read shorter than its buffer). After such an operation, an actor's next
+    /// one waits for an event without trying first: one system call fewer per message in a
+    /// request/response exchange. (The kernel reports an edge for anything that arrives
+    /// after the drain, so nothing is missed; module docs, step 1.)
+    pub(crate) fn io_drains<R>(
+        &self,
+        dir: Direction,
+        deadline: Option<Instant>,
         mut op: impl FnMut(&S) -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
     ) -> io::Result<R> {
         loop {
             // Step 1.
-            let seen = match self.registration.get() {
-                Some(Ok(r)) => r.state.events(dir),
-                _ => 0,
+            let registered = match self.registration.get() {
+                Some(Ok(r)) => Some(r),
+                _ => None,
             };
-            // Step 2.
-            match op(&self.io) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                done => return done,
+            let (seen, known_drained) = registered.map_or((0, false), |r| r.state.events(dir));
+            // Step 2, unless known to be futile for an actor (a plain thread does not wait
+            // through the poller, so it always tries).
+            let skip = known_drained && context::current().is_some();
+            if !skip {
+                match op(&self.io) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Ok(r) => {
+                        if let Some(reg) = registered
+                            && drained(&r)
+                        {
+                            reg.state.mark_drained(dir, seen);
+                        }
+                        return Ok(r);
+                    }
+                    done => return done,
+                }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(timed_out());

@@ -288,10 +288,10 @@ pub(crate) fn run(shared: Weak<Shared>) {
         let now = Instant::now();
         let next_timer = shared.timers.fire_due(now);
         let any_running = sample(&shared, &mut samples, now);
-        if any_running && let Some(io) = shared.io.started() {
+        if any_running {
             // Workers busy with actors that run long between turns poll I/O seldom ("Polling
             // for I/O" in `worker.rs`, step 5): look every sample, without waiting.
-            io.try_poll(Some(Duration::ZERO));
+            shared.poll_io_now();
         }
         let period = sample_period(shared.config.time_slice);
         let next_sample = if any_running {

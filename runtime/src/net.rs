@@ -300,7 +300,13 @@ impl TcpStream {
 
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_op(|mut s| s.read(buf))
+        checkpoint();
+        let deadline = self.timeouts.deadline(Direction::Read);
+        let len = buf.len();
+        // A read shorter than the buffer took all there was: the next read waits for data.
+        let drained = |&n: &usize| n > 0 && n < len;
+        self.source
+            .io_drains(Direction::Read, deadline, |mut s| s.read(buf), drained)
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {

@@ -780,6 +780,17 @@ impl Shared {
         }
     }
 
+    /// Polls I/O without waiting, if no other thread polls now (`worker.rs`, "Polling for
+    /// I/O", step 5); hands the right over to a parked worker if one wanted it meanwhile.
+    pub(crate) fn poll_io_now(&self) {
+        if let Some(driver) = self.io.started()
+            && driver.try_poll(Some(Duration::ZERO)).is_some()
+            && driver.take_wanted()
+        {
+            self.notify_parked();
+        }
+    }
+
     /// Wakes a parked worker to search, if none is searching (see `idle.rs`).
     pub(crate) fn notify_parked(&self) {
         if let Some(index) = self.idle.worker_to_wake() {

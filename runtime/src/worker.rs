@@ -92,6 +92,33 @@
 //! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
 //!    the injector after their owner had finished.
 //!
+//! # Polling for I/O
+//!
+//! The runtime's I/O poll (`io.rs`) has no thread of its own: workers poll it, as Go's
+//! scheduler polls its netpoller.
+//!
+//! 1. A worker about to sleep (step 4 of the sleep protocol in `idle.rs`) takes the right to
+//!    poll if no other thread holds it (`poll_instead_of_park`); else it parks on its `Parker`
+//!    as usual, leaving word (`Driver::lock_poll_or_want`) so that a holder that lets go
+//!    without waiting in the poll (step 5) wakes a parked worker to take over: with every
+//!    worker parked, one of them is always in the poll.
+//! 2. With the right, it raises its `polling` flag, then a `SeqCst` fence, then takes any
+//!    pending `Parker` token, then looks at everything that could be waiting for it: its own
+//!    queues and next slot, its inbox, the stealable queues, whether a producer took it off
+//!    the sleeper list, shutdown. If anything is there it polls without waiting; else it
+//!    waits in the poll (up to the sleep's timeout). The actors whose sockets are ready are
+//!    woken from here, into this worker's next slot and queues or their home workers' inboxes.
+//! 3. Every wake of a worker goes through `Remote::unpark`: the `Parker`'s unpark, a `SeqCst`
+//!    fence, then, if the worker's `polling` flag is up, the poll's waker. Either the waker sees
+//!    the flag and interrupts the poll, or its fence comes first and the polling worker's look
+//!    in step 2 sees what the waker pushed before unparking (the two fences order the flag's
+//!    store against the push). So a worker waiting in the poll misses no wake.
+//! 4. Lowering the flag and releasing the right, the worker goes back to searching; the actors
+//!    the poll woke are in its queues (`find` takes the next slot too).
+//! 5. Readiness must not wait for an idle worker: a busy worker polls without waiting every
+//!    [`GLOBAL_POLL_INTERVAL`] turns, and the monitor polls without waiting at every sample
+//!    while any worker runs an actor (a worker busy with one long-running actor turns seldom).
+//!
 //! # Kill
 //!
 //! `JoinHandle::abort` ends one actor early, by the same means shutdown uses, on the worker
@@ -1192,7 +1219,7 @@ impl WorkerLoop<'_> {
         let Some(driver) = self.shared().io.started() else {
             return false;
         };
-        let Some(mut poll) = driver.try_lock_poll() else {
+        let Some(mut poll) = driver.lock_poll_or_want() else {
             return false;
         };
         let remote = self.remote();
@@ -1240,9 +1267,7 @@ impl WorkerLoop<'_> {
     /// A busy worker's look at the I/O poll (step 5), every [`GLOBAL_POLL_INTERVAL`] turns:
     /// ready sockets wake their actors without waiting for a worker to be idle.
     fn poll_io_now(&self) {
-        if let Some(driver) = self.shared().io.started() {
-            driver.try_poll(Some(Duration::ZERO));
-        }
+        self.shared().poll_io_now();
     }
 }
 

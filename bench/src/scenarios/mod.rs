@@ -6,6 +6,7 @@ pub mod ask;
 pub mod count;
 pub mod factorial;
 pub mod hackysack;
+pub mod http;
 pub mod pingpong;
 pub mod pool;
 pub mod ring;

@@ -1,0 +1,184 @@
+//! http: the NSPR experiment. An HTTP/1.1 server with keep-alive serves a generated 6 KB body;
+//! `clients` keep-alive clients on OS threads of this process send GETs back to back for
+//! `seconds` and time every response.
+//!
+//! Versions: threadlet (one actor per connection, `threadlet::net`), os-threads (one OS thread
+//! per connection, blocking `std::net`: the seed's pthreads server), tokio (one task per
+//! connection; the same `httparse` request loop, written async). The threadlet and os-threads
+//! servers run the very same connection loop (`threadlet_examples::http`).
+//!
+//! Setup is not timed: the server starts and answers one request first. The figure is
+//! requests per second over the run (`per_op_ns` is its inverse: wall time per response over
+//! all clients), with latency percentiles. Checked: every response was a 200 with the whole
+//! body, and no connection failed.
+//!
+//! The load generator shares the machine with the server: on few cores the clients take CPU
+//! time that the server could have used, the same for every version.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+use threadlet_examples::http::{self, BODY_BYTES, Content, Load};
+
+use crate::Opts;
+use crate::measure::{Sample, Spec, check, measure};
+use crate::output::Out;
+use crate::runtimes::{self, Rt, RtConfig};
+
+/// http's options.
+#[derive(Args, Clone, Debug)]
+pub struct Params {
+    /// Keep-alive clients, each an OS thread.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub clients: u64,
+    /// How long the load runs, in seconds (fractions allowed).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+}
+
+/// Whether http has a version for `rt`.
+pub fn supports(rt: Rt) -> bool {
+    rt != Rt::Sequential
+}
+
+/// Every runtime and worker count of `opts`.
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    if !(p.seconds > 0.0 && p.seconds.is_finite()) {
+        return Err("--seconds must be a positive number".into());
+    }
+    super::for_each(out, opts, "http", supports, |out, rt, w| {
+        let spec = Spec {
+            scenario: "http",
+            runtime: rt,
+            workers: w,
+            migrate: false,
+            params: vec![
+                ("clients", json!(p.clients)),
+                ("seconds", json!(p.seconds)),
+                ("body_kib", json!(BODY_BYTES / 1024)),
+            ],
+        };
+        measure(out, spec, opts.repeat, || run(rt, w, p));
+    });
+    Ok(())
+}
+
+/// One run on `rt`.
+pub fn run(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let duration = Duration::from_secs_f64(p.seconds);
+    let clients = p.clients as usize;
+    let load = match rt {
+        Rt::WorkStealing | Rt::GlobalQueue | Rt::Gil => {
+            let sched = rt.scheduler().expect("a threadlet runtime");
+            let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+            let listener = threadlet::net::TcpListener::from_std(listener)
+                .map_err(|e| format!("a non-blocking listener: {e}"))?;
+            // Ends when the runtime drops, after the load.
+            let _server =
+                runtime.spawn(move || http::threadlet_server(listener, Content::generated()));
+            warm_up_and_load(addr, clients, duration)
+        }
+        Rt::OsThreads => {
+            // The accepting thread and its connection threads end when the process does.
+            std::thread::spawn(move || http::threads_server(listener, Content::generated()));
+            warm_up_and_load(addr, clients, duration)
+        }
+        Rt::Tokio => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(super::workers(workers))
+                .enable_io()
+                .build()
+                .map_err(|e| format!("a tokio runtime: {e}"))?;
+            listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let content = match Content::generated() {
+                Content::Generated(r) => r,
+                Content::Directory(_) => unreachable!("generated"),
+            };
+            runtime.spawn(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .expect("a tokio listener from a non-blocking std one");
+                tokio_server(listener, content).await;
+            });
+            let load = warm_up_and_load(addr, clients, duration);
+            runtime.shutdown_background();
+            load
+        }
+        Rt::Sequential => unreachable!("http has no sequential version"),
+    }?;
+    check(load.errors == 0, || {
+        format!("{} connections failed or got a bad response", load.errors)
+    });
+    Ok(Sample::new(load.elapsed)
+        .per_op(load.requests, load.elapsed)
+        .with("requests", load.requests)
+        .with("req_per_s", load.per_second().round())
+        .with("p50_us", micros(load.percentile(0.50)))
+        .with("p99_us", micros(load.percentile(0.99)))
+        .with("p999_us", micros(load.percentile(0.999))))
+}
+
+fn micros(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e7).round() / 10.0
+}
+
+/// One request first (the server is up, its first connection made), then the load.
+fn warm_up_and_load(addr: SocketAddr, clients: usize, duration: Duration) -> Result<Load, String> {
+    let warm = http::load(addr, 1, Duration::from_millis(20), "/", Some(BODY_BYTES));
+    if warm.requests == 0 {
+        return Err(format!(
+            "the server did not answer ({} errors in warm-up)",
+            warm.errors
+        ));
+    }
+    Ok(http::load(addr, clients, duration, "/", Some(BODY_BYTES)))
+}
+
+/// tokio's version of the server: a task per connection, the same request loop as
+/// `threadlet_examples::http::serve_connection` (answering the generated body), async.
+async fn tokio_server(listener: tokio::net::TcpListener, response: std::sync::Arc<[u8]>) {
+    while let Ok((conn, _)) = listener.accept().await {
+        let _ = conn.set_nodelay(true);
+        let response = response.clone();
+        tokio::spawn(async move { tokio_connection(conn, &response).await });
+    }
+}
+
+async fn tokio_connection(mut conn: tokio::net::TcpStream, response: &[u8]) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 4096];
+    let mut filled = 0;
+    loop {
+        let (head_len, keep_alive) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(&buf[..filled]) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let close = req.headers.iter().any(|h| {
+                        h.name.eq_ignore_ascii_case("connection")
+                            && h.value.eq_ignore_ascii_case(b"close")
+                    });
+                    break (n, !close && req.version == Some(1));
+                }
+                Ok(httparse::Status::Partial) if filled < buf.len() => {
+                    match conn.read(&mut buf[filled..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => filled += n,
+                    }
+                }
+                _ => return,
+            }
+        };
+        if conn.write_all(response).await.is_err() {
+            return;
+        }
+        buf.copy_within(head_len..filled, 0);
+        filled -= head_len;
+        if !keep_alive {
+            return;
+        }
+    }
+}
