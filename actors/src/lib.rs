@@ -76,10 +76,10 @@ pub fn monitor(id: ActorId) -> Monitor {
 pub use names::{NameTaken, register, unregister, whereis};
 pub use threadlet_runtime::{
     AbortHandle, ActorId, BuildError, Builder, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down,
-    ExitReason, ExitWatch, Handle, JoinError, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,
-    MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot,
-    checkpoint, current, current_name, kill, preemptions, sleep, sleep_until, spawn, worker_index,
-    yield_now,
+    ExitReason, ExitWatch, Handle, JoinError, JoinErrorKind, JoinHandle, LONG_RUN_SLICES, LongRun,
+    MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions,
+    WorkerSnapshot, checkpoint, current, current_name, kill, preemptions, sleep, sleep_until,
+    spawn, worker_index, yield_now,
 };
 pub use timers::TimerHandle;
 
