@@ -20,7 +20,8 @@
 //!    mailbox is closed first (later sends hand their message back), then [`Actor::stopped`]
 //!    runs, and its [`JoinHandle`] returns the actor's value.
 //! 4. A panic in `started`, `handle` or `stopped` ends it the same way, except that `join`
-//!    returns [`JoinError::Panicked`](crate::JoinError::Panicked) instead of the value.
+//!    returns a [`JoinError`](crate::JoinError) of kind
+//!    [`Panicked`](crate::JoinErrorKind::Panicked) instead of the value.
 //!
 //! If `handle` blocks (a channel, `join`, `sleep`, `ask`) or is preempted, the actor keeps the
 //! stack it was lent and stays on that worker until `handle` returns; the worker takes another
@@ -31,7 +32,7 @@ use std::fmt;
 use std::io;
 
 use threadlet_runtime::{
-    Activation, ActorId, Completion, JoinError, JoinHandle, Runtime, SpawnOptions, Step,
+    Activation, ActorId, Completion, JoinErrorKind, JoinHandle, Runtime, SpawnOptions, Step,
     catch_actor_panic,
 };
 
@@ -228,14 +229,14 @@ impl<A: Actor> Program<A> {
         // (A supervised child's mailbox stays open, queue and all, for its next incarnation.)
         let mut actor = self.actor.take();
         let result = match panicked {
-            Some(p) => Err(JoinError::Panicked(p)),
+            Some(p) => Err(JoinErrorKind::Panicked(p)),
             None => match catch_actor_panic(|| {
                 if let Some(a) = actor.as_mut() {
                     a.stopped();
                 }
             }) {
                 Ok(()) => Ok(actor.take().expect("taken once")),
-                Err(p) => Err(JoinError::Panicked(p)),
+                Err(p) => Err(JoinErrorKind::Panicked(p)),
             },
         };
         if let Some(c) = self.completion.take() {

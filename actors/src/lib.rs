@@ -78,10 +78,10 @@ pub use threadlet_runtime::net;
 pub use threadlet_runtime::{
     AbortHandle, ActorId, BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE,
     DEFAULT_BLOCKING_THREADS, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down, ExitReason, ExitWatch,
-    Handle, JoinError, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS,
-    MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot, blocking,
-    checkpoint, current, current_name, kill, preemptions, sleep, sleep_until, spawn, worker_index,
-    yield_now,
+    Handle, JoinError, JoinErrorKind, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,
+    MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot,
+    blocking, checkpoint, current, current_name, kill, preemptions, sleep, sleep_until, spawn,
+    worker_index, yield_now,
 };
 pub use timers::TimerHandle;
 

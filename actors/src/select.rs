@@ -64,7 +64,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
-use threadlet_runtime::__private::{join_take_now, join_unwatch, join_watch};
+use threadlet_runtime::__private::{join_cancelled, join_take_now, join_unwatch, join_watch};
 use threadlet_runtime::{JoinError, JoinHandle, Waiter, checkpoint, park, park_until};
 
 use crate::Mailbox;
@@ -177,7 +177,7 @@ impl<R> Recv for JoinHandle<R> {
         join_unwatch(self, w);
     }
     fn closed(&self) -> Self::Output {
-        Err(JoinError::Cancelled)
+        Err(join_cancelled(self))
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::within_watchdog;
 use threadlet::channel;
-use threadlet::{Actor, Addr, Context, JoinError, Mailbox, Runtime, RuntimeExt, Scheduler};
+use threadlet::{Actor, Addr, Context, Mailbox, Runtime, RuntimeExt, Scheduler};
 
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder().workers(workers).build().unwrap()
@@ -129,7 +129,7 @@ fn a_panic_in_stopped_is_reported_by_join() {
     });
     addr.send(0).unwrap();
     let err = h.join().unwrap_err();
-    assert!(matches!(err, JoinError::Panicked(_)));
+    assert!(err.is_panic());
     assert_eq!(err.panic_message(), Some("stopped panics"));
 }
 

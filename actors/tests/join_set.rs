@@ -54,7 +54,11 @@ fn abort_all_kills_the_running_and_keeps_finished_results() {
         results
     });
     assert_eq!(results.len(), 3);
-    assert!(results.iter().all(|r| matches!(r, Err(JoinError::Killed))));
+    assert!(
+        results
+            .iter()
+            .all(|r| r.as_ref().is_err_and(JoinError::is_killed))
+    );
 }
 
 #[test]

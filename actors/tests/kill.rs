@@ -39,7 +39,7 @@ fn a_process_actor_parked_in_recv_is_killed_and_unwound_on_its_own_worker() {
     std::thread::sleep(Duration::from_millis(10)); // parked in `recv` by now, most likely
     assert!(h.abort());
     let r = within_watchdog("kill a parked actor", move || h.join());
-    assert!(matches!(r, Err(JoinError::Killed)), "{r:?}");
+    assert!(r.as_ref().is_err_and(JoinError::is_killed), "{r:?}");
     assert_eq!(*dropped_on.lock(), Some(worker));
     // Its mailbox went with it: sends hand their message back.
     assert_eq!(addr.send(1).unwrap_err().into_inner(), 1);
@@ -62,7 +62,7 @@ fn a_spinning_actor_is_killed_at_its_next_safe_point() {
     let worker = ran_on.recv().unwrap();
     assert!(h.abort());
     let r = within_watchdog("kill a spinner", move || h.join());
-    assert!(matches!(r, Err(JoinError::Killed)));
+    assert!(r.as_ref().is_err_and(JoinError::is_killed));
     assert_eq!(*dropped_on.lock(), Some(worker));
 }
 
@@ -102,7 +102,7 @@ fn a_handler_actor_between_messages_is_killed_with_its_state_and_queued_messages
     }
     assert!(h.abort());
     let r = within_watchdog("kill an idle handler actor", move || h.join().err());
-    assert!(matches!(r, Some(JoinError::Killed)), "{r:?}");
+    assert!(r.as_ref().is_some_and(JoinError::is_killed), "{r:?}");
     assert!(dropped.lock().is_some(), "the actor's state was dropped");
     // Later sends hand their message back (and it drops with the error, not in a mailbox).
     let back = addr.send(Counted(drops.clone())).unwrap_err().into_inner();
@@ -137,7 +137,7 @@ fn a_handler_actor_suspended_inside_handle_is_unwound_on_its_worker() {
     let worker = rx.recv().unwrap();
     assert!(h.abort());
     let r = within_watchdog("kill a suspended handler", move || h.join().err());
-    assert!(matches!(r, Some(JoinError::Killed)), "{r:?}");
+    assert!(r.as_ref().is_some_and(JoinError::is_killed), "{r:?}");
     assert_eq!(*dropped_on.lock(), Some(worker));
     assert!(addr.send(()).is_err());
 }
@@ -160,7 +160,7 @@ fn an_actor_killed_before_it_starts_never_runs() {
         r.fetch_add(1, Ordering::SeqCst);
     });
     assert!(queued.abort());
-    assert!(matches!(queued.join(), Err(JoinError::Killed)));
+    assert!(queued.join().is_err_and(|e| e.is_killed()));
     hold_tx.send(()).unwrap();
     busy.join().unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 0);
@@ -190,7 +190,7 @@ fn a_kill_inside_a_channel_wait_leaves_the_channel_consistent() {
     };
     std::thread::sleep(Duration::from_millis(10));
     assert!(stuck.abort());
-    assert!(matches!(stuck.join(), Err(JoinError::Killed)));
+    assert!(stuck.join().is_err_and(|e| e.is_killed()));
     let ok = rt.spawn(move || tx.send(2));
     assert_eq!(rx.recv(), Ok(2));
     ok.join().unwrap().unwrap();
@@ -243,7 +243,7 @@ fn kills_at_random_moments_always_end_the_actor() {
         for h in handles {
             match h.join() {
                 Ok(()) => {}
-                Err(JoinError::Killed) => reported_killed += 1,
+                Err(e) if e.is_killed() => reported_killed += 1,
                 Err(e) => panic!("unexpected: {e}"),
             }
         }
@@ -266,7 +266,7 @@ fn a_kill_of_a_named_actor_built_with_options_works_the_same() {
     let kill = h.abort_handle();
     assert_eq!(kill.id(), h.id());
     assert!(kill.abort());
-    assert!(matches!(h.join(), Err(JoinError::Killed)));
+    assert!(h.join().is_err_and(|e| e.is_killed()));
     assert!(kill.is_finished());
 }
 
@@ -294,9 +294,9 @@ fn kill_and_monitor_by_bare_id_reach_every_kind_of_actor() {
         })
     });
     assert!(reasons.iter().all(|r| *r == threadlet::ExitReason::Killed));
-    assert!(matches!(hh.join(), Err(JoinError::Killed)));
-    assert!(matches!(hp.join(), Err(JoinError::Killed)));
-    assert!(matches!(plain.join(), Err(JoinError::Killed)));
+    assert!(hh.join().is_err_and(|e| e.is_killed()));
+    assert!(hp.join().is_err_and(|e| e.is_killed()));
+    assert!(plain.join().is_err_and(|e| e.is_killed()));
     // Ended: no longer in the table. From a plain thread: through the handle.
     for id in ids {
         assert!(!handle.kill(id));

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use threadlet::channel::{self, RecvError};
 use threadlet::{
-    ActorBuilder, BuildError, JoinError, JoinHandle, MIN_STACK_SIZE, Mailbox, Runtime, RuntimeExt,
+    Actor, ActorBuilder, BuildError, Context, JoinErrorKind, JoinHandle, MIN_STACK_SIZE, Mailbox,
+    Runtime, RuntimeExt,
 };
 
 fn runtime(workers: usize) -> Runtime {
@@ -76,7 +77,7 @@ fn a_panic_is_isolated_and_reported_by_join() {
         assert!(!err.is_cancelled());
         assert_eq!(err.panic_message(), Some("boom 7"));
         assert!(err.to_string().contains("boom 7"), "{err}");
-        let payload = err.into_panic().unwrap();
+        let payload = err.into_panic();
         assert_eq!(payload.downcast_ref::<String>().unwrap(), "boom 7");
 
         // A literal message: a `&'static str` payload.
@@ -91,7 +92,7 @@ fn a_panic_is_isolated_and_reported_by_join() {
             .unwrap_err();
         assert!(err.is_panic());
         assert_eq!(err.panic_message(), None);
-        assert_eq!(*err.into_panic().unwrap().downcast::<u64>().unwrap(), 42);
+        assert_eq!(*err.into_panic().downcast::<u64>().unwrap(), 42);
 
         // A panic after the actor suspended, with values on its stack.
         let drops = Arc::new(AtomicUsize::new(0));
@@ -666,6 +667,108 @@ fn burst_of_spawns_then_shutdown_two_workers() {
     burst_then_shutdown(2);
 }
 
+/// A handler actor that panics on its first message.
+struct PanicsOnMessage;
+
+impl Actor for PanicsOnMessage {
+    type Msg = ();
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {
+        panic!("handler boom");
+    }
+}
+
+/// A `JoinError` names its actor (id and name) whichever way it ended, and `Display` and
+/// `Debug` say so.
+#[test]
+fn join_errors_carry_the_actors_id_and_name() {
+    let rt = runtime(2);
+
+    // Panicked (a process actor).
+    let h = ActorBuilder::new()
+        .name("mapper")
+        .spawn_on(&rt, || -> u32 { panic!("boom") })
+        .unwrap();
+    let id = h.id();
+    let err = h.join().unwrap_err();
+    assert_eq!(err.id(), id);
+    assert_eq!(err.name(), Some("mapper"));
+    assert!(matches!(err.kind(), JoinErrorKind::Panicked(_)));
+    assert_eq!(
+        err.to_string(),
+        format!("actor {id} \"mapper\" panicked: boom")
+    );
+    let debug = format!("{err:?}");
+    assert!(
+        debug.contains(&format!("{id:?}"))
+            && debug.contains("\"mapper\"")
+            && debug.contains("Panicked(\"boom\")"),
+        "{debug}"
+    );
+    // `try_into_panic` hands back the payload; given back, the error still names the actor.
+    let payload = err.try_into_panic().unwrap();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+
+    // Panicked (a handler actor: its outcome goes through `Completion`).
+    let (addr, h) = ActorBuilder::new()
+        .name("handler")
+        .start_on(&rt, PanicsOnMessage)
+        .unwrap();
+    let id = h.id();
+    addr.send(()).unwrap();
+    let err = h.join().err().expect("it panicked");
+    assert_eq!((err.id(), err.name()), (id, Some("handler")));
+    assert!(err.is_panic());
+    assert_eq!(
+        err.to_string(),
+        format!("actor {id} \"handler\" panicked: handler boom")
+    );
+
+    // Killed.
+    let h = ActorBuilder::new()
+        .name("sleeper")
+        .spawn_on(&rt, || threadlet::sleep(Duration::from_secs(3600)))
+        .unwrap();
+    let id = h.id();
+    assert!(h.abort());
+    let err = h.join().unwrap_err();
+    assert_eq!((err.id(), err.name()), (id, Some("sleeper")));
+    assert!(err.is_killed());
+    assert_eq!(
+        err.to_string(),
+        format!("actor {id} \"sleeper\" was killed")
+    );
+    // Not a panic: `try_into_panic` gives the error back whole, `into_panic` panics.
+    let err = err.try_into_panic().unwrap_err();
+    assert_eq!((err.id(), err.name()), (id, Some("sleeper")));
+    let not_a_panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| err.into_panic()));
+    assert!(not_a_panic.is_err());
+
+    // Unnamed: Display leaves the name out.
+    let h = rt.spawn(|| -> u32 { panic!("anonymous") });
+    let id = h.id();
+    let err = h.join().unwrap_err();
+    assert_eq!((err.id(), err.name()), (id, None));
+    assert_eq!(err.to_string(), format!("actor {id} panicked: anonymous"));
+
+    // Cancelled by shutdown.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (never_tx, never_rx) = channel::bounded::<()>(0);
+    let h = ActorBuilder::new()
+        .name("parked")
+        .spawn_on(&rt, move || {
+            started_tx.send(()).unwrap();
+            let _ = never_rx.recv(); // nothing is ever sent: shutdown unwinds it here
+        })
+        .unwrap();
+    let id = h.id();
+    started_rx.recv().unwrap();
+    drop(rt);
+    let err = h.join().unwrap_err();
+    assert_eq!((err.id(), err.name()), (id, Some("parked")));
+    assert!(matches!(err.into_kind(), JoinErrorKind::Cancelled));
+    drop(never_tx);
+}
+
 /// Joining from a plain thread: one thread already blocked in `join` while the runtime drops,
 /// and one join after the drop. Both get `Cancelled`.
 #[test]
@@ -695,7 +798,7 @@ fn join_of_an_actor_cancelled_by_shutdown() {
     assert!(!err.to_string().is_empty());
     assert!(joined_after.is_finished());
     let err = joined_after.join().unwrap_err();
-    assert!(matches!(err, JoinError::Cancelled), "{err:?}");
+    assert!(err.is_cancelled(), "{err:?}");
     drop(tx);
 }
 

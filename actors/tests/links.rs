@@ -28,9 +28,9 @@ fn an_abnormal_end_kills_linked_actors_along_a_chain_both_ways() {
     c.link(&b); // b sits in the middle: c's link is the other way round
     b.send(0).unwrap(); // the middle one fails
     let (ra, rb, rc) = within_watchdog("link chain", move || (ha.join(), hb.join(), hc.join()));
-    assert!(matches!(rb, Err(JoinError::Panicked(_))));
-    assert!(matches!(ra, Err(JoinError::Killed)));
-    assert!(matches!(rc, Err(JoinError::Killed)));
+    assert!(rb.as_ref().is_err_and(JoinError::is_panic));
+    assert!(ra.as_ref().is_err_and(JoinError::is_killed));
+    assert!(rc.as_ref().is_err_and(JoinError::is_killed));
 }
 
 #[test]
@@ -49,11 +49,8 @@ fn a_kill_propagates_but_a_normal_end_does_not() {
     let (d, hd) = waiter(&rt);
     c.link(&d);
     assert!(c.kill());
-    assert!(matches!(hc.join(), Err(JoinError::Killed)));
-    assert!(matches!(
-        within_watchdog("kill propagates", move || hd.join()),
-        Err(JoinError::Killed)
-    ));
+    assert!(hc.join().is_err_and(|e| e.is_killed()));
+    assert!(within_watchdog("kill propagates", move || hd.join()).is_err_and(|e| e.is_killed()));
     drop(d);
 }
 
@@ -65,10 +62,7 @@ fn linking_to_an_actor_that_already_failed_signals_at_once() {
     assert!(hdead.join().is_err());
     let (late, hlate) = waiter(&rt);
     late.link(&dead);
-    assert!(matches!(
-        within_watchdog("late link", move || hlate.join()),
-        Err(JoinError::Killed)
-    ));
+    assert!(within_watchdog("late link", move || hlate.join()).is_err_and(|e| e.is_killed()));
 }
 
 #[test]

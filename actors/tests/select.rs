@@ -193,7 +193,7 @@ fn join_handles_and_oneshots_are_sources() {
 
         let panics = threadlet::spawn(|| -> u8 { panic!("expected by the test") });
         let r = threadlet::select! { recv(panics) -> r => r };
-        assert!(matches!(r, Err(JoinError::Panicked(_))));
+        assert!(r.as_ref().is_err_and(JoinError::is_panic));
     });
 }
 
@@ -495,7 +495,7 @@ fn shutdown_unwinds_an_actor_parked_in_a_select() {
     });
     std::thread::sleep(Duration::from_millis(20));
     drop(rt); // must not hang: the parked select is unwound
-    assert!(matches!(h.join(), Err(JoinError::Cancelled)));
+    assert!(h.join().is_err_and(|e| e.is_cancelled()));
     // The unwound actor dropped its receiver on the way.
     assert!(tx.send(1).is_err());
     assert!(addr_rx.try_recv().is_err());

@@ -57,7 +57,7 @@ use std::sync::Arc;
 
 use crate::actor::{ActorCell, ActorId, SpawnOptions};
 use crate::context;
-use crate::join::{self, Completer, JoinError, JoinHandle};
+use crate::join::{self, Completer, JoinErrorKind, JoinHandle};
 use crate::runtime::{Runtime, Shared, check_options};
 
 /// What an activation reports back to the worker; see the module docs.
@@ -84,8 +84,9 @@ pub trait Activation: Send + 'static {
 pub struct Completion<R>(Completer<R>);
 
 impl<R> Completion<R> {
-    /// Completes the join handle with the actor's outcome.
-    pub fn complete(self, result: Result<R, JoinError>) {
+    /// Completes the join handle with the actor's outcome (`join` adds the actor's id and
+    /// name to an error).
+    pub fn complete(self, result: Result<R, JoinErrorKind>) {
         self.0.complete(result);
     }
 }

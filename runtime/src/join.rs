@@ -5,7 +5,11 @@
 //! protocol of `wake.rs`: publish the waiter under the lock, check the slot, park, loop. The
 //! completer fills the slot and takes the waiter under the same lock, so exactly one of them
 //! sees the other. If the completer is dropped without a value (the actor never started, or
-//! shutdown unwound it), the slot records `Cancelled`, so a joiner never waits forever.
+//! shutdown unwound it), the slot records `Cancelled` (`Killed` while its worker kills it), so
+//! a joiner never waits forever.
+//!
+//! The slot holds a [`JoinErrorKind`]; the packet knows the actor's id and name, and `join`
+//! adds them to make the [`JoinError`] it returns.
 
 use std::any::Any;
 use std::fmt;
@@ -17,18 +21,35 @@ use crate::context::{self, Waiter};
 use crate::fault;
 use crate::sync::Mutex;
 
-/// Why joining an actor gave no value.
+/// Why joining an actor gave no value, and which actor it was: its id, its name (if it was
+/// spawned with one), and the [`JoinErrorKind`].
 ///
 /// ```
-/// use threadlet_runtime::{JoinError, Runtime};
+/// use threadlet_runtime::{JoinErrorKind, Runtime, SpawnOptions};
 ///
 /// let rt = Runtime::builder().workers(1).build().unwrap();
-/// let err = rt.spawn(|| -> u32 { panic!("boom") }).join().unwrap_err();
-/// assert!(matches!(err, JoinError::Panicked(_)));
+/// let h = rt
+///     .spawn_with(SpawnOptions::new().name("mapper"), || -> u32 { panic!("boom") })
+///     .unwrap();
+/// let id = h.id();
+/// let err = h.join().unwrap_err();
+/// assert_eq!(err.id(), id);
+/// assert_eq!(err.name(), Some("mapper"));
+/// assert!(matches!(err.kind(), JoinErrorKind::Panicked(_)));
 /// assert_eq!(err.panic_message(), Some("boom"));
-/// assert_eq!(err.to_string(), "actor panicked: boom");
+/// assert_eq!(err.to_string(), format!("actor {id} \"mapper\" panicked: boom"));
 /// ```
-pub enum JoinError {
+pub struct JoinError {
+    id: ActorId,
+    name: Option<Arc<str>>,
+    kind: JoinErrorKind,
+}
+
+/// How an actor ended without a value: [`JoinError::kind`].
+///
+/// More kinds may be added: a `match` on it needs a wildcard arm.
+#[non_exhaustive]
+pub enum JoinErrorKind {
     /// The actor panicked; the payload is what `panic!` was given.
     Panicked(Box<dyn Any + Send + 'static>),
     /// The actor was dropped before finishing: the runtime shut down first.
@@ -42,6 +63,47 @@ pub enum JoinError {
 }
 
 impl JoinError {
+    fn new(id: ActorId, name: Option<Arc<str>>, kind: JoinErrorKind) -> JoinError {
+        JoinError { id, name, kind }
+    }
+
+    /// The id of the actor.
+    pub fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// The actor's name, if it was spawned with one.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let err = rt.spawn(|| -> u32 { panic!("boom") }).join().unwrap_err();
+    /// assert_eq!(err.name(), None); // spawned without a name
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// How the actor ended.
+    ///
+    /// ```
+    /// use threadlet_runtime::JoinErrorKind;
+    ///
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// h.abort();
+    /// let err = h.join().unwrap_err();
+    /// assert!(matches!(err.kind(), JoinErrorKind::Killed));
+    /// ```
+    pub fn kind(&self) -> &JoinErrorKind {
+        &self.kind
+    }
+
+    /// How the actor ended, by value (for the panic payload, see also
+    /// [`into_panic`](JoinError::into_panic)).
+    pub fn into_kind(self) -> JoinErrorKind {
+        self.kind
+    }
+
     /// Whether the actor panicked.
     ///
     /// ```
@@ -51,7 +113,7 @@ impl JoinError {
     /// assert!(!err.is_cancelled());
     /// ```
     pub fn is_panic(&self) -> bool {
-        matches!(self, JoinError::Panicked(_))
+        matches!(self.kind, JoinErrorKind::Panicked(_))
     }
 
     /// Whether the actor was cancelled by shutdown.
@@ -73,7 +135,7 @@ impl JoinError {
     /// assert!(!err.is_panic());
     /// ```
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, JoinError::Cancelled)
+        matches!(self.kind, JoinErrorKind::Cancelled)
     }
 
     /// Whether the actor was killed ([`JoinHandle::abort`]).
@@ -85,23 +147,44 @@ impl JoinError {
     /// assert!(h.join().unwrap_err().is_killed());
     /// ```
     pub fn is_killed(&self) -> bool {
-        matches!(self, JoinError::Killed)
+        matches!(self.kind, JoinErrorKind::Killed)
     }
 
-    /// The panic payload, if the actor panicked.
+    /// The panic payload.
+    ///
+    /// # Panics
+    ///
+    /// If the actor did not panic; [`try_into_panic`](JoinError::try_into_panic) does not.
     ///
     /// ```
     /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
     /// let h = rt.spawn(|| -> u32 { std::panic::panic_any(7_i32) });
     /// let err = h.join().unwrap_err();
     /// assert_eq!(err.panic_message(), None); // not a string payload
-    /// let payload = err.into_panic().unwrap();
+    /// let payload = err.into_panic();
     /// assert_eq!(payload.downcast_ref::<i32>(), Some(&7));
     /// ```
-    pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
-        match self {
-            JoinError::Panicked(p) => Some(p),
-            _ => None,
+    #[track_caller]
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self.try_into_panic() {
+            Ok(p) => p,
+            Err(e) => panic!("JoinError::into_panic: not a panic: {e}"),
+        }
+    }
+
+    /// The panic payload if the actor panicked, else the error back.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// h.abort();
+    /// let err = h.join().unwrap_err().try_into_panic().unwrap_err();
+    /// assert!(err.is_killed());
+    /// ```
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self.kind {
+            JoinErrorKind::Panicked(p) => Ok(p),
+            kind => Err(JoinError { kind, ..self }),
         }
     }
 
@@ -114,37 +197,59 @@ impl JoinError {
     /// assert_eq!(err.panic_message(), Some("bad input 3"));
     /// ```
     pub fn panic_message(&self) -> Option<&str> {
+        self.kind.panic_message()
+    }
+}
+
+impl JoinErrorKind {
+    fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => fault::panic_message(&**p),
+            JoinErrorKind::Panicked(p) => fault::panic_message(&**p),
             _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for JoinErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinErrorKind::Panicked(_) => f
+                .debug_tuple("Panicked")
+                .field(&self.panic_message().unwrap_or("<non-string payload>"))
+                .finish(),
+            JoinErrorKind::Cancelled => f.write_str("Cancelled"),
+            JoinErrorKind::Killed => f.write_str("Killed"),
+            JoinErrorKind::Spawn(e) => f.debug_tuple("Spawn").field(e).finish(),
         }
     }
 }
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Panicked(_) => f
-                .debug_tuple("Panicked")
-                .field(&self.panic_message().unwrap_or("<non-string payload>"))
-                .finish(),
-            JoinError::Cancelled => f.write_str("Cancelled"),
-            JoinError::Killed => f.write_str("Killed"),
-            JoinError::Spawn(e) => f.debug_tuple("Spawn").field(e).finish(),
-        }
+        f.debug_struct("JoinError")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 
+/// `actor #42 "mapper" panicked: boom`, `actor #7 was killed`: the actor, its name if it has
+/// one, and what happened to it.
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Panicked(_) => match self.panic_message() {
-                Some(m) => write!(f, "actor panicked: {m}"),
-                None => f.write_str("actor panicked"),
+        write!(f, "actor {}", self.id)?;
+        if let Some(name) = &self.name {
+            write!(f, " {name:?}")?;
+        }
+        match &self.kind {
+            JoinErrorKind::Panicked(_) => match self.panic_message() {
+                Some(m) => write!(f, " panicked: {m}"),
+                None => f.write_str(" panicked"),
             },
-            JoinError::Cancelled => f.write_str("actor cancelled by runtime shutdown"),
-            JoinError::Killed => f.write_str("actor killed"),
-            JoinError::Spawn(e) => write!(f, "actor could not start: {e}"),
+            JoinErrorKind::Cancelled => f.write_str(" was cancelled by runtime shutdown"),
+            JoinErrorKind::Killed => f.write_str(" was killed"),
+            JoinErrorKind::Spawn(e) => write!(f, " could not start: {e}"),
         }
     }
 }
@@ -153,7 +258,8 @@ impl std::error::Error for JoinError {}
 
 enum Slot<R> {
     Pending(Option<Waiter>),
-    Ready(Result<R, JoinError>),
+    /// The outcome; `join` adds the actor's id and name to an error.
+    Ready(Result<R, JoinErrorKind>),
     Taken,
 }
 
@@ -259,17 +365,17 @@ pub enum ExitReason {
 }
 
 impl ExitReason {
-    fn of<R>(result: &Result<R, JoinError>) -> ExitReason {
+    fn of<R>(result: &Result<R, JoinErrorKind>) -> ExitReason {
         match result {
             Ok(_) => ExitReason::Normal,
-            Err(e @ JoinError::Panicked(_)) => ExitReason::Panicked(
+            Err(e @ JoinErrorKind::Panicked(_)) => ExitReason::Panicked(
                 e.panic_message()
                     .unwrap_or("<non-string payload>")
                     .to_owned(),
             ),
-            Err(JoinError::Killed) => ExitReason::Killed,
-            Err(JoinError::Cancelled) => ExitReason::Cancelled,
-            Err(JoinError::Spawn(e)) => ExitReason::NoStart(e.to_string()),
+            Err(JoinErrorKind::Killed) => ExitReason::Killed,
+            Err(JoinErrorKind::Cancelled) => ExitReason::Cancelled,
+            Err(JoinErrorKind::Spawn(e)) => ExitReason::NoStart(e.to_string()),
         }
     }
 
@@ -394,7 +500,7 @@ impl fmt::Debug for ExitWatch {
 pub(crate) struct Completer<R>(Option<Arc<Packet<R>>>);
 
 impl<R> Completer<R> {
-    pub(crate) fn complete(mut self, result: Result<R, JoinError>) {
+    pub(crate) fn complete(mut self, result: Result<R, JoinErrorKind>) {
         if let Some(p) = self.0.take() {
             fill(&p, result);
         }
@@ -407,16 +513,16 @@ impl<R> Drop for Completer<R> {
             // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else
             // because the runtime shut down (or the actor never started).
             let why = if context::is_killing() {
-                JoinError::Killed
+                JoinErrorKind::Killed
             } else {
-                JoinError::Cancelled
+                JoinErrorKind::Cancelled
             };
             fill(&p, Err(why));
         }
     }
 }
 
-fn fill<R>(packet: &Packet<R>, result: Result<R, JoinError>) {
+fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
     let reason = ExitReason::of(&result);
     let waiter = {
         let mut slot = packet.slot.lock();
@@ -479,7 +585,7 @@ where
                 format_args!("the closure of actor {id}, which could not start"),
                 || drop(f),
             );
-            completer.complete(Err(JoinError::Spawn(e)));
+            completer.complete(Err(JoinErrorKind::Spawn(e)));
             return;
         }
         let result = match catch_unwind(AssertUnwindSafe(f)) {
@@ -487,7 +593,7 @@ where
             // Shutdown's forced unwind passes through here: let it go on to the coroutine's
             // root (the completer, dropped on the way, records `Cancelled`).
             Err(p) if context::is_cancelling() => resume_unwind(p),
-            Err(p) => Err(JoinError::Panicked(p)),
+            Err(p) => Err(JoinErrorKind::Panicked(p)),
         };
         // With the handle gone, completing drops the result (or payload) right here.
         fault::contain(
@@ -542,14 +648,16 @@ impl<R> JoinHandle<R> {
                         let Slot::Ready(r) = std::mem::replace(&mut *slot, Slot::Taken) else {
                             unreachable!()
                         };
-                        return r;
+                        return r.map_err(|kind| self.error(kind));
                     }
                     Slot::Pending(w) => *w = Some(Waiter::current()),
                     Slot::Taken => panic!("{TAKEN}"),
                 }
             }
             if context::park().is_err() {
-                return Err(JoinError::Cancelled);
+                // The joiner itself is being cancelled (shutdown): reported as `Cancelled`, the
+                // actor's result left unjoined.
+                return Err(self.error(JoinErrorKind::Cancelled));
             }
         }
     }
@@ -576,7 +684,7 @@ impl<R> JoinHandle<R> {
     }
 
     /// Kills the actor: it ends at its next suspension or safe point, its stack unwound on
-    /// its own worker (destructors run), and `join` reports [`JoinError::Killed`]. An actor
+    /// its own worker (destructors run), and `join` reports [`JoinErrorKind::Killed`]. An actor
     /// that has not started is dropped unstarted; a handler actor between messages is dropped
     /// with its state and mailbox (the messages in it are dropped; later sends hand theirs
     /// back). Returns `false` if the actor had already ended (its result is there to join);
@@ -668,6 +776,11 @@ impl<R> JoinHandle<R> {
     pub fn id(&self) -> ActorId {
         self.id
     }
+
+    /// The error for this actor's end.
+    fn error(&self, kind: JoinErrorKind) -> JoinError {
+        JoinError::new(self.id, self.packet.name.clone(), kind)
+    }
 }
 
 const TAKEN: &str = "joining an actor whose result a select already took";
@@ -679,11 +792,17 @@ pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
     match &*slot {
         Slot::Pending(_) => None,
         Slot::Ready(_) => match std::mem::replace(&mut *slot, Slot::Taken) {
-            Slot::Ready(r) => Some(r),
+            Slot::Ready(r) => Some(r.map_err(|kind| h.error(kind))),
             _ => unreachable!(),
         },
         Slot::Taken => panic!("{TAKEN}"),
     }
+}
+
+/// For `threadlet::select!`: the error of a join branch given up because the selecting actor
+/// is being cancelled (shutdown), as `join` returns then.
+pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
+    h.error(JoinErrorKind::Cancelled)
 }
 
 /// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records

@@ -17,7 +17,7 @@
 //! | `fault` | running user code where a panic must not escape (`contain`) |
 //! | `home` | which worker an actor is pinned to, and the hand-off that pins and frees handler actors |
 //! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
-//! | `join` | [`JoinHandle`] and [`JoinError`] |
+//! | `join` | [`JoinHandle`], [`JoinError`] and [`JoinErrorKind`] |
 //! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
 //! | `guard` | the stack overflow reporter |
 //! | `monitor` | the monitor thread: time-slice preemption, long-run reports, firing timers |
@@ -73,7 +73,7 @@ pub use context::{
 };
 pub use handle::Handle;
 pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
-pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinHandle};
+pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinErrorKind, JoinHandle};
 pub use live::{exit_watch, kill};
 pub use monitor::{LONG_RUN_SLICES, LongRun};
 pub use runtime::{
@@ -89,7 +89,7 @@ pub mod __private {
     //! part of the API.
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
-    pub use crate::join::{join_take_now, join_unwatch, join_watch};
+    pub use crate::join::{join_cancelled, join_take_now, join_unwatch, join_watch};
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any

@@ -994,8 +994,10 @@ impl Runtime {
     {
         match self.spawn(f).join() {
             Ok(v) => v,
-            Err(join::JoinError::Panicked(p)) => std::panic::resume_unwind(p),
-            Err(e) => panic!("block_on: {e}"),
+            Err(e) => match e.try_into_panic() {
+                Ok(p) => std::panic::resume_unwind(p),
+                Err(e) => panic!("block_on: {e}"),
+            },
         }
     }
 
