@@ -20,6 +20,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -45,7 +46,7 @@ use crate::wake::{WakeAction, WakeState};
 /// b.join().unwrap();
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActorId(pub(crate) u64);
+pub struct ActorId(pub(crate) NonZeroU64);
 
 impl ActorId {
     /// The number behind the id.
@@ -57,12 +58,14 @@ impl ActorId {
     /// assert_eq!(format!("{id}"), format!("#{}", id.as_u64()));
     /// ```
     pub fn as_u64(self) -> u64 {
-        self.0
+        self.0.get()
     }
 
     pub(crate) fn next() -> ActorId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        ActorId(NEXT.fetch_add(1, Ordering::Relaxed))
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Never 0 (`Option<ActorId>` is one word): 2^64 spawns would wrap first.
+        ActorId(NonZeroU64::new(n).expect("actor ids run out after 2^64 spawns"))
     }
 }
 

@@ -152,7 +152,7 @@ fn default_action(sig: libc::c_int, sent: bool) {
 fn report(actor: &crate::actor::ActorCell) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
-    buf.push_num(actor.id.0);
+    buf.push_num(actor.id.as_u64());
     if let Some(name) = actor.name.as_deref() {
         buf.push(b" '");
         buf.push(name.as_bytes());

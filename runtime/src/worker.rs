@@ -668,7 +668,9 @@ impl WorkerLoop<'_> {
                 remote.slice.store(slice, Ordering::Relaxed);
             }
         }
-        remote.running_actor.store(actor.id.0, Ordering::Relaxed);
+        remote
+            .running_actor
+            .store(actor.id.as_u64(), Ordering::Relaxed);
         if let Some(ticks) = self.shared().config.preempt_ticks {
             remote.safe_point.refill(ticks);
         }
