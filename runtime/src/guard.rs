@@ -58,8 +58,8 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
     if let Some(actor) = unsafe { actor.as_ref() } {
-        let (lo, hi) = actor.guard.get();
-        if (lo..hi).contains(&addr) {
+        let lo = actor.guard.get();
+        if lo != 0 && (lo..lo + crate::stack::GUARD).contains(&addr) {
             report(actor);
             // SAFETY: resetting to the default action is async-signal-safe; returning then
             // re-runs the faulting access, which now kills the process with SIGSEGV.

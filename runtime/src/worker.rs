@@ -297,7 +297,7 @@ impl Remote {
     pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
         // Relaxed, both: `placed_on` is published to the popping worker by the inbox's push and
         // pop, as the body is; `placed` is a figure (see `load`).
-        actor.placed_on.store(index, Ordering::Relaxed);
+        actor.placed_on.store(index as u32, Ordering::Relaxed);
         self.placed.fetch_add(1, Ordering::Relaxed);
         self.push_inbox_quiet(actor);
     }
@@ -315,10 +315,10 @@ impl Remote {
 const IDLE_CARRIERS: usize = 4;
 
 /// A coroutine that runs handler actors' activations one after another (`handler.rs`), with
-/// the guard range of its stack (for the overflow report of the actor it runs).
+/// the guard page of its stack (for the overflow report of the actor it runs).
 struct Carrier {
     coroutine: ActorCoroutine,
-    guard: (usize, usize),
+    guard: usize,
 }
 
 /// Names the handler actor an activation runs, for a contained panic's report.
@@ -877,7 +877,7 @@ impl WorkerLoop<'_> {
     fn new_carrier(&self) -> std::io::Result<Carrier> {
         let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
         let stack = ActorStack::Pooled(stack);
-        let guard = stack.guard_range();
+        let guard = stack.guard_page();
         let coroutine = Coroutine::with_stack(
             stack,
             |y: &ActorYielder, first: Option<Box<dyn Activation>>| {
@@ -997,7 +997,7 @@ impl WorkerLoop<'_> {
                 return false;
             }
         };
-        actor.guard.set(stack.guard_range());
+        actor.guard.set(stack.guard_page());
         let cell: *const ActorCell = Arc::as_ptr(actor);
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, _: Option<_>| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
