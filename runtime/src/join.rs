@@ -459,28 +459,33 @@ impl fmt::Debug for ExitWatch {
 }
 
 /// The actor's end: fills the packet once, or records `Cancelled` when dropped unfilled.
-pub(crate) struct Completer<R>(Option<Arc<Packet<R>>>);
+///
+/// One word with no `Option` inside, so that an `Option<Completion>` is one word too (a handler
+/// actor's program holds one, and every idle handler actor keeps its program).
+pub(crate) struct Completer<R>(Arc<Packet<R>>);
 
 impl<R> Completer<R> {
-    pub(crate) fn complete(mut self, result: Result<R, JoinError>) {
-        if let Some(p) = self.0.take() {
-            fill(&p, result);
-        }
+    pub(crate) fn complete(self, result: Result<R, JoinError>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the `Arc` is moved out of `this` exactly once: `this` is never dropped
+        // (`ManuallyDrop`) and not used after this read, so the reference count stays right and
+        // `Drop` (which would record `Cancelled`) does not run.
+        let packet = unsafe { std::ptr::read(&this.0) };
+        // With the handle gone, `packet` is the last reference: the result drops with it here.
+        fill(&packet, result);
     }
 }
 
 impl<R> Drop for Completer<R> {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else
-            // because the runtime shut down (or the actor never started).
-            let why = if context::is_killing() {
-                JoinError::Killed
-            } else {
-                JoinError::Cancelled
-            };
-            fill(&p, Err(why));
-        }
+        // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else because
+        // the runtime shut down (or the actor never started).
+        let why = if context::is_killing() {
+            JoinError::Killed
+        } else {
+            JoinError::Cancelled
+        };
+        fill(&self.0, Err(why));
     }
 }
 
@@ -536,10 +541,9 @@ pub(crate) fn packet<R>(id: ActorId, name: Option<Arc<str>>) -> (Completer<R>, J
         name,
     });
     (
-        Completer(Some(packet.clone())),
+        Completer(packet.clone()),
         JoinHandle {
             packet,
-            id,
             actor: Weak::new(),
         },
     )
@@ -592,8 +596,8 @@ where
 /// drop(rt.spawn(|| ())); // detached: runs without anyone waiting for it
 /// ```
 pub struct JoinHandle<R> {
+    /// Holds the id too (two words a handle: applications keep many).
     packet: Arc<Packet<R>>,
-    id: ActorId,
     /// The actor, for `abort`; weak, so a handle does not keep an ended actor allocated.
     actor: Weak<ActorCell>,
 }
@@ -745,7 +749,7 @@ impl<R> JoinHandle<R> {
     /// assert_eq!(h.join().unwrap(), Some(id));
     /// ```
     pub fn id(&self) -> ActorId {
-        self.id
+        self.packet.id
     }
 }
 
@@ -829,6 +833,18 @@ impl fmt::Debug for AbortHandle {
 
 impl<R> fmt::Debug for JoinHandle<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle").field("id", &self.id).finish()
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id())
+            .finish()
     }
+}
+
+/// Two words a handle; one word an optional completion (see `Completer`), so that a handler
+/// actor's program fits its allocation class (`docs/benchmarks.md`, "Memory").
+#[cfg(all(test, target_pointer_width = "64"))]
+#[test]
+fn handle_and_completion_sizes() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<JoinHandle<u64>>(), 16);
+    assert_eq!(size_of::<Option<crate::Completion<u64>>>(), 8);
 }
