@@ -144,10 +144,18 @@ pub(crate) enum Finished {
 }
 pub(crate) type ActorYielder = Yielder<Option<Box<dyn Activation>>, Out>;
 
-/// An actor's entry: called on its own stack with `None`, or, if no stack could be had when it
-/// was due to start (the kernel refused memory), on the worker's stack with that error, which it
-/// only reports to its joiner.
-pub(crate) type StartFn = Box<dyn FnOnce(Option<std::io::Error>) + Send>;
+/// An actor's entry (`join::entry` makes it): started on its own stack with `None`, or, if no
+/// stack could be had when it was due to start (the kernel refused memory), on the worker's
+/// stack with that error, which it only reports to its joiner.
+pub(crate) trait Start: Send {
+    /// Takes its box, rather than being a boxed `FnOnce`, so that it can free the box before the
+    /// actor's code runs: a boxed `FnOnce` is freed only when the call returns, which for an
+    /// actor blocked for good means never (one allocation per blocked actor, for nothing).
+    fn start(self: Box<Self>, failed: Option<std::io::Error>);
+}
+
+/// See [`Start`].
+pub(crate) type StartFn = Box<dyn Start>;
 
 /// What an actor runs.
 ///

@@ -17,7 +17,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Arc, Weak};
 
-use crate::actor::{ActorCell, ActorId, StartFn};
+use crate::actor::{ActorCell, ActorId, Start, StartFn};
 use crate::context::{self, Waiter};
 use crate::fault;
 use crate::sync::Mutex;
@@ -561,7 +561,23 @@ where
     R: Send + 'static,
 {
     let (completer, handle) = packet(id, name);
-    let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
+    (Box::new(Entry { id, f, completer }), handle)
+}
+
+/// An actor's entry: its closure and its end.
+struct Entry<F, R> {
+    id: ActorId,
+    f: F,
+    completer: Completer<R>,
+}
+
+impl<F, R> Start for Entry<F, R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    fn start(self: Box<Self>, failed: Option<std::io::Error>) {
+        let Entry { id, f, completer } = unbox(self);
         if let Some(e) = failed {
             fault::contain(
                 format_args!("the closure of actor {id}, which could not start"),
@@ -582,8 +598,16 @@ where
             format_args!("dropping the result of actor {id}, which nobody joined"),
             move || completer.complete(result),
         );
-    });
-    (start, handle)
+    }
+}
+
+/// Moves a value out of its box and frees the box now, not when the caller's scope ends.
+#[expect(
+    clippy::boxed_local,
+    reason = "taking the box is the point: it is freed on return"
+)]
+fn unbox<T>(b: Box<T>) -> T {
+    *b
 }
 
 /// An owned permission to wait for an actor's result. Dropping it detaches the actor.

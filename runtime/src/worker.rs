@@ -993,7 +993,7 @@ impl WorkerLoop<'_> {
                 actor.end();
                 // No actor runs now: the monitor must not charge this to the previous one.
                 self.remote().slice.store(0, Ordering::Relaxed);
-                f(Some(e));
+                f.start(Some(e));
                 return false;
             }
         };
@@ -1003,7 +1003,7 @@ impl WorkerLoop<'_> {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
-            f(None);
+            f.start(None);
             Finished::Process
         });
         *body = Body::Running(coroutine);
