@@ -667,6 +667,10 @@ impl Registry {
         slot: |a| &a.handler_slot,
     };
 
+    // Relaxed, the slot's loads and stores in `insert` and `remove`: they happen only while
+    // holding the registry (`&mut Vec`: a worker's own, or a shared one under its lock), which
+    // orders them; they pair with nothing else. (`is_handler` only tells `NO_SLOT` from an
+    // index, and the first index is stored before the actor is queued anywhere.)
     pub(crate) fn insert(&self, live: &mut Vec<ActorRef>, actor: ActorRef) {
         // Below `NO_SLOT`: see `registry_slot`.
         (self.slot)(&actor).store(live.len() as u32, Ordering::Relaxed);
