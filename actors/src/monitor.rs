@@ -1,8 +1,10 @@
 //! Monitors: hearing, once, that an actor has ended, and why (Erlang's `monitor`).
 //!
 //! A [`Monitor`] is the receiving end of a one-value channel. Its sending end sits in the
-//! actor's exit hooks (the runtime's `ExitWatch`), which run once, when the actor ends, right
-//! after its join handle learns the result: the hook sends the [`Down`] and is gone. A monitor
+//! actor's exit hooks (its mailbox's for [`Addr::monitor`](crate::Addr::monitor), see
+//! `mailbox.rs`; the runtime's `ExitWatch` for [`Monitor::of`] and [`monitor`](crate::monitor)),
+//! which run once, when the actor ends, right after its join handle learns the result: the hook
+//! sends the [`Down`] and is gone. A monitor
 //! made after the end gets its `Down` at once. Dropping a monitor drops the receiving end; the
 //! hook's send then fails quietly when the actor ends. A monitor keeps the `Down` it got, so
 //! asking again gives the same one (and in a `select!` a fired monitor stays ready, as a

@@ -7,6 +7,16 @@
 
 use threadlet::{Mailbox, Runtime, RuntimeExt};
 
+/// Gives the heap's free pages back to the kernel, so that a test run after another in the same
+/// process counts its own actors, not pages the one before freed and the allocator kept.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only returns free memory of glibc's arenas to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn rss_bytes() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let kb: usize = status
@@ -20,6 +30,7 @@ fn rss_bytes() -> usize {
 
 fn blocked_actors(n: usize) {
     let rt = Runtime::builder().build().unwrap();
+    trim_heap();
     let before = rss_bytes();
     let mut addrs = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
@@ -73,6 +84,7 @@ impl threadlet::Actor for Holder {
 /// `n` idle handler actors (each started, parked on its empty mailbox, holding no stack).
 fn idle_handler_actors(n: usize) {
     let rt = Runtime::builder().build().unwrap();
+    trim_heap();
     let before = rss_bytes();
     let runs_before = rt.stats().total().actors_run;
     let (addrs, handles): (Vec<_>, Vec<_>) = (0..n).map(|_| rt.start(Holder(None))).unzip();

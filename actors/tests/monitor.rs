@@ -64,6 +64,66 @@ fn a_monitor_of_an_ended_actor_fires_at_once_and_many_monitors_each_get_one_down
     assert_eq!(late.try_recv(), Some(want));
 }
 
+/// A monitor made through an address after a detached actor has ended (its join packet, and
+/// with it the result, gone) still gets the actor's reason and name: the mailbox keeps the end.
+/// Nothing watches before the end, so each kind of end is kept the way an unwatched actor's is.
+#[test]
+fn a_late_monitor_of_a_detached_actor_gets_its_reason() {
+    #[derive(Clone, Copy, Debug)]
+    enum End {
+        Return,
+        Panic,
+        Kill,
+    }
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    for name in [None, Some("named")] {
+        for end in [End::Return, End::Panic, End::Kill] {
+            let mut b = ActorBuilder::new();
+            if let Some(n) = name {
+                b = b.name(n);
+            }
+            let (addr, h) = b
+                .spawn_actor_on(&rt, |mb: Mailbox<u8>| {
+                    if mb.recv() == Some(0) {
+                        panic!("zero");
+                    }
+                })
+                .unwrap();
+            // Tells when the end is recorded, without watching through the mailbox (and
+            // without keeping the result: it holds no join packet).
+            let ended = h.abort_handle();
+            drop(h);
+            match end {
+                End::Return => addr.send(1).unwrap(),
+                End::Panic => addr.send(0).unwrap(),
+                End::Kill => assert!(addr.kill()),
+            }
+            within_watchdog("the end", move || {
+                while !ended.is_finished() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            let want = Down {
+                id: addr.actor_id().unwrap(),
+                name: name.map(Into::into),
+                reason: match end {
+                    End::Return => ExitReason::Normal,
+                    End::Panic => ExitReason::Panicked("zero".into()),
+                    End::Kill => ExitReason::Killed,
+                },
+            };
+            assert_eq!(addr.monitor().try_recv(), Some(want), "{name:?} {end:?}");
+            assert!(!addr.kill(), "an ended actor is not killed again");
+        }
+    }
+    // Cancelled by shutdown.
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    drop(h);
+    drop(rt);
+    let down = addr.monitor().try_recv().expect("ended with its runtime");
+    assert_eq!(down.reason, ExitReason::Cancelled);
+}
+
 struct Selfish {
     monitors: channel::Sender<Monitor>,
     stop_on: u32,

@@ -20,8 +20,9 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
@@ -45,7 +46,7 @@ use crate::wake::{WakeAction, WakeState};
 /// b.join().unwrap();
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActorId(pub(crate) u64);
+pub struct ActorId(pub(crate) NonZeroU64);
 
 impl ActorId {
     /// The number behind the id.
@@ -57,12 +58,14 @@ impl ActorId {
     /// assert_eq!(format!("{id}"), format!("#{}", id.as_u64()));
     /// ```
     pub fn as_u64(self) -> u64 {
-        self.0
+        self.0.get()
     }
 
     pub(crate) fn next() -> ActorId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        ActorId(NEXT.fetch_add(1, Ordering::Relaxed))
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Never 0 (`Option<ActorId>` is one word): 2^64 spawns would wrap first.
+        ActorId(NonZeroU64::new(n).expect("actor ids run out after 2^64 spawns"))
     }
 }
 
@@ -110,10 +113,11 @@ unsafe impl corosensei::stack::Stack for ActorStack {
 }
 
 impl ActorStack {
-    pub(crate) fn guard_range(&self) -> (usize, usize) {
+    /// The start of the guard page below the stack (`stack::GUARD` bytes long).
+    pub(crate) fn guard_page(&self) -> usize {
         match self {
-            ActorStack::Pooled(s) => s.guard_range(),
-            ActorStack::Owned(s) => s.guard_range(),
+            ActorStack::Pooled(s) => s.guard_range().0,
+            ActorStack::Owned(s) => s.guard_range().0,
         }
     }
 }
@@ -140,12 +144,23 @@ pub(crate) enum Finished {
 }
 pub(crate) type ActorYielder = Yielder<Option<Box<dyn Activation>>, Out>;
 
-/// An actor's entry: called on its own stack with `None`, or, if no stack could be had when it
-/// was due to start (the kernel refused memory), on the worker's stack with that error, which it
-/// only reports to its joiner.
-pub(crate) type StartFn = Box<dyn FnOnce(Option<std::io::Error>) + Send>;
+/// An actor's entry (`join::entry` makes it): started on its own stack with `None`, or, if no
+/// stack could be had when it was due to start (the kernel refused memory), on the worker's
+/// stack with that error, which it only reports to its joiner.
+pub(crate) trait Start: Send {
+    /// Takes its box, rather than being a boxed `FnOnce`, so that it can free the box before the
+    /// actor's code runs: a boxed `FnOnce` is freed only when the call returns, which for an
+    /// actor blocked for good means never (one allocation per blocked actor, for nothing).
+    fn start(self: Box<Self>, failed: Option<std::io::Error>);
+}
+
+/// See [`Start`].
+pub(crate) type StartFn = Box<dyn Start>;
 
 /// What an actor runs.
+///
+/// 48 bytes, the size of `Running`'s coroutine: `ActorStack`'s tag byte has room for the other
+/// variants' tags (which is why `OwnedStack` keeps no length of its own beside its `Stack`).
 pub(crate) enum Body {
     /// Not started: a `Send` closure, which may run on any worker. A stack of the runtime's size
     /// is taken from the starting worker's pool when it first runs, so that short actors spawned
@@ -270,7 +285,10 @@ impl SpawnOptions {
 }
 
 /// No worker, in `placed_on`.
-pub(crate) const NO_HOME: usize = usize::MAX;
+pub(crate) const NO_HOME: u32 = u32::MAX;
+
+/// In no registry, in `registry_slot` and `handler_slot`.
+const NO_SLOT: u32 = u32::MAX;
 
 /// The shared part of one actor. Reached through [`Waiter::Actor`](crate::Waiter::Actor).
 ///
@@ -292,22 +310,25 @@ pub(crate) const NO_HOME: usize = usize::MAX;
 pub struct ActorCell {
     pub(crate) id: ActorId,
     pub(crate) name: Option<Arc<str>>,
-    pub(crate) stack_size: Option<usize>,
+    /// A custom stack size; `None`: the runtime's.
+    pub(crate) stack_size: Option<NonZeroUsize>,
     pub(crate) migratable: bool,
     pub(crate) state: WakeState,
     /// The worker a started pinned actor belongs to; free before start or if migratable, and
     /// for a handler actor between activations (`home.rs`).
     pub(crate) home: Home,
-    /// Index in the owning registry (worker-local or shared), for O(1) removal.
-    pub(crate) registry_slot: AtomicUsize,
+    /// Index in the owning registry (worker-local or shared), for O(1) removal; `NO_SLOT` in
+    /// none. (Indices are `u32`, as are the two below: a cell is well over 100 bytes, so 2^32
+    /// live actors would not fit in a 64-bit address space's usable part.)
+    pub(crate) registry_slot: AtomicU32,
     /// The worker whose `Remote::placed` count includes this actor: set when a spawn places it
     /// there (`worker::place`), reset when it starts or ends unstarted; `NO_HOME` otherwise.
     /// Touched only by whoever holds the body (the spawner, then the one queue entry's holder),
     /// so relaxed accesses suffice: the queue push and pop that hand the body over order them.
-    pub(crate) placed_on: AtomicUsize,
+    pub(crate) placed_on: AtomicU32,
     /// A handler actor (`handler.rs`): its index in the runtime's registry of handler actors;
-    /// `usize::MAX` for a process actor.
-    pub(crate) handler_slot: AtomicUsize,
+    /// `NO_SLOT` for a process actor.
+    pub(crate) handler_slot: AtomicU32,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
     /// Times the actor was preempted (written by the worker running it).
@@ -320,8 +341,9 @@ pub struct ActorCell {
     killed: AtomicBool,
     /// Holds a stack reservation in the slab (`StackSlab::reserve`), released by `end`.
     reserved: bool,
-    /// The guard page below the actor's stack, set when it starts (for the overflow report).
-    pub(crate) guard: Cell<(usize, usize)>,
+    /// The start of the guard page below the actor's stack (`stack::GUARD` bytes; 0 before it
+    /// starts), set when it starts, for the overflow report.
+    pub(crate) guard: Cell<usize>,
     /// Touched only by the worker running the actor; see the module docs.
     pub(crate) body: UnsafeCell<Body>,
     pub(crate) shared: Arc<Shared>,
@@ -395,15 +417,16 @@ impl ActorCell {
         Arc::new(ActorCell {
             id,
             name,
-            stack_size: opts.stack_size,
+            // 0 is no size: `check_stack_size` refuses it before a spawn gets here.
+            stack_size: opts.stack_size.and_then(NonZeroUsize::new),
             migratable: opts.migratable,
             state: WakeState::new_scheduled(),
             home: Home::new(),
-            registry_slot: AtomicUsize::new(usize::MAX),
-            placed_on: AtomicUsize::new(NO_HOME),
-            handler_slot: AtomicUsize::new(usize::MAX),
+            registry_slot: AtomicU32::new(NO_SLOT),
+            placed_on: AtomicU32::new(NO_HOME),
+            handler_slot: AtomicU32::new(NO_SLOT),
             yielder: Cell::new(std::ptr::null()),
-            guard: Cell::new((0, 0)),
+            guard: Cell::new(0),
             preemptions: AtomicU64::new(0),
             reserved,
             started: AtomicBool::new(false),
@@ -448,7 +471,8 @@ impl ActorCell {
 
     /// The usable size of the actor's stack (valid once started).
     pub(crate) fn stack_bytes(&self) -> usize {
-        self.stack_size.unwrap_or(self.shared.slab.stack_size())
+        self.stack_size
+            .map_or(self.shared.slab.stack_size(), NonZeroUsize::get)
     }
 
     /// Wakes the actor (see `wake.rs`): schedules it if it is parked, else leaves a
@@ -545,13 +569,13 @@ impl ActorCell {
         let on = self.placed_on.load(Ordering::Relaxed);
         if on != NO_HOME {
             self.placed_on.store(NO_HOME, Ordering::Relaxed);
-            self.shared.remotes[on].unplace_one();
+            self.shared.remotes[on as usize].unplace_one();
         }
     }
 
     /// Whether this is a handler actor (`handler.rs`), registered as one when it was created.
     pub(crate) fn is_handler(&self) -> bool {
-        self.handler_slot.load(Ordering::Relaxed) != usize::MAX
+        self.handler_slot.load(Ordering::Relaxed) != NO_SLOT
     }
 
     /// The pinned home worker, if the actor has started and is not migratable.
@@ -587,6 +611,16 @@ impl Drop for ActorCell {
     }
 }
 
+/// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
+/// 160-byte class (glibc: a 16-byte multiple with 8 bytes of header). Kept here so that a field
+/// added without thought shows up (`docs/benchmarks.md`, "Memory").
+#[cfg(all(test, target_pointer_width = "64"))]
+#[test]
+fn actor_cell_size() {
+    assert!(std::mem::size_of::<ActorCell>() <= 136);
+    assert_eq!(std::mem::size_of::<Body>(), 48);
+}
+
 impl fmt::Debug for ActorCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ActorCell")
@@ -620,7 +654,7 @@ impl ActorNames {
 /// A registry of actors (a worker's started pinned actors, the runtime's migratable or handler
 /// actors) with O(1) removal: each actor keeps its index in the field that `slot` names.
 pub(crate) struct Registry {
-    slot: fn(&ActorCell) -> &AtomicUsize,
+    slot: fn(&ActorCell) -> &AtomicU32,
 }
 
 impl Registry {
@@ -633,17 +667,22 @@ impl Registry {
         slot: |a| &a.handler_slot,
     };
 
+    // Relaxed, the slot's loads and stores in `insert` and `remove`: they happen only while
+    // holding the registry (`&mut Vec`: a worker's own, or a shared one under its lock), which
+    // orders them; they pair with nothing else. (`is_handler` only tells `NO_SLOT` from an
+    // index, and the first index is stored before the actor is queued anywhere.)
     pub(crate) fn insert(&self, live: &mut Vec<ActorRef>, actor: ActorRef) {
-        (self.slot)(&actor).store(live.len(), Ordering::Relaxed);
+        // Below `NO_SLOT`: see `registry_slot`.
+        (self.slot)(&actor).store(live.len() as u32, Ordering::Relaxed);
         live.push(actor);
     }
 
     pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorRef) {
-        let slot = (self.slot)(actor).load(Ordering::Relaxed);
+        let slot = (self.slot)(actor).load(Ordering::Relaxed) as usize;
         debug_assert!(Arc::ptr_eq(&live[slot], actor));
         live.swap_remove(slot);
         if let Some(moved) = live.get(slot) {
-            (self.slot)(moved).store(slot, Ordering::Relaxed);
+            (self.slot)(moved).store(slot as u32, Ordering::Relaxed);
         }
     }
 }

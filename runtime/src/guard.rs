@@ -58,8 +58,8 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
     if let Some(actor) = unsafe { actor.as_ref() } {
-        let (lo, hi) = actor.guard.get();
-        if (lo..hi).contains(&addr) {
+        let lo = actor.guard.get();
+        if lo != 0 && (lo..lo + crate::stack::GUARD).contains(&addr) {
             report(actor);
             // SAFETY: resetting to the default action is async-signal-safe; returning then
             // re-runs the faulting access, which now kills the process with SIGSEGV.
@@ -152,7 +152,7 @@ fn default_action(sig: libc::c_int, sent: bool) {
 fn report(actor: &crate::actor::ActorCell) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
-    buf.push_num(actor.id.0);
+    buf.push_num(actor.id.as_u64());
     if let Some(name) = actor.name.as_deref() {
         buf.push(b" '");
         buf.push(name.as_bytes());

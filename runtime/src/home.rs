@@ -32,10 +32,11 @@
 
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-use crate::sync::AtomicUsize;
+use crate::sync::AtomicU32;
 
-/// No worker: the actor runs anywhere.
-const FREE: usize = usize::MAX;
+/// No worker: the actor runs anywhere. (A worker index is below `MAX_WORKERS`; 32 bits keep
+/// `ActorCell` small.)
+const FREE: u32 = u32::MAX;
 
 /// See the module docs.
 ///
@@ -50,7 +51,7 @@ const FREE: usize = usize::MAX;
 /// assert_eq!(home.get(), None);
 /// ```
 #[derive(Debug)]
-pub struct Home(AtomicUsize);
+pub struct Home(AtomicU32);
 
 impl Default for Home {
     fn default() -> Home {
@@ -61,18 +62,18 @@ impl Default for Home {
 impl Home {
     /// Free: not pinned to any worker.
     pub fn new() -> Home {
-        Home(AtomicUsize::new(FREE))
+        Home(AtomicU32::new(FREE))
     }
 
     /// Step 1 (and a process actor's start): pins the actor to `worker`.
     #[inline]
     pub fn pin(&self, worker: usize) {
-        debug_assert_ne!(worker, FREE);
+        debug_assert!(worker < FREE as usize);
         // The wake state word's release and acquire order this store before a waker's `get`
         // (module docs); `loom_handoff.rs` passes with relaxed accesses here. Release and
         // acquire cost nothing on x86 and keep `get` right on its own, should a reader ever
         // come without the state word.
-        self.0.store(worker, Release);
+        self.0.store(worker as u32, Release);
     }
 
     /// Step 2: the actor is free again.
@@ -88,7 +89,7 @@ impl Home {
         // Acquire: pairs with the release in `pin` and `unpin` (see `pin`).
         match self.0.load(Acquire) {
             FREE => None,
-            w => Some(w),
+            w => Some(w as usize),
         }
     }
 }

@@ -6,17 +6,20 @@
 //! completer fills the slot and takes the waiter under the same lock, so exactly one of them
 //! sees the other. If the completer is dropped without a value (the actor never started, or
 //! shutdown unwound it), the slot records `Cancelled` (`Killed` while its worker kills it), so
-//! a joiner never waits forever.
+//! a joiner never waits forever. The slot holds a [`JoinErrorKind`]; the packet knows the
+//! actor's id and name, and `join` adds them to make the [`JoinError`] it returns.
 //!
-//! The slot holds a [`JoinErrorKind`]; the packet knows the actor's id and name, and `join`
-//! adds them to make the [`JoinError`] it returns.
+//! Who else hears of the end is under the same lock, and costs nothing until asked for: the
+//! [`ExitWatch`] that monitors share is made on first use, and an actor with a mailbox has its
+//! mailbox told first ([`ExitSink`]), which keeps the end for monitors made through an address.
+//! Until then the slot says why the actor ended (`Slot::reason`), after a join too.
 
 use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Arc, Weak};
 
-use crate::actor::{ActorCell, ActorId, StartFn};
+use crate::actor::{ActorCell, ActorId, Start, StartFn};
 use crate::context::{self, Waiter};
 use crate::fault;
 use crate::sync::Mutex;
@@ -260,16 +263,47 @@ enum Slot<R> {
     Pending(Option<Waiter>),
     /// The outcome; `join` adds the actor's id and name to an error.
     Ready(Result<R, JoinErrorKind>),
-    Taken,
+    /// Taken by `join` (or a select): only why the actor ended stays, for a watcher that comes
+    /// later.
+    Taken(ExitReason),
+}
+
+impl<R> Slot<R> {
+    /// Why the actor ended, once it has.
+    fn reason(&self) -> Option<ExitReason> {
+        match self {
+            Slot::Pending(_) => None,
+            Slot::Ready(r) => Some(ExitReason::of(r)),
+            Slot::Taken(reason) => Some(reason.clone()),
+        }
+    }
+
+    /// Takes the result out of a `Ready` slot, leaving why the actor ended.
+    fn take(&mut self) -> Result<R, JoinErrorKind> {
+        let reason = self.reason().expect("a ready slot");
+        match std::mem::replace(self, Slot::Taken(reason)) {
+            Slot::Ready(r) => r,
+            _ => unreachable!("taken from a ready slot"),
+        }
+    }
 }
 
 struct Packet<R> {
-    slot: Mutex<Slot<R>>,
-    /// Who else hears of the end (monitors), made on first use: most actors are never
-    /// watched. An `Exit` of its own, so that watchers never keep the result alive.
-    exit: Mutex<ExitLink>,
+    /// The slot and who hears of the end, under one lock.
+    state: Mutex<PacketState<R>>,
     id: ActorId,
     name: Option<Arc<str>>,
+}
+
+struct PacketState<R> {
+    slot: Slot<R>,
+    /// The `Exit` that exit watches share, made on first use: most actors are never watched
+    /// through their handle. An allocation of its own, so that watchers never keep the result
+    /// alive. Until it is made, why the actor ended is read from the slot.
+    exit: Option<Arc<Exit>>,
+    /// Told of the end before the exit watches ([`set_exit_sink`]): the actor's mailbox, for
+    /// an actor that has one. Weak: the packet does not keep a mailbox alive.
+    sink: Option<Weak<dyn ExitSink>>,
 }
 
 /// A join packet without its result type, for the table of live actors (`live.rs`), which
@@ -286,54 +320,96 @@ impl<R: Send> ExitSource for Packet<R> {
     }
 
     fn is_ended(&self) -> bool {
-        !matches!(*self.slot.lock(), Slot::Pending(_))
+        !matches!(self.state.lock().slot, Slot::Pending(_))
     }
-}
-
-/// The packet's link to its watchers.
-enum ExitLink {
-    /// Nobody watches, and the actor has not ended.
-    Unwatched,
-    /// Watched: the `Exit` that watchers share.
-    Watched(Arc<Exit>),
-    /// Ended with nobody watching: the reason, for a watcher that comes later.
-    Ended(ExitReason),
 }
 
 impl<R> Packet<R> {
     /// The `Exit` watchers share, made now if nobody watched before.
     fn exit(&self) -> Arc<Exit> {
-        let mut link = self.exit.lock();
-        let exit = match &*link {
-            ExitLink::Watched(e) => return e.clone(),
-            ExitLink::Unwatched => ExitState::Live(Vec::new()),
-            ExitLink::Ended(reason) => ExitState::Ended(Down {
-                id: self.id,
-                name: self.name.clone(),
-                reason: reason.clone(),
-            }),
+        let mut st = self.state.lock();
+        if let Some(e) = &st.exit {
+            return e.clone();
+        }
+        let state = match st.slot.reason() {
+            None => ExitState::Live(Vec::new()),
+            Some(reason) => ExitState::Ended(self.down(reason)),
         };
         let exit = Arc::new(Exit {
             id: self.id,
-            name: self.name.clone(),
-            state: Mutex::new(exit),
+            state: Mutex::new(state),
         });
-        *link = ExitLink::Watched(exit.clone());
+        st.exit = Some(exit.clone());
         exit
     }
 
-    /// The actor ended: the `Exit` to tell, if anyone watches (else the reason is kept).
-    fn ended(&self, reason: &ExitReason) -> Option<Arc<Exit>> {
-        let mut link = self.exit.lock();
-        match &*link {
-            ExitLink::Watched(e) => Some(e.clone()),
-            ExitLink::Unwatched => {
-                *link = ExitLink::Ended(reason.clone());
-                None
-            }
-            ExitLink::Ended(_) => unreachable!("an actor ends once"),
+    fn down(&self, reason: ExitReason) -> Down {
+        Down {
+            id: self.id,
+            name: self.name.clone(),
+            reason,
         }
     }
+}
+
+/// Where an actor's end is told before its exit watches hear it: the `threadlet` crate's
+/// mailbox, which keeps the end for monitors made through an address later, so that an actor
+/// nobody watches pays for no [`ExitWatch`]. See [`set_exit_sink`].
+pub trait ExitSink: Send + Sync {
+    /// The actor has ended. Called once, on the thread that records the end (before the exit
+    /// watches' hooks, and before a waiting `join` is woken), or at once by `set_exit_sink` if
+    /// it had ended already. Runs as an exit hook does: it must not block, and a panic in it
+    /// is contained.
+    fn exited(&self, down: &Down);
+}
+
+/// Tells `sink` of the actor's end: when it ends, or now if it has. One sink per actor: a later
+/// call replaces an earlier one that has not been told yet. For the `threadlet` crate's
+/// mailboxes (`__private`); not part of the API.
+pub fn set_exit_sink<R>(h: &JoinHandle<R>, sink: Weak<dyn ExitSink>) {
+    let reason = {
+        let mut st = h.packet.state.lock();
+        match st.slot.reason() {
+            Some(reason) => reason,
+            None => {
+                st.sink = Some(sink);
+                return;
+            }
+        }
+    };
+    tell_sink(&sink, &h.packet.down(reason));
+}
+
+/// Tells a sink of the end, if it is still there; contained, as an exit hook.
+fn tell_sink(sink: &Weak<dyn ExitSink>, down: &Down) {
+    fault::contain(format_args!("the exit sink of actor {}", down.id), || {
+        if let Some(s) = sink.upgrade() {
+            s.exited(down);
+            // The last reference to the sink (a mailbox whose addresses are all gone) may drop
+            // here, contained too.
+            drop(s);
+        }
+    });
+}
+
+/// Calls an exit hook as the runtime calls its own: a panic in it is contained (reported on
+/// stderr). For the `threadlet` crate's mailboxes (`__private`); not part of the API.
+pub fn call_exit_hook(hook: impl FnOnce(&Down), down: &Down) {
+    fault::contain(format_args!("an exit hook of actor {}", down.id), || {
+        hook(down)
+    });
+}
+
+/// The actor behind a join handle, weakly: for the `threadlet` crate's mailboxes, which kill it
+/// with [`kill_actor`] (`__private`); not part of the API.
+pub fn actor_of<R>(h: &JoinHandle<R>) -> Weak<ActorCell> {
+    h.actor.clone()
+}
+
+/// Kills an actor (see [`JoinHandle::abort`]); `false` if it has ended. Unlike `abort` it does
+/// not look at the actor's result: the caller knows whether the end is recorded (`__private`).
+pub fn kill_actor(actor: &Arc<ActorCell>) -> bool {
+    actor.kill()
 }
 
 /// Why an actor ended, as its monitors hear it ([`Down`]).
@@ -401,7 +477,6 @@ type ExitHook = Box<dyn FnOnce(&Down) + Send>;
 /// The end of one actor, for monitors: hooks to call once, or the `Down` once it happened.
 struct Exit {
     id: ActorId,
-    name: Option<Arc<str>>,
     state: Mutex<ExitState>,
 }
 
@@ -413,12 +488,7 @@ enum ExitState {
 impl Exit {
     /// The actor ended: records the `Down` and calls every hook, after unlocking, each
     /// contained (`fault.rs`).
-    fn ended(&self, reason: ExitReason) {
-        let down = Down {
-            id: self.id,
-            name: self.name.clone(),
-            reason,
-        };
+    fn ended(&self, down: Down) {
         let hooks = {
             let mut st = self.state.lock();
             match std::mem::replace(&mut *st, ExitState::Ended(down.clone())) {
@@ -427,9 +497,7 @@ impl Exit {
             }
         };
         for hook in hooks {
-            fault::contain(format_args!("an exit hook of actor {}", self.id), || {
-                hook(&down)
-            });
+            call_exit_hook(hook, &down);
         }
     }
 
@@ -446,9 +514,7 @@ impl Exit {
                 ExitState::Ended(down) => down.clone(),
             }
         };
-        fault::contain(format_args!("an exit hook of actor {}", self.id), || {
-            hook(&down)
-        });
+        call_exit_hook(hook, &down);
     }
 }
 
@@ -497,39 +563,45 @@ impl fmt::Debug for ExitWatch {
 }
 
 /// The actor's end: fills the packet once, or records `Cancelled` when dropped unfilled.
-pub(crate) struct Completer<R>(Option<Arc<Packet<R>>>);
+///
+/// One word with no `Option` inside, so that an `Option<Completion>` is one word too (a handler
+/// actor's program holds one, and every idle handler actor keeps its program).
+pub(crate) struct Completer<R>(Arc<Packet<R>>);
 
 impl<R> Completer<R> {
-    pub(crate) fn complete(mut self, result: Result<R, JoinErrorKind>) {
-        if let Some(p) = self.0.take() {
-            fill(&p, result);
-        }
+    pub(crate) fn complete(self, result: Result<R, JoinErrorKind>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the `Arc` is moved out of `this` exactly once: `this` is never dropped
+        // (`ManuallyDrop`) and not used after this read, so the reference count stays right and
+        // `Drop` (which would record `Cancelled`) does not run.
+        let packet = unsafe { std::ptr::read(&this.0) };
+        // With the handle gone, `packet` is the last reference: the result drops with it here.
+        fill(&packet, result);
     }
 }
 
 impl<R> Drop for Completer<R> {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else
-            // because the runtime shut down (or the actor never started).
-            let why = if context::is_killing() {
-                JoinErrorKind::Killed
-            } else {
-                JoinErrorKind::Cancelled
-            };
-            fill(&p, Err(why));
-        }
+        // Dropped unfilled: while its worker kills it (`worker.rs`, "Kill"), or else because
+        // the runtime shut down (or the actor never started).
+        let why = if context::is_killing() {
+            JoinErrorKind::Killed
+        } else {
+            JoinErrorKind::Cancelled
+        };
+        fill(&self.0, Err(why));
     }
 }
 
 fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
     let reason = ExitReason::of(&result);
-    let waiter = {
-        let mut slot = packet.slot.lock();
-        match std::mem::replace(&mut *slot, Slot::Ready(result)) {
+    let (waiter, exit, sink) = {
+        let mut st = packet.state.lock();
+        let waiter = match std::mem::replace(&mut st.slot, Slot::Ready(result)) {
             Slot::Pending(w) => w,
             _ => unreachable!("a join packet is filled once"),
-        }
+        };
+        (waiter, st.exit.clone(), st.sink.take())
     };
     // The joiner is woken on every way out, an unwind out of a hook included.
     struct WakeOnDrop(Option<Waiter>);
@@ -541,27 +613,41 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
         }
     }
     let _joiner = WakeOnDrop(waiter);
-    // Exit hooks first: whoever joins then finds every monitor told, and a name removed.
+    if exit.is_none() && sink.is_none() {
+        // Nobody to tell: a watcher that comes later reads why from the slot.
+        return;
+    }
+    // Exit hooks first: whoever joins then finds every monitor told, and a name removed. The
+    // sink (the mailbox) before the exit watches: a supervisor that hears of the end through
+    // its watch and restarts the child finds this incarnation's end recorded in its mailbox.
     // Safe points are inert meanwhile: no preemption, kill or shutdown unwinds the actor
     // half-way through its hooks.
-    if let Some(exit) = packet.ended(&reason) {
-        context::running_exit_hooks(|| exit.ended(reason));
-    }
+    let down = packet.down(reason);
+    context::running_exit_hooks(|| {
+        if let Some(sink) = sink {
+            tell_sink(&sink, &down);
+        }
+        if let Some(exit) = exit {
+            exit.ended(down);
+        }
+    });
 }
 
 /// A fresh packet: the actor's end and the waiting end.
 pub(crate) fn packet<R>(id: ActorId, name: Option<Arc<str>>) -> (Completer<R>, JoinHandle<R>) {
     let packet = Arc::new(Packet {
-        slot: Mutex::new(Slot::Pending(None)),
-        exit: Mutex::new(ExitLink::Unwatched),
+        state: Mutex::new(PacketState {
+            slot: Slot::Pending(None),
+            exit: None,
+            sink: None,
+        }),
         id,
         name,
     });
     (
-        Completer(Some(packet.clone())),
+        Completer(packet.clone()),
         JoinHandle {
             packet,
-            id,
             actor: Weak::new(),
         },
     )
@@ -579,7 +665,23 @@ where
     R: Send + 'static,
 {
     let (completer, handle) = packet(id, name);
-    let start: StartFn = Box::new(move |failed: Option<std::io::Error>| {
+    (Box::new(Entry { id, f, completer }), handle)
+}
+
+/// An actor's entry: its closure and its end.
+struct Entry<F, R> {
+    id: ActorId,
+    f: F,
+    completer: Completer<R>,
+}
+
+impl<F, R> Start for Entry<F, R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    fn start(self: Box<Self>, failed: Option<std::io::Error>) {
+        let Entry { id, f, completer } = unbox(self);
         if let Some(e) = failed {
             fault::contain(
                 format_args!("the closure of actor {id}, which could not start"),
@@ -600,8 +702,16 @@ where
             format_args!("dropping the result of actor {id}, which nobody joined"),
             move || completer.complete(result),
         );
-    });
-    (start, handle)
+    }
+}
+
+/// Moves a value out of its box and frees the box now, not when the caller's scope ends.
+#[expect(
+    clippy::boxed_local,
+    reason = "taking the box is the point: it is freed on return"
+)]
+fn unbox<T>(b: Box<T>) -> T {
+    *b
 }
 
 /// An owned permission to wait for an actor's result. Dropping it detaches the actor.
@@ -614,8 +724,8 @@ where
 /// drop(rt.spawn(|| ())); // detached: runs without anyone waiting for it
 /// ```
 pub struct JoinHandle<R> {
+    /// Holds the id too (two words a handle: applications keep many).
     packet: Arc<Packet<R>>,
-    id: ActorId,
     /// The actor, for `abort`; weak, so a handle does not keep an ended actor allocated.
     actor: Weak<ActorCell>,
 }
@@ -642,16 +752,11 @@ impl<R> JoinHandle<R> {
         crate::checkpoint();
         loop {
             {
-                let mut slot = self.packet.slot.lock();
-                match &mut *slot {
-                    Slot::Ready(_) => {
-                        let Slot::Ready(r) = std::mem::replace(&mut *slot, Slot::Taken) else {
-                            unreachable!()
-                        };
-                        return r.map_err(|kind| self.error(kind));
-                    }
+                let mut st = self.packet.state.lock();
+                match &mut st.slot {
+                    Slot::Ready(_) => return st.slot.take().map_err(|kind| self.error(kind)),
                     Slot::Pending(w) => *w = Some(Waiter::current()),
-                    Slot::Taken => panic!("{TAKEN}"),
+                    Slot::Taken(_) => panic!("{TAKEN}"),
                 }
             }
             if context::park().is_err() {
@@ -680,7 +785,7 @@ impl<R> JoinHandle<R> {
     /// assert!(stuck.is_finished()); // cancelled: it will never run again
     /// ```
     pub fn is_finished(&self) -> bool {
-        !matches!(*self.packet.slot.lock(), Slot::Pending(_))
+        !matches!(self.packet.state.lock().slot, Slot::Pending(_))
     }
 
     /// Kills the actor: it ends at its next suspension or safe point, its stack unwound on
@@ -774,12 +879,12 @@ impl<R> JoinHandle<R> {
     /// assert_eq!(h.join().unwrap(), Some(id));
     /// ```
     pub fn id(&self) -> ActorId {
-        self.id
+        self.packet.id
     }
 
     /// The error for this actor's end.
     fn error(&self, kind: JoinErrorKind) -> JoinError {
-        JoinError::new(self.id, self.packet.name.clone(), kind)
+        JoinError::new(self.id(), self.packet.name.clone(), kind)
     }
 }
 
@@ -788,14 +893,11 @@ const TAKEN: &str = "joining an actor whose result a select already took";
 /// For `threadlet::select!`: takes the result if the actor has finished (the handle is then
 /// spent: joining it again panics), without a safe point (see the select module's docs).
 pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
-    let mut slot = h.packet.slot.lock();
-    match &*slot {
+    let mut st = h.packet.state.lock();
+    match &st.slot {
         Slot::Pending(_) => None,
-        Slot::Ready(_) => match std::mem::replace(&mut *slot, Slot::Taken) {
-            Slot::Ready(r) => Some(r.map_err(|kind| h.error(kind))),
-            _ => unreachable!(),
-        },
-        Slot::Taken => panic!("{TAKEN}"),
+        Slot::Ready(_) => Some(st.slot.take().map_err(|kind| h.error(kind))),
+        Slot::Taken(_) => panic!("{TAKEN}"),
     }
 }
 
@@ -808,7 +910,7 @@ pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
 /// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records
 /// itself. The completer takes the waiter and wakes it after unlocking.
 pub fn join_watch<R>(h: &JoinHandle<R>, w: &Waiter) {
-    let old = match &mut *h.packet.slot.lock() {
+    let old = match &mut h.packet.state.lock().slot {
         Slot::Pending(slot) => slot.replace(w.clone()),
         // Finished: the select's next look takes the result.
         _ => None,
@@ -818,7 +920,7 @@ pub fn join_watch<R>(h: &JoinHandle<R>, w: &Waiter) {
 
 /// For `threadlet::select!`: withdraws the record made by [`join_watch`] if it is still there.
 pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
-    let mine = match &mut *h.packet.slot.lock() {
+    let mine = match &mut h.packet.state.lock().slot {
         Slot::Pending(slot) if slot.as_ref().is_some_and(|x| x.same_as(w)) => slot.take(),
         _ => None,
     };
@@ -872,6 +974,18 @@ impl fmt::Debug for AbortHandle {
 
 impl<R> fmt::Debug for JoinHandle<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle").field("id", &self.id).finish()
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id())
+            .finish()
     }
+}
+
+/// Two words a handle; one word an optional completion (see `Completer`), so that a handler
+/// actor's program fits its allocation class (`docs/benchmarks.md`, "Memory").
+#[cfg(all(test, target_pointer_width = "64"))]
+#[test]
+fn handle_and_completion_sizes() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<JoinHandle<u64>>(), 16);
+    assert_eq!(size_of::<Option<crate::Completion<u64>>>(), 8);
 }

@@ -85,11 +85,15 @@ pub use stats::{RuntimeStats, WorkerSnapshot};
 
 #[doc(hidden)]
 pub mod __private {
-    //! Exposed for the loom models and tests, and for the `threadlet` crate's `select!`; not
-    //! part of the API.
+    //! Exposed for the loom models and tests, and for the `threadlet` crate's `select!` and
+    //! mailboxes; not part of the API.
+    pub use crate::actor::ActorCell;
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
-    pub use crate::join::{join_cancelled, join_take_now, join_unwatch, join_watch};
+    pub use crate::join::{
+        ExitSink, actor_of, call_exit_hook, join_cancelled, join_take_now, join_unwatch,
+        join_watch, kill_actor, set_exit_sink,
+    };
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any

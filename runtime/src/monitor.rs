@@ -46,6 +46,7 @@
 //! never sleeps indefinitely while an actor runs.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -190,11 +191,14 @@ pub(crate) fn default_long_run_hook() -> LongRunHook {
 /// The id and name of the actor running on `remote`, for a long-run report. The worker
 /// publishes only the id (one relaxed store per run); the name comes from the runtime's
 /// registry of named actors, which costs only named actors anything (`actor::ActorNames`).
-/// An actor that ended meanwhile is reported without its name.
-fn running_on(shared: &Shared, remote: &Remote) -> (ActorId, Option<String>) {
+/// An actor that ended meanwhile is reported without its name. `None` before the worker has
+/// published any id (0).
+fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<String>)> {
     // Relaxed: the id is a plain number, read for a report; no other memory depends on it.
-    let id = ActorId(remote.running_actor.load(Ordering::Relaxed));
-    (id, shared.names.get(id))
+    let id = ActorId(NonZeroU64::new(
+        remote.running_actor.load(Ordering::Relaxed),
+    )?);
+    Some((id, shared.names.get(id)))
 }
 
 /// The monitor's side of the runtime: its wake-up signal.
@@ -356,9 +360,11 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
             s.preempted = true;
         }
         // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
-        if ran >= slice.saturating_mul(LONG_RUN_SLICES) && !s.reported {
+        if ran >= slice.saturating_mul(LONG_RUN_SLICES)
+            && !s.reported
+            && let Some((actor, name)) = running_on(shared, remote)
+        {
             s.reported = true;
-            let (actor, name) = running_on(shared, remote);
             let report = LongRun {
                 actor,
                 name,

@@ -41,7 +41,7 @@ use parking_lot::Mutex;
 pub const PAGE_SIZE: usize = 4096;
 
 /// Size of the guard below every stack.
-const GUARD: usize = PAGE_SIZE;
+pub(crate) const GUARD: usize = PAGE_SIZE;
 
 /// Smallest stack the runtime accepts. corosensei needs 4 KiB; our entry frame, a panic's
 /// unwinding and the payload formatting need more than that, so one page is not enough.
@@ -447,8 +447,8 @@ impl Default for StackPool {
 
 /// A stack of a size other than the runtime's default, mapped for one actor and unmapped after.
 pub struct OwnedStack {
+    /// The whole mapping: the guard page, then the usable bytes (`GUARD + size`).
     stack: Stack,
-    len: usize,
 }
 
 impl OwnedStack {
@@ -480,7 +480,6 @@ impl OwnedStack {
                 slot: NonZeroUsize::new(slot).expect("mmap returned null"),
                 size,
             },
-            len,
         })
     }
 
@@ -495,7 +494,10 @@ impl Drop for OwnedStack {
         // SAFETY: this mapping belongs to this value alone, and the coroutine that ran on it has
         // been dropped before the stack (corosensei hands the stack back only when done).
         unsafe {
-            libc::munmap(self.stack.slot.get() as *mut libc::c_void, self.len);
+            libc::munmap(
+                self.stack.slot.get() as *mut libc::c_void,
+                GUARD + self.stack.size,
+            );
         }
     }
 }

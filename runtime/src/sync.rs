@@ -18,10 +18,10 @@
 //! ```
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
+pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, fence};
 
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, fence};
+pub use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, fence};
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does.
 ///

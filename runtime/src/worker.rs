@@ -347,7 +347,7 @@ impl Remote {
     pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
         // Relaxed, both: `placed_on` is published to the popping worker by the inbox's push and
         // pop, as the body is; `placed` is a figure (see `load`).
-        actor.placed_on.store(index, Ordering::Relaxed);
+        actor.placed_on.store(index as u32, Ordering::Relaxed);
         self.placed.fetch_add(1, Ordering::Relaxed);
         self.push_inbox_quiet(actor);
     }
@@ -365,10 +365,10 @@ impl Remote {
 const IDLE_CARRIERS: usize = 4;
 
 /// A coroutine that runs handler actors' activations one after another (`handler.rs`), with
-/// the guard range of its stack (for the overflow report of the actor it runs).
+/// the guard page of its stack (for the overflow report of the actor it runs).
 struct Carrier {
     coroutine: ActorCoroutine,
-    guard: (usize, usize),
+    guard: usize,
 }
 
 /// Names the handler actor an activation runs, for a contained panic's report.
@@ -721,7 +721,9 @@ impl WorkerLoop<'_> {
                 remote.slice.store(slice, Ordering::Relaxed);
             }
         }
-        remote.running_actor.store(actor.id.0, Ordering::Relaxed);
+        remote
+            .running_actor
+            .store(actor.id.as_u64(), Ordering::Relaxed);
         if let Some(ticks) = self.shared().config.preempt_ticks {
             remote.safe_point.refill(ticks);
         }
@@ -928,7 +930,7 @@ impl WorkerLoop<'_> {
     fn new_carrier(&self) -> std::io::Result<Carrier> {
         let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
         let stack = ActorStack::Pooled(stack);
-        let guard = stack.guard_range();
+        let guard = stack.guard_page();
         let coroutine = Coroutine::with_stack(
             stack,
             |y: &ActorYielder, first: Option<Box<dyn Activation>>| {
@@ -1044,17 +1046,17 @@ impl WorkerLoop<'_> {
                 actor.end();
                 // No actor runs now: the monitor must not charge this to the previous one.
                 self.remote().slice.store(0, Ordering::Relaxed);
-                f(Some(e));
+                f.start(Some(e));
                 return false;
             }
         };
-        actor.guard.set(stack.guard_range());
+        actor.guard.set(stack.guard_page());
         let cell: *const ActorCell = Arc::as_ptr(actor);
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, _: Option<_>| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
             // worker running the actor touches `yielder` (see `ActorCell`).
             unsafe { (*cell).yielder.set(y) };
-            f(None);
+            f.start(None);
             Finished::Process
         });
         *body = Body::Running(coroutine);
