@@ -33,5 +33,6 @@ $B pool --actors 3 --jobs 6 --work 100000 --runtime $ALL --workers 1,2 --repeat 
 $B pool --actors 3 --jobs 6 --work 100000 --runtime $TL --workers 1,2 --repeat 1 --actor handler
 $B scaling --scenario all --workers 1,2 --runtime $TL,tokio --n 200000 --factorial-actors 20 \
     --times 5 --players 10,100 --kicks 200 --repeat 1 --out "$(mktemp -d)"
+$B http --clients 3 --seconds 0.2 --runtime $ALL --workers 1,2 --repeat 1
 $B seeds --quick --repeat 1
 echo "bench smoke: every scenario ran"

@@ -49,20 +49,24 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
         return Err("--seconds must be a positive number".into());
     }
     super::for_each(out, opts, "http", supports, |out, rt, w| {
-        let spec = Spec {
-            scenario: "http",
-            runtime: rt,
-            workers: w,
-            migrate: false,
-            params: vec![
-                ("clients", json!(p.clients)),
-                ("seconds", json!(p.seconds)),
-                ("body_kib", json!(BODY_BYTES / 1024)),
-            ],
-        };
-        measure(out, spec, opts.repeat, || run(rt, w, p));
+        measure(out, spec(rt, w, p), opts.repeat, || run(rt, w, p));
     });
     Ok(())
+}
+
+/// The measurement's description.
+pub fn spec(rt: Rt, workers: Option<usize>, p: &Params) -> Spec<'static> {
+    Spec {
+        scenario: "http",
+        runtime: rt,
+        workers,
+        migrate: false,
+        params: vec![
+            ("clients", json!(p.clients)),
+            ("seconds", json!(p.seconds)),
+            ("body_kib", json!(BODY_BYTES / 1024)),
+        ],
+    }
 }
 
 /// One run on `rt`.

@@ -10,7 +10,7 @@
 //! | 003 | count(100M) twice: sequential 17.4 s, two GIL threads 53.2 s, two tasklets preempted every 100 ticks 25.3 s (1000 ticks: 17.7 s) | sequential; gil, 2 workers; work-stealing, 1 worker, ticks 100 and 1000; work-stealing and os-threads in parallel (no seed figure) |
 //! | 003 | 500 tasklets computing factorial(1024): 0.5 s; 500 threads 0.77 s | work-stealing; os-threads |
 //! | 003 | factorial(512) and factorial(1024) under stackless.run(100): switched 13 and 26 times | 1 worker, ticks 100, one tick per multiplication |
-//! | 001 | NSPR HTTP server, 1024 vs 811 req/s | not a CLI scenario: skipped, said so |
+//! | 001 | NSPR HTTP server, a 6 KB file to 10 keep-alive clients for 10 s: user-level threads 1,024 req/s, pthreads 811 req/s | work-stealing (actor per connection); os-threads (thread per connection); tokio (task per connection, no seed figure) |
 //!
 //! `--quick` runs each at a stated fraction of its size (for smoke tests). `--runtime` is not
 //! used: each experiment names its runtimes.
@@ -25,7 +25,7 @@ use crate::output::{Out, secs};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 use crate::{Common, Opts};
 
-use super::{count, factorial, hackysack};
+use super::{count, factorial, hackysack, http};
 
 /// seeds' options.
 #[derive(Args, Clone, Debug)]
@@ -67,7 +67,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
              threads would use up the thread ids every process on this machine shares",
         );
     }
-    out.sweep(Some(16));
+    out.sweep(Some(19));
     let mut rows = Vec::new();
 
     // 000: hackysack.
@@ -286,8 +286,33 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
         );
     }
 
-    // 001: not a CLI scenario.
-    out.line("skip: the NSPR HTTP server seed (001: 1024 vs 811 req/s on user-level threads vs pthreads) is not a CLI scenario");
+    // 001: the NSPR HTTP server, 10 keep-alive clients for 10 s (0.1 s with --quick).
+    let params = http::Params {
+        clients: 10,
+        seconds: if q { 0.1 } else { 10.0 },
+    };
+    let servers: [(Rt, &str); 3] = [
+        (Rt::WorkStealing, "NSPR user-level threads: 1,024 req/s"),
+        (Rt::OsThreads, "NSPR pthreads: 811 req/s"),
+        (Rt::Tokio, "(no seed figure)"),
+    ];
+    for (rt, seed) in servers {
+        let wk = rt.has_workers().then_some(w);
+        let rec = experiment(
+            out,
+            &mut rows,
+            "HTTP, 6 KB body, 10 keep-alive clients",
+            seed,
+            None,
+            http::spec(rt, wk, &params),
+            repeat,
+            || http::run(rt, wk, &params),
+        );
+        if let (Some(rec), Some(row)) = (rec, rows.last_mut()) {
+            let rps = rec.get("req_per_s").and_then(Value::as_f64).unwrap_or(0.0);
+            row.ours = format!("{rps:.0} req/s ({})", row.ours);
+        }
+    }
 
     if !out.is_json() {
         println!();
