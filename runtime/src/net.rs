@@ -62,6 +62,49 @@ impl Timeouts {
     }
 }
 
+/// A socket with its timeouts: what `TcpStream` and `UdpSocket` share.
+struct Timed<S: AsRawFd> {
+    source: PollSource<S>,
+    timeouts: Timeouts,
+}
+
+impl<S: AsRawFd> Timed<S> {
+    fn new(io: S) -> Timed<S> {
+        Timed {
+            source: PollSource::new(io),
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    fn get_ref(&self) -> &S {
+        self.source.get_ref()
+    }
+
+    /// An operation that waits for readability, within the read timeout.
+    fn read_op<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        self.read_op_drains(op, |_| false)
+    }
+
+    /// `read_op` for an operation that can tell when it drained the socket (`io_drains`).
+    fn read_op_drains<R>(
+        &self,
+        op: impl FnMut(&S) -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
+    ) -> io::Result<R> {
+        checkpoint();
+        let deadline = self.timeouts.deadline(Direction::Read);
+        self.source
+            .io_drains(Direction::Read, deadline, op, drained)
+    }
+
+    /// An operation that waits for room, within the write timeout.
+    fn write_op<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        checkpoint();
+        let deadline = self.timeouts.deadline(Direction::Write);
+        self.source.io(Direction::Write, deadline, op)
+    }
+}
+
 /// Tries each address in turn, as std does, returning the first success or the last error.
 fn each_addr<T>(
     addrs: impl ToSocketAddrs,
@@ -175,15 +218,13 @@ impl AsRawFd for TcpListener {
 /// A TCP connection; `std::net::TcpStream`'s shape. `Read` and `Write` are implemented for
 /// `&TcpStream` too, so that one actor may read while another writes (share it in an `Arc`).
 pub struct TcpStream {
-    source: PollSource<mio::net::TcpStream>,
-    timeouts: Timeouts,
+    inner: Timed<mio::net::TcpStream>,
 }
 
 impl TcpStream {
     fn from_mio(s: mio::net::TcpStream) -> TcpStream {
         TcpStream {
-            source: PollSource::new(s),
-            timeouts: Timeouts::default(),
+            inner: Timed::new(s),
         }
     }
 
@@ -208,7 +249,7 @@ impl TcpStream {
         let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?);
         // A non-blocking connect completes when the socket turns writable: then an error is
         // pending (refused, unreachable), or it has a peer.
-        stream.source.io(Direction::Write, deadline, |s| {
+        stream.inner.source.io(Direction::Write, deadline, |s| {
             if let Some(e) = s.take_error()? {
                 return Err(e);
             }
@@ -231,96 +272,81 @@ impl TcpStream {
 
     /// The address of the other end.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.source.get_ref().peer_addr()
+        self.inner.get_ref().peer_addr()
     }
 
     /// The address of this end.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.source.get_ref().local_addr()
+        self.inner.get_ref().local_addr()
     }
 
     /// Shuts down the read half, the write half or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.source.get_ref().shutdown(how)
+        self.inner.get_ref().shutdown(how)
     }
 
     /// Sets `TCP_NODELAY` (off by default, as in std).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        self.source.get_ref().set_nodelay(nodelay)
+        self.inner.get_ref().set_nodelay(nodelay)
     }
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        self.source.get_ref().nodelay()
+        self.inner.get_ref().nodelay()
     }
 
     /// The longest a read waits (`None`: no limit, the default); past it the read fails
     /// with `TimedOut`. A zero duration is refused (`InvalidInput`), as in std.
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.timeouts.set(Direction::Read, t)
+        self.inner.timeouts.set(Direction::Read, t)
     }
 
     /// The longest a write waits for room; see [`set_read_timeout`](Self::set_read_timeout).
     pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.timeouts.set(Direction::Write, t)
+        self.inner.timeouts.set(Direction::Write, t)
     }
 
     /// The read timeout.
     pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.timeouts.get(Direction::Read))
+        Ok(self.inner.timeouts.get(Direction::Read))
     }
 
     /// The write timeout.
     pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.timeouts.get(Direction::Write))
+        Ok(self.inner.timeouts.get(Direction::Write))
     }
 
     /// Reads without taking the data out of the socket's queue.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_op(|s| s.peek(buf))
+        self.inner.read_op(|s| s.peek(buf))
     }
 
     /// The pending error of the socket, if any (clearing it).
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.get_ref().take_error()
-    }
-
-    fn read_op<R>(&self, op: impl FnMut(&mio::net::TcpStream) -> io::Result<R>) -> io::Result<R> {
-        checkpoint();
-        let deadline = self.timeouts.deadline(Direction::Read);
-        self.source.io(Direction::Read, deadline, op)
-    }
-
-    fn write_op<R>(&self, op: impl FnMut(&mio::net::TcpStream) -> io::Result<R>) -> io::Result<R> {
-        checkpoint();
-        let deadline = self.timeouts.deadline(Direction::Write);
-        self.source.io(Direction::Write, deadline, op)
+        self.inner.get_ref().take_error()
     }
 }
 
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        checkpoint();
-        let deadline = self.timeouts.deadline(Direction::Read);
         let len = buf.len();
         // A read shorter than the buffer took all there was: the next read waits for data.
         let drained = |&n: &usize| n > 0 && n < len;
-        self.source
-            .io_drains(Direction::Read, deadline, |mut s| s.read(buf), drained)
+        self.inner.read_op_drains(|mut s| s.read(buf), drained)
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.read_op(|mut s| s.read_vectored(bufs))
+        self.inner.read_op(|mut s| s.read_vectored(bufs))
     }
 }
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_op(|mut s| s.write(buf))
+        self.inner.write_op(|mut s| s.write(buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_op(|mut s| s.write_vectored(bufs))
+        self.inner.write_op(|mut s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -364,7 +390,7 @@ impl fmt::Debug for TcpStream {
 
 impl AsRawFd for TcpStream {
     fn as_raw_fd(&self) -> RawFd {
-        self.source.get_ref().as_raw_fd()
+        self.inner.get_ref().as_raw_fd()
     }
 }
 
@@ -387,8 +413,7 @@ impl AsRawFd for TcpStream {
 /// assert_eq!((data.as_slice(), from), (&b"ping"[..], a.local_addr().unwrap()));
 /// ```
 pub struct UdpSocket {
-    source: PollSource<mio::net::UdpSocket>,
-    timeouts: Timeouts,
+    inner: Timed<mio::net::UdpSocket>,
 }
 
 impl UdpSocket {
@@ -401,8 +426,7 @@ impl UdpSocket {
     pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
         socket.set_nonblocking(true)?;
         Ok(UdpSocket {
-            source: PollSource::new(mio::net::UdpSocket::from_std(socket)),
-            timeouts: Timeouts::default(),
+            inner: Timed::new(mio::net::UdpSocket::from_std(socket)),
         })
     }
 
@@ -411,84 +435,72 @@ impl UdpSocket {
         let target = addr.to_socket_addrs()?.next().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "no addresses to send data to")
         })?;
-        self.write_op(|s| s.send_to(buf, target))
+        self.inner.write_op(|s| s.send_to(buf, target))
     }
 
     /// Receives one datagram and its sender.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.read_op(|s| s.recv_from(buf))
+        self.inner.read_op(|s| s.recv_from(buf))
     }
 
     /// Receives one datagram without taking it out of the queue.
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.read_op(|s| s.peek_from(buf))
+        self.inner.read_op(|s| s.peek_from(buf))
     }
 
     /// Sets the peer for `send` and `recv`, and filters what `recv` takes to it.
     pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
-        each_addr(addr, |a| self.source.get_ref().connect(a))
+        each_addr(addr, |a| self.inner.get_ref().connect(a))
     }
 
     /// Sends one datagram to the connected peer.
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.write_op(|s| s.send(buf))
+        self.inner.write_op(|s| s.send(buf))
     }
 
     /// Receives one datagram from the connected peer.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_op(|s| s.recv(buf))
+        self.inner.read_op(|s| s.recv(buf))
     }
 
     /// The address of this end.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.source.get_ref().local_addr()
+        self.inner.get_ref().local_addr()
     }
 
     /// The connected peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.source.get_ref().peer_addr()
+        self.inner.get_ref().peer_addr()
     }
 
     /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
-        self.source.get_ref().set_broadcast(on)
+        self.inner.get_ref().set_broadcast(on)
     }
 
     /// The longest a receive waits; see [`TcpStream::set_read_timeout`].
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.timeouts.set(Direction::Read, t)
+        self.inner.timeouts.set(Direction::Read, t)
     }
 
     /// The longest a send waits for room; see [`TcpStream::set_read_timeout`].
     pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.timeouts.set(Direction::Write, t)
+        self.inner.timeouts.set(Direction::Write, t)
     }
 
     /// The read timeout.
     pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.timeouts.get(Direction::Read))
+        Ok(self.inner.timeouts.get(Direction::Read))
     }
 
     /// The write timeout.
     pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.timeouts.get(Direction::Write))
+        Ok(self.inner.timeouts.get(Direction::Write))
     }
 
     /// The pending error of the socket, if any (clearing it).
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.get_ref().take_error()
-    }
-
-    fn read_op<R>(&self, op: impl FnMut(&mio::net::UdpSocket) -> io::Result<R>) -> io::Result<R> {
-        checkpoint();
-        let deadline = self.timeouts.deadline(Direction::Read);
-        self.source.io(Direction::Read, deadline, op)
-    }
-
-    fn write_op<R>(&self, op: impl FnMut(&mio::net::UdpSocket) -> io::Result<R>) -> io::Result<R> {
-        checkpoint();
-        let deadline = self.timeouts.deadline(Direction::Write);
-        self.source.io(Direction::Write, deadline, op)
+        self.inner.get_ref().take_error()
     }
 }
 
@@ -503,7 +515,7 @@ impl fmt::Debug for UdpSocket {
 
 impl AsRawFd for UdpSocket {
     fn as_raw_fd(&self) -> RawFd {
-        self.source.get_ref().as_raw_fd()
+        self.inner.get_ref().as_raw_fd()
     }
 }
 
