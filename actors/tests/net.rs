@@ -362,3 +362,164 @@ fn connecting_to_a_closed_port_is_refused() {
         ErrorKind::ConnectionRefused
     );
 }
+
+/// Data and the end of the stream that arrive together make one readiness event. The read that
+/// takes the data is shorter than its buffer, yet the socket is not drained: the next read must
+/// return the end of stream (0), not wait for an event that will not come.
+#[test]
+fn data_and_end_of_stream_in_one_event_are_both_read() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (parked_tx, parked_rx) = std::sync::mpsc::channel();
+    let server = rt.spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        parked_tx.send(()).unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).map(|_| got)
+    });
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    parked_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(20)); // the server parks in `read`
+    // Hold the only worker (deliberately blocking it) while both arrive, so that the poll
+    // reports them as one event.
+    let (holding_tx, holding_rx) = std::sync::mpsc::channel();
+    let holder = rt.spawn(move || {
+        holding_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    });
+    holding_rx.recv().unwrap();
+    client.write_all(b"hello").unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    holder.join().unwrap();
+    let got = within_watchdog("read to the end", move || server.join().unwrap());
+    assert_eq!(got.unwrap(), b"hello");
+}
+
+/// Spins without a safe point until `done` (or a bound that only a failure reaches); returns
+/// whether it saw `done`.
+fn spin_until(done: &std::sync::atomic::AtomicBool, with_yields: bool) -> bool {
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    while !done.load(Ordering::Acquire) {
+        if std::time::Instant::now() > give_up {
+            return false;
+        }
+        if with_yields {
+            threadlet::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    true
+}
+
+/// Time slices off, two workers. The worker that polls wakes an actor of its own, which then
+/// holds it (no safe point) until an echo on another connection, owned by an actor of the
+/// other worker, has completed. The other worker must take over the poll for that to happen.
+#[test]
+fn a_ready_socket_does_not_wait_for_the_worker_that_polled() {
+    use std::sync::atomic::AtomicBool;
+    let mut tried = 0;
+    loop {
+        tried += 1;
+        let rt = Runtime::builder()
+            .workers(2)
+            .time_slice(Duration::ZERO)
+            .build()
+            .unwrap();
+        let (l1, l2) = (
+            TcpListener::bind("127.0.0.1:0").unwrap(),
+            TcpListener::bind("127.0.0.1:0").unwrap(),
+        );
+        let (a1, a2) = (l1.local_addr().unwrap(), l2.local_addr().unwrap());
+        let echoed = Arc::new(AtomicBool::new(false));
+        let (homes_tx, homes_rx) = std::sync::mpsc::channel();
+        let homes2 = homes_tx.clone();
+        let seen = echoed.clone();
+        let hog = rt.spawn(move || {
+            homes_tx.send(threadlet::worker_index()).unwrap();
+            let (mut c, _) = l1.accept().unwrap();
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).unwrap();
+            spin_until(&seen, false)
+        });
+        let done = echoed.clone();
+        let echo = rt.spawn(move || {
+            homes2.send(threadlet::worker_index()).unwrap();
+            let (mut c, _) = l2.accept().unwrap();
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).unwrap();
+            c.write_all(&b).unwrap();
+            done.store(true, Ordering::Release);
+        });
+        let same_worker = homes_rx.recv().unwrap() == homes_rx.recv().unwrap();
+        let mut c1 = std::net::TcpStream::connect(a1).unwrap();
+        let mut c2 = std::net::TcpStream::connect(a2).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // both parked in `read`
+        if same_worker {
+            echoed.store(true, Ordering::Release); // pinning would serialise them: try again
+            c1.write_all(b"x").unwrap();
+            c2.write_all(b"y").unwrap();
+            hog.join().unwrap();
+            echo.join().unwrap();
+            assert!(
+                tried < 20,
+                "the two actors never started on different workers"
+            );
+            continue;
+        }
+        c1.write_all(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(20)); // the hog holds its worker now
+        c2.write_all(b"y").unwrap();
+        let mut b = [0u8; 1];
+        c2.read_exact(&mut b).unwrap();
+        let saw_echo = within_watchdog("the hog", move || hog.join().unwrap());
+        assert!(saw_echo, "the echo waited for the busy worker");
+        echo.join().unwrap();
+        return;
+    }
+}
+
+/// Under every scheduler, a worker busy with actors that keep yielding still looks at the I/O
+/// poll (time slices off, so the monitor does not).
+#[test]
+fn a_busy_worker_polls_io_under_every_scheduler() {
+    use std::sync::atomic::AtomicBool;
+    for sched in [
+        threadlet::Scheduler::WorkStealing,
+        threadlet::Scheduler::GlobalQueue,
+        threadlet::Scheduler::Gil,
+    ] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .scheduler(sched)
+            .time_slice(Duration::ZERO)
+            .build()
+            .unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        let echoed = Arc::new(AtomicBool::new(false));
+        let done = echoed.clone();
+        let echo = rt.spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).unwrap();
+            c.write_all(&b).unwrap();
+            done.store(true, Ordering::Release);
+        });
+        let mut c = std::net::TcpStream::connect(a).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // the echo actor parks in `read`
+        let seen = echoed.clone();
+        let busy = rt.spawn(move || spin_until(&seen, true));
+        c.write_all(b"y").unwrap();
+        let saw_echo = within_watchdog("the busy actor", move || busy.join().unwrap());
+        assert!(saw_echo, "{sched:?}: the echo waited for the busy actor");
+        echo.join().unwrap();
+    }
+}

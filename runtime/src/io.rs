@@ -24,7 +24,9 @@
 //!
 //! 1. Read the direction's event count `seen` (0 if the socket is not registered yet). If an
 //!    earlier operation drained the socket at that same count (a read shorter than its
-//!    buffer), trying now can only say `WouldBlock`: go to 3 without trying.
+//!    buffer), trying now can only say `WouldBlock`: go to 3 without trying. Not once an event
+//!    has reported end of stream or an error: that came with the event the short read
+//!    consumed, no later event will repeat it, and only a read can return it.
 //! 2. Try the operation. Anything but `WouldBlock` is the answer (an answer that drained the
 //!    socket is recorded with `seen`, for step 1 of the next operation).
 //! 3. Register the socket if it is not (the kernel then reports its current readiness as a
@@ -143,7 +145,7 @@ pub(crate) struct PollGuard<'a>(parking_lot::MutexGuard<'a, PollState>);
 struct PollState {
     poll: Poll,
     events: Events,
-    ready: Vec<(Arc<IoState>, bool, bool)>,
+    ready: Vec<(Arc<IoState>, bool, bool, bool)>,
     woken: Vec<Waiter>,
 }
 
@@ -234,13 +236,14 @@ impl Driver {
                     let failed = ev.is_error();
                     let readable = ev.is_readable() || ev.is_read_closed() || failed;
                     let writable = ev.is_writable() || ev.is_write_closed() || failed;
-                    ready.push((state.clone(), readable, writable));
+                    let closed = failed || ev.is_read_closed();
+                    ready.push((state.clone(), readable, writable, closed));
                     handled += 1;
                 }
             }
         }
-        for (state, readable, writable) in ready.drain(..) {
-            state.notify(readable, writable, woken);
+        for (state, readable, writable, closed) in ready.drain(..) {
+            state.notify(readable, writable, closed, woken);
         }
         for w in woken.drain(..) {
             w.wake();
@@ -301,6 +304,8 @@ struct Waits {
     waiters: [Vec<Waiter>; 2],
     /// The poller stopped: waits fail.
     gone: bool,
+    /// An event reported end of stream or an error: a short read no longer means drained.
+    closed: bool,
 }
 
 impl Default for Waits {
@@ -310,6 +315,7 @@ impl Default for Waits {
             drained_at: [u64::MAX; 2],
             waiters: Default::default(),
             gone: false,
+            closed: false,
         }
     }
 }
@@ -319,7 +325,7 @@ impl IoState {
     fn events(&self, dir: Direction) -> (u64, bool) {
         let w = self.waits.lock();
         let n = w.events[dir as usize];
-        (n, w.drained_at[dir as usize] == n)
+        (n, !w.closed && w.drained_at[dir as usize] == n)
     }
 
     /// An operation that started at event count `seen` drained the socket.
@@ -332,8 +338,9 @@ impl IoState {
     }
 
     /// The poller's side: bump and take the waiters of the directions the event covers.
-    fn notify(&self, readable: bool, writable: bool, woken: &mut Vec<Waiter>) {
+    fn notify(&self, readable: bool, writable: bool, closed: bool, woken: &mut Vec<Waiter>) {
         let mut w = self.waits.lock();
+        w.closed |= closed;
         for (dir, ready) in [(Direction::Read, readable), (Direction::Write, writable)] {
             if ready {
                 w.events[dir as usize] += 1;

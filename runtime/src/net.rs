@@ -330,6 +330,9 @@ impl TcpStream {
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let len = buf.len();
+        if len == 0 {
+            return Ok(0); // as std's (the system call returns at once)
+        }
         // A read shorter than the buffer took all there was: the next read waits for data.
         let drained = |&n: &usize| n > 0 && n < len;
         self.inner.read_op_drains(|mut s| s.read(buf), drained)

@@ -114,9 +114,11 @@
 //!    in step 2 sees what the waker pushed before unparking (the two fences order the flag's
 //!    store against the push). So a worker waiting in the poll misses no wake.
 //! 4. Lowering the flag and releasing the right, the worker goes back to searching; the actors
-//!    the poll woke are in its queues (`find` takes the next slot too).
+//!    the poll woke are in its queues (`find` takes the next slot too). If the poll woke any,
+//!    or a worker wanted the poll meanwhile, it wakes a parked worker (`notify_parked`), which
+//!    takes the poll over: while this one runs what it found, another waits in the poll.
 //! 5. Readiness must not wait for an idle worker: a busy worker polls without waiting every
-//!    [`GLOBAL_POLL_INTERVAL`] turns, and the monitor polls without waiting at every sample
+//!    [`GLOBAL_POLL_INTERVAL`] turns (under every scheduler), and the monitor polls without waiting at every sample
 //!    while any worker runs an actor (a worker busy with one long-running actor turns seldom).
 //!
 //! # Kill
@@ -542,7 +544,15 @@ impl WorkerLoop<'_> {
     /// checks first), in the order of the module docs.
     fn next_local(&self) -> Option<Runnable> {
         match &self.shared().policy {
-            Policy::GlobalQueue(gq) => gq.pop(self.ctx.index),
+            Policy::GlobalQueue(gq) => {
+                let core = self.core();
+                let tick = core.tick.get().wrapping_add(1);
+                core.tick.set(tick);
+                if tick.is_multiple_of(GLOBAL_POLL_INTERVAL) {
+                    self.poll_io_now();
+                }
+                gq.pop(self.ctx.index)
+            }
             Policy::WorkStealing | Policy::Gil(_) => self.next_local_stealable(),
         }
     }
@@ -1238,8 +1248,15 @@ impl WorkerLoop<'_> {
         } else {
             timeout
         };
-        driver.poll_locked(&mut poll, wait);
+        let handled = driver.poll_locked(&mut poll, wait);
         remote.polling.store(false, Ordering::Relaxed);
+        drop(poll);
+        // This worker now has the woken actors to run and lets go of the poll: a parked
+        // worker (one that wanted the poll, or parked before the poller existed) comes to take
+        // it over, so that readiness never waits for this worker's next turn (step 4).
+        if driver.take_wanted() | (handled > 0) {
+            self.shared().notify_parked();
+        }
         true
     }
 
