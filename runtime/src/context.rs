@@ -533,7 +533,19 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
 /// The I/O poller of the calling worker's runtime (started now if need be); `None` on a plain
 /// thread, which blocks in `poll(2)` instead (`io.rs`).
 pub(crate) fn current_io() -> Option<io::Result<Arc<crate::io::Driver>>> {
-    with_worker(|ctx| ctx.map(|c| c.shared.io.get()))
+    with_worker(|ctx| {
+        ctx.map(|c| {
+            let (driver, made) = c.shared.io.get()?;
+            if made {
+                // Workers that parked before the poll existed sleep on their parkers: wake
+                // them, so that the idle ones come back to sleep in the poll.
+                for r in c.shared.remotes.iter() {
+                    r.unpark();
+                }
+            }
+            Ok(driver)
+        })
+    })
 }
 
 /// The blocking pool of the calling worker's runtime; `None` on a plain thread.

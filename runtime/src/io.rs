@@ -90,10 +90,12 @@ pub(crate) struct DriverSlot {
 }
 
 impl DriverSlot {
-    /// The runtime's poller, made now if this is the first wait.
-    pub(crate) fn get(&self) -> io::Result<Arc<Driver>> {
+    /// The runtime's poller, made now if this is the first wait; with `true` if it was made
+    /// by this call (the caller then wakes the workers that parked before it existed, so
+    /// that an idle one comes to wait in it: "Polling for I/O" in `worker.rs`).
+    pub(crate) fn get(&self) -> io::Result<(Arc<Driver>, bool)> {
         if let Some(d) = self.driver.get() {
-            return Ok(d.clone());
+            return Ok((d.clone(), false));
         }
         let _making = self.making.lock();
         // Acquire: pairs with the release store in `shut_down`.
@@ -101,11 +103,11 @@ impl DriverSlot {
             return Err(driver_gone());
         }
         if let Some(d) = self.driver.get() {
-            return Ok(d.clone());
+            return Ok((d.clone(), false));
         }
         let d = Driver::new()?;
         let _ = self.driver.set(d.clone());
-        Ok(d)
+        Ok((d, true))
     }
 
     /// The poller, if some socket has made it: what idle workers poll.

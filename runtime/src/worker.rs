@@ -114,9 +114,11 @@
 //!    in step 2 sees what the waker pushed before unparking (the two fences order the flag's
 //!    store against the push). So a worker waiting in the poll misses no wake.
 //! 4. Lowering the flag and releasing the right, the worker goes back to searching; the actors
-//!    the poll woke are in its queues (`find` takes the next slot too). If the poll woke any,
-//!    or a worker wanted the poll meanwhile, it wakes a parked worker (`notify_parked`), which
-//!    takes the poll over: while this one runs what it found, another waits in the poll.
+//!    the poll woke are in its queues (`find` takes the next slot too). If a worker wanted the
+//!    poll meanwhile, it wakes a parked worker (`notify_parked`), which takes the poll over:
+//!    while this one runs what it found, another waits in the poll. (When the poll is first
+//!    made, every worker is woken once, so that workers parked before it existed come back to
+//!    sleep in it.)
 //! 5. Readiness must not wait for an idle worker: a busy worker polls without waiting every
 //!    [`GLOBAL_POLL_INTERVAL`] turns (under every scheduler), and the monitor polls without waiting at every sample
 //!    while any worker runs an actor (a worker busy with one long-running actor turns seldom).
@@ -1248,13 +1250,12 @@ impl WorkerLoop<'_> {
         } else {
             timeout
         };
-        let handled = driver.poll_locked(&mut poll, wait);
+        driver.poll_locked(&mut poll, wait);
         remote.polling.store(false, Ordering::Relaxed);
         drop(poll);
-        // This worker now has the woken actors to run and lets go of the poll: a parked
-        // worker (one that wanted the poll, or parked before the poller existed) comes to take
-        // it over, so that readiness never waits for this worker's next turn (step 4).
-        if driver.take_wanted() | (handled > 0) {
+        // A worker that wanted the poll meanwhile sleeps on its parker: wake one to take the
+        // poll over, so that readiness never waits for this worker's next turn (step 4).
+        if driver.take_wanted() {
             self.shared().notify_parked();
         }
         true
