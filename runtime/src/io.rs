@@ -70,6 +70,10 @@ use crate::context::{self, Waiter};
 /// The token of the poller's own waker (shutdown); sockets get their slab index.
 const WAKER: Token = Token(usize::MAX);
 
+/// How long a worker that would have waited in the poll pauses after the poll itself failed
+/// (not expected of `epoll_wait`; short enough to retry promptly, long enough not to spin).
+const POLL_ERROR_BACKOFF: Duration = Duration::from_millis(1);
+
 /// Events taken per `epoll_wait`: more are left for the next call, none is lost.
 const EVENTS_PER_POLL: usize = 1024;
 
@@ -138,6 +142,8 @@ pub(crate) struct Driver {
     /// releases a poll without waiting in it wakes a parked worker to take over (`worker.rs`,
     /// "Polling for I/O", step 1).
     wanted: AtomicBool,
+    /// An error of the poll itself has been reported (once).
+    poll_failed: AtomicBool,
 }
 
 /// The right to poll a runtime's I/O: one thread at a time.
@@ -166,6 +172,7 @@ impl Driver {
             sources: Mutex::new(Slab::new()),
             gone: AtomicBool::new(false),
             wanted: AtomicBool::new(false),
+            poll_failed: AtomicBool::new(false),
         }))
     }
 
@@ -221,7 +228,14 @@ impl Driver {
             // Interrupted by a signal: the caller polls again when it next has nothing to do.
             // Nothing else is expected of epoll_wait with valid arguments.
             if e.kind() != io::ErrorKind::Interrupted {
-                eprintln!("threadlet: the I/O poller failed: {e}");
+                // Said once per runtime; and an idle worker that would wait here must not spin
+                // on an error that persists: it waits a little instead.
+                if !self.poll_failed.swap(true, Ordering::Relaxed) {
+                    eprintln!("threadlet: the I/O poller failed: {e}");
+                }
+                if timeout.is_none_or(|t| !t.is_zero()) {
+                    std::thread::sleep(POLL_ERROR_BACKOFF);
+                }
             }
             return 0;
         }
