@@ -56,7 +56,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -178,10 +178,15 @@ impl Driver {
 
     /// Polls once, if no other thread is polling now, waiting up to `timeout` (`None`: until
     /// an event or [`wake`](Driver::wake)), and wakes the actors whose sockets are ready.
-    /// Returns `None` if another thread holds the poll, else the events handled.
-    pub(crate) fn try_poll(&self, timeout: Option<Duration>) -> Option<usize> {
-        let mut st = self.try_lock_poll()?;
-        Some(self.poll_locked(&mut st, timeout))
+    /// Returns whether it polled (`false`: another thread holds the poll).
+    pub(crate) fn try_poll(&self, timeout: Option<Duration>) -> bool {
+        match self.try_lock_poll() {
+            Some(mut st) => {
+                self.poll_locked(&mut st, timeout);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The right to poll, if no other thread has it.
@@ -212,11 +217,7 @@ impl Driver {
     }
 
     /// Polls once with the right to (see `try_poll`).
-    pub(crate) fn poll_locked(
-        &self,
-        guard: &mut PollGuard<'_>,
-        timeout: Option<Duration>,
-    ) -> usize {
+    pub(crate) fn poll_locked(&self, guard: &mut PollGuard<'_>, timeout: Option<Duration>) {
         let st = &mut *guard.0;
         let PollState {
             poll,
@@ -237,9 +238,8 @@ impl Driver {
                     std::thread::sleep(POLL_ERROR_BACKOFF);
                 }
             }
-            return 0;
+            return;
         }
-        let mut handled = 0;
         {
             let sources = self.sources.lock();
             for ev in events.iter() {
@@ -254,7 +254,6 @@ impl Driver {
                     let writable = ev.is_writable() || ev.is_write_closed() || failed;
                     let closed = failed || ev.is_read_closed();
                     ready.push((state.clone(), readable, writable, closed));
-                    handled += 1;
                 }
             }
         }
@@ -264,7 +263,6 @@ impl Driver {
         for w in woken.drain(..) {
             w.wake();
         }
-        handled
     }
 
     /// Makes a poll in progress (or the next one) return at once.
@@ -304,62 +302,69 @@ impl Driver {
     }
 }
 
-/// One registered socket's readiness counts and waiters (module docs).
-#[derive(Default)]
+/// One registered socket's readiness counts and waiters (module docs). The counts are
+/// atomics, so that an operation that does not wait (step 1 and 2) takes no lock; they only
+/// change under `waits`'s lock, and step 3 reads them again under it.
 pub(crate) struct IoState {
     waits: Mutex<Waits>,
-}
-
-struct Waits {
-    /// Events seen per direction (step 1 and 3 of the protocol).
-    events: [u64; 2],
+    /// Events seen per direction (steps 1 and 3 of the protocol).
+    events: [AtomicU64; 2],
     /// Per direction, the event count at which an operation found the socket drained (a read
     /// shorter than its buffer), or `u64::MAX`: while the count stays there, trying again
-    /// can only say `WouldBlock` (step 1).
-    drained_at: [u64; 2],
+    /// can only say `WouldBlock` (step 1). A value older than the count means nothing.
+    drained_at: [AtomicU64; 2],
+    /// An event reported end of stream or an error: a short read no longer means drained.
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Waits {
     waiters: [Vec<Waiter>; 2],
     /// The poller stopped: waits fail.
     gone: bool,
-    /// An event reported end of stream or an error: a short read no longer means drained.
-    closed: bool,
 }
 
-impl Default for Waits {
-    fn default() -> Waits {
-        Waits {
-            events: [0; 2],
-            drained_at: [u64::MAX; 2],
-            waiters: Default::default(),
-            gone: false,
-            closed: false,
+impl Default for IoState {
+    fn default() -> IoState {
+        IoState {
+            waits: Mutex::default(),
+            events: Default::default(),
+            drained_at: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
+            closed: AtomicBool::new(false),
         }
     }
 }
 
 impl IoState {
-    /// The direction's event count, and whether the socket is known to be drained at it.
+    /// Step 1: the direction's event count, and whether the socket is known to be drained at
+    /// it. A stale answer costs at most a retry: step 3 reads the count again under the lock.
     fn events(&self, dir: Direction) -> (u64, bool) {
-        let w = self.waits.lock();
-        let n = w.events[dir as usize];
-        (n, !w.closed && w.drained_at[dir as usize] == n)
+        // Acquire: pairs with the release increment in `notify`, so that a count that comes
+        // with an end of stream is seen with `closed` raised.
+        let n = self.events[dir as usize].load(Ordering::Acquire);
+        let drained = self.drained_at[dir as usize].load(Ordering::Relaxed) == n
+            && !self.closed.load(Ordering::Relaxed);
+        (n, drained)
     }
 
-    /// An operation that started at event count `seen` drained the socket.
+    /// An operation that started at event count `seen` drained the socket. (If an event came
+    /// since, the count has moved past `seen` and the mark means nothing.)
     fn mark_drained(&self, dir: Direction, seen: u64) {
-        let mut w = self.waits.lock();
-        // An event since `seen` may have brought more: then the socket is not known drained.
-        if w.events[dir as usize] == seen {
-            w.drained_at[dir as usize] = seen;
-        }
+        // Relaxed: read only by operations on this socket after this one, in the same actor
+        // or ordered after it by whatever handed the socket over.
+        self.drained_at[dir as usize].store(seen, Ordering::Relaxed);
     }
 
     /// The poller's side: bump and take the waiters of the directions the event covers.
     fn notify(&self, readable: bool, writable: bool, closed: bool, woken: &mut Vec<Waiter>) {
         let mut w = self.waits.lock();
-        w.closed |= closed;
+        if closed {
+            self.closed.store(true, Ordering::Relaxed);
+        }
         for (dir, ready) in [(Direction::Read, readable), (Direction::Write, writable)] {
             if ready {
-                w.events[dir as usize] += 1;
+                // Release: pairs with the acquire load in `events` (publishes `closed`).
+                self.events[dir as usize].fetch_add(1, Ordering::Release);
                 woken.append(&mut w.waiters[dir as usize]);
             }
         }
@@ -385,7 +390,8 @@ impl IoState {
             if w.gone {
                 return Err(driver_gone());
             }
-            if w.events[dir as usize] != seen {
+            // Relaxed: the count only changes under this lock.
+            if self.events[dir as usize].load(Ordering::Relaxed) != seen {
                 return Ok(());
             }
             w.waiters[dir as usize].push(me.clone());

@@ -784,7 +784,7 @@ impl Shared {
     /// I/O", step 5); hands the right over to a parked worker if one wanted it meanwhile.
     pub(crate) fn poll_io_now(&self) {
         if let Some(driver) = self.io.started()
-            && driver.try_poll(Some(Duration::ZERO)).is_some()
+            && driver.try_poll(Some(Duration::ZERO))
             && driver.take_wanted()
         {
             self.notify_parked();
