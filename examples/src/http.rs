@@ -34,16 +34,25 @@ pub enum Content {
 impl Content {
     /// The generated 6 KB body.
     pub fn generated() -> Content {
-        let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
-        let mut r = format!(
-            "HTTP/1.1 200 OK\r\nServer: threadlet-example\r\nContent-Type: text/plain\r\n\
-             Content-Length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        r.extend_from_slice(&body);
-        Content::Generated(r.into())
+        Content::Generated(generated_response())
     }
+}
+
+/// The whole response (head and 6 KB body) that [`Content::Generated`] serves.
+pub fn generated_response() -> Arc<[u8]> {
+    let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    ok(&body).into()
+}
+
+/// A 200 response carrying `body`.
+fn ok(body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\nServer: threadlet-example\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
 }
 
 /// How a server reads a file: on threadlet, a `blocking` call; on a thread of its own, in
@@ -146,15 +155,7 @@ fn respond(path: &str, content: &Content, read_file: ReadFile) -> Response {
                 return simple(404, "Not Found").into();
             };
             match read_file(file) {
-                Ok(body) => {
-                    let mut r = format!(
-                        "HTTP/1.1 200 OK\r\nServer: threadlet-example\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    )
-                    .into_bytes();
-                    r.extend_from_slice(&body);
-                    r.into()
-                }
+                Ok(body) => ok(&body).into(),
                 Err(_) => simple(404, "Not Found").into(),
             }
         }

@@ -98,14 +98,10 @@ pub fn run(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String>
                 .build()
                 .map_err(|e| format!("a tokio runtime: {e}"))?;
             listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-            let content = match Content::generated() {
-                Content::Generated(r) => r,
-                Content::Directory(_) => unreachable!("generated"),
-            };
             runtime.spawn(async move {
                 let listener = tokio::net::TcpListener::from_std(listener)
                     .expect("a tokio listener from a non-blocking std one");
-                tokio_server(listener, content).await;
+                tokio_server(listener, http::generated_response()).await;
             });
             let load = warm_up_and_load(addr, clients, duration);
             runtime.shutdown_background();
