@@ -30,7 +30,6 @@
 //! good (a read of stdin), and shutdown must not hang on it. A call made after the pool closed
 //! runs its closure on the caller's thread.
 
-use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
@@ -164,16 +163,10 @@ impl BlockingPool {
     }
 }
 
-/// One call's meeting point (steps 1, 3 and 4).
+/// One call's meeting point (steps 1, 3 and 4): the closure's outcome once it has run.
 struct Call<R> {
-    slot: Mutex<Outcome<R>>,
+    outcome: Mutex<Option<std::thread::Result<R>>>,
     waiter: Waiter,
-}
-
-enum Outcome<R> {
-    Pending,
-    Done(Result<R, Box<dyn Any + Send>>),
-    Taken,
 }
 
 /// Runs `f` on the runtime's blocking pool and returns its value; the calling actor is
@@ -210,14 +203,14 @@ where
         _ => return f(),
     };
     let call = Arc::new(Call {
-        slot: Mutex::new(Outcome::Pending),
+        outcome: Mutex::new(None),
         waiter: Waiter::current(),
     });
     let job: Job = {
         let call = call.clone();
         Box::new(move || {
             let outcome = catch_unwind(AssertUnwindSafe(f));
-            *call.slot.lock() = Outcome::Done(outcome);
+            *call.outcome.lock() = Some(outcome);
             call.waiter.wake();
         })
     };
@@ -226,18 +219,12 @@ where
         job();
     }
     loop {
-        {
-            let mut slot = call.slot.lock();
-            if matches!(*slot, Outcome::Done(_)) {
-                match std::mem::replace(&mut *slot, Outcome::Taken) {
-                    Outcome::Done(Ok(v)) => return v,
-                    Outcome::Done(Err(p)) => {
-                        drop(slot);
-                        resume_unwind(p)
-                    }
-                    _ => unreachable!("checked above"),
-                }
-            }
+        // The guard is a temporary of this statement: unlocked before the panic resumes.
+        let outcome = call.outcome.lock().take();
+        match outcome {
+            Some(Ok(v)) => return v,
+            Some(Err(p)) => resume_unwind(p),
+            None => {}
         }
         if context::park().is_err() {
             // Only while this actor is being cancelled (checked above, so not reached in
