@@ -97,10 +97,11 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::sync::Mutex;
-use threadlet_runtime::{Waiter, checkpoint, park, park_until};
+use threadlet_runtime::{ActorId, Wait, Waiter, checkpoint, park_on, park_on_until};
 
 /// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
 ///
@@ -513,7 +514,14 @@ struct State<T> {
     /// Selects waiting for a send to become possible (room, a parked receiver, or the channel
     /// closing).
     send_watchers: Vec<Waiter>,
+    /// Senders and receivers made or cloned on plain threads (`[SENDERS]`, `[RECEIVERS]`):
+    /// something outside the runtime may end an actor's wait on the other end (the deadlock
+    /// check, `threadlet-runtime`'s `deadlock.rs`).
+    outside: [u32; 2],
 }
+
+const SENDERS: usize = 0;
+const RECEIVERS: usize = 1;
 
 impl<T> State<T> {
     fn has_room(&self) -> bool {
@@ -522,12 +530,30 @@ impl<T> State<T> {
 }
 
 struct Chan<T> {
+    /// For the dump: what an actor waiting on the channel waits on (`Wait::ChannelRecv`).
+    id: u64,
     state: Mutex<State<T>>,
 }
 
+/// The next channel's id (1, 2, ...).
+fn next_channel_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Whether the caller is a plain thread, not an actor (for `State::outside`).
+#[inline]
+fn on_plain_thread() -> bool {
+    threadlet_runtime::current().is_none()
+}
+
 fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let outside = on_plain_thread();
     let chan = Arc::new(Chan {
+        id: next_channel_id(),
         state: Mutex::new(State {
+            outside: [u32::from(outside); 2],
             buffer: VecDeque::with_capacity(cap.unwrap_or(0).min(1024)),
             cap,
             senders: 1,
@@ -539,7 +565,13 @@ fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
             send_watchers: Vec::new(),
         }),
     });
-    (Sender { chan: chan.clone() }, Receiver { chan })
+    (
+        Sender {
+            chan: chan.clone(),
+            outside,
+        },
+        Receiver { chan, outside },
+    )
 }
 
 /// A channel holding at most `cap` values; `bounded(0)` is a rendezvous channel.
@@ -603,6 +635,8 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 /// ```
 pub struct Sender<T> {
     chan: Arc<Chan<T>>,
+    /// Made or cloned on a plain thread: counted in `State::outside` until dropped.
+    outside: bool,
 }
 
 impl<T> Sender<T> {
@@ -626,7 +660,7 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         checkpoint();
-        let (slot, watchers) = {
+        let (slot, watchers, on) = {
             let mut st = self.chan.state.lock();
             match Self::try_send_locked(&mut st, value) {
                 Ok(woken) => {
@@ -638,8 +672,12 @@ impl<T> Sender<T> {
                 Err(TrySendError::Full(v)) => {
                     let slot = Slot::new(Some(v));
                     st.waiting_senders.push_back(slot.clone());
+                    let on = Wait::ChannelSend {
+                        channel: self.chan.id,
+                        outside: st.outside[RECEIVERS] > 0,
+                    };
                     // A receive can now take this value (rendezvous): tell watching selects.
-                    (slot, Woken::<T>::watchers(&mut st.recv_watchers))
+                    (slot, Woken::<T>::watchers(&mut st.recv_watchers), on)
                 }
             }
         };
@@ -650,7 +688,7 @@ impl<T> Sender<T> {
             sender: true,
         };
         let result = loop {
-            if park().is_err() {
+            if park_on(on).is_err() {
                 // Cancelled (a destructor sending while shutdown unwinds its actor): give up,
                 // unless a receiver took the value meanwhile.
                 break match parked.leave(false) {
@@ -784,9 +822,15 @@ impl<T> Sender<T> {
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        self.chan.state.lock().senders += 1;
+        let outside = on_plain_thread();
+        {
+            let mut st = self.chan.state.lock();
+            st.senders += 1;
+            st.outside[SENDERS] += u32::from(outside);
+        }
         Sender {
             chan: self.chan.clone(),
+            outside,
         }
     }
 }
@@ -796,6 +840,7 @@ impl<T> Drop for Sender<T> {
         let woken = {
             let mut st = self.chan.state.lock();
             st.senders -= 1;
+            st.outside[SENDERS] -= u32::from(self.outside);
             if st.senders > 0 {
                 return;
             }
@@ -841,6 +886,8 @@ impl<T> fmt::Debug for Sender<T> {
 /// ```
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
+    /// Made or cloned on a plain thread: counted in `State::outside` until dropped.
+    outside: bool,
 }
 
 impl<T> Receiver<T> {
@@ -901,8 +948,18 @@ impl<T> Receiver<T> {
     }
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        self.recv_waiting(deadline, None)
+    }
+
+    /// A receive that, if it waits, shows as the reply to a request sent to `reply_from`
+    /// (`Addr::ask`) rather than as a channel receive.
+    pub(crate) fn recv_waiting(
+        &self,
+        deadline: Option<Instant>,
+        reply_from: Option<ActorId>,
+    ) -> Result<T, RecvTimeoutError> {
         checkpoint();
-        let (slot, watchers) = {
+        let (slot, watchers, on) = {
             let mut st = self.chan.state.lock();
             match Self::try_recv_locked(&mut st) {
                 Ok((v, woken)) => {
@@ -917,9 +974,16 @@ impl<T> Receiver<T> {
                     }
                     let slot = Slot::new(None);
                     st.waiting_receivers.push_back(slot.clone());
+                    let on = match reply_from {
+                        Some(actor) => Wait::Reply { actor },
+                        None => Wait::ChannelRecv {
+                            channel: self.chan.id,
+                            outside: st.outside[SENDERS] > 0,
+                        },
+                    };
                     // A send can now hand its value to this receiver (rendezvous): tell
                     // watching selects.
-                    (slot, Woken::<T>::watchers(&mut st.send_watchers))
+                    (slot, Woken::<T>::watchers(&mut st.send_watchers), on)
                 }
             }
         };
@@ -931,8 +995,8 @@ impl<T> Receiver<T> {
         };
         let result = loop {
             let cancelled = match deadline {
-                None => park().is_err(),
-                Some(d) => park_until(d).is_err(),
+                None => park_on(on).is_err(),
+                Some(d) => park_on_until(on, d).is_err(),
             };
             if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                 // Giving up: leave the waiting list under the lock, then keep a value that a
@@ -1058,9 +1122,15 @@ impl<T> Receiver<T> {
 
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
-        self.chan.state.lock().receivers += 1;
+        let outside = on_plain_thread();
+        {
+            let mut st = self.chan.state.lock();
+            st.receivers += 1;
+            st.outside[RECEIVERS] += u32::from(outside);
+        }
         Receiver {
             chan: self.chan.clone(),
+            outside,
         }
     }
 }
@@ -1170,9 +1240,15 @@ impl<T> Sender<T> {
     /// A new receiver of this channel (for a channel whose first receiver was handed out and
     /// may be gone; a channel whose receivers were all dropped takes values again).
     pub(crate) fn receiver(&self) -> Receiver<T> {
-        self.chan.state.lock().receivers += 1;
+        let outside = on_plain_thread();
+        {
+            let mut st = self.chan.state.lock();
+            st.receivers += 1;
+            st.outside[RECEIVERS] += u32::from(outside);
+        }
         Receiver {
             chan: self.chan.clone(),
+            outside,
         }
     }
 
@@ -1190,6 +1266,7 @@ impl<T> Drop for Receiver<T> {
         let woken_left = {
             let mut st = self.chan.state.lock();
             st.receivers -= 1;
+            st.outside[RECEIVERS] -= u32::from(self.outside);
             if st.receivers > 0 {
                 return;
             }

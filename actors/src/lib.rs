@@ -76,12 +76,13 @@ pub fn monitor(id: ActorId) -> Monitor {
 pub use names::{NameTaken, register, unregister, whereis};
 pub use threadlet_runtime::net;
 pub use threadlet_runtime::{
-    AbortHandle, ActorId, BuildError, Builder, DEFAULT_BLOCKING_KEEP_ALIVE,
-    DEFAULT_BLOCKING_THREADS, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE, Down, ExitReason, ExitWatch,
-    Handle, JoinError, JoinErrorKind, JoinHandle, LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE,
-    MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeStats, Scheduler, SpawnOptions, WorkerSnapshot,
-    blocking, checkpoint, current, current_name, kill, preemptions, sleep, sleep_until, spawn,
-    worker_index, yield_now,
+    AbortHandle, ActorDump, ActorId, ActorKind, ActorState, ActorStats, BuildError, Builder,
+    DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_BLOCKING_THREADS, DEFAULT_STACK_SIZE, DEFAULT_TIME_SLICE,
+    Deadlock, Down, Dump, ExitReason, ExitWatch, Handle, JoinError, JoinErrorKind, JoinHandle,
+    LONG_RUN_SLICES, LongRun, MAX_STACK_SIZE, MAX_WORKERS, MIN_STACK_SIZE, MailboxStats, Metrics,
+    Runtime, RuntimeStats, Scheduler, SpawnOptions, Wait, WorkerDump, WorkerMetrics,
+    WorkerSnapshot, WorkerState, blocking, checkpoint, current, current_name, kill, preemptions,
+    sleep, sleep_until, spawn, stats, worker_index, yield_now,
 };
 pub use timers::TimerHandle;
 

@@ -94,11 +94,12 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::__private::{
-    ActorCell, ExitSink, actor_of, call_exit_hook, kill_actor, set_exit_sink,
+    ActorCell, ExitSink, actor_of, call_exit_hook, kill_actor, mailbox_ended, set_exit_sink,
 };
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{
-    ActorId, Down, ExitReason, JoinHandle, Waiter, checkpoint, park, park_until,
+    ActorId, Down, ExitReason, JoinHandle, MailboxStats, Wait, Waiter, checkpoint, park_on,
+    park_on_until,
 };
 
 use crate::monitor::{ExitHook, Monitor};
@@ -122,6 +123,14 @@ struct State<M> {
     rare: Option<Box<Rare<M>>>,
     /// Live counted addresses.
     addrs: u32,
+    /// Of those, addresses made or cloned on plain threads (`Addr::outside`): something
+    /// outside the runtime may still send (the deadlock check, `threadlet-runtime`'s
+    /// `deadlock.rs`).
+    outside: u32,
+    /// The most messages the queue has held at once, and the messages accepted, since the
+    /// attached actor started (reported to the runtime, and reset, at its end).
+    high_water: u32,
+    received: u64,
     /// No more sends are accepted: the owner closed the mailbox, or dropped it.
     closed: bool,
     /// Built with a capacity (`ActorBuilder::mailbox_capacity`), which `rare` holds, with the
@@ -185,14 +194,43 @@ enum Link {
 }
 
 impl<M> State<M> {
-    /// One more counted address.
-    fn count_addr(&mut self) {
+    /// One more counted address; `outside`: made on a plain thread.
+    fn count_addr(&mut self, outside: bool) {
         // As `Arc` does for its count: an overflow (only after leaking billions of addresses)
         // aborts rather than wraps.
         self.addrs = self
             .addrs
             .checked_add(1)
             .unwrap_or_else(|| std::process::abort());
+        self.outside += u32::from(outside);
+    }
+
+    /// A message was put in the queue: the counters the dump and the metrics read.
+    #[inline]
+    fn accepted(&mut self) {
+        self.received += 1;
+        let len = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
+        if len > self.high_water {
+            self.high_water = len;
+        }
+    }
+
+    /// The counters, reset, with the live actor they belong to (for `mailbox_ended`); `None`
+    /// when no actor is attached any more.
+    fn take_counters(&mut self) -> Option<(Arc<ActorCell>, u64, usize)> {
+        let cell = self.cell.upgrade()?;
+        let received = std::mem::take(&mut self.received);
+        let high_water = std::mem::take(&mut self.high_water) as usize;
+        Some((cell, received, high_water))
+    }
+
+    fn stats(&self) -> MailboxStats {
+        MailboxStats {
+            len: self.queue.len(),
+            high_water: self.high_water as usize,
+            received: self.received,
+            held_outside: self.outside as usize,
+        }
     }
 
     /// The rare block, allocated now if it was not.
@@ -230,6 +268,7 @@ impl<M> State<M> {
                         .complete(Cell::Done, None)
                         .expect("a waiting sender holds its message");
                     self.queue.push_back(moved);
+                    self.accepted();
                     return (Some(m), Some(s));
                 }
                 (Some(m), None)
@@ -239,6 +278,7 @@ impl<M> State<M> {
                     let m = s
                         .complete(Cell::Done, None)
                         .expect("a waiting sender holds its message");
+                    self.received += 1;
                     (Some(m), Some(s))
                 }
                 None => (None, None),
@@ -318,28 +358,43 @@ impl<M> Shared<M> {
 }
 
 impl<M: Send> ExitSink for Shared<M> {
-    /// The attached actor ended (see "Links to the actor" above): keeps the end, and calls the
-    /// hooks that waited for it.
+    fn mailbox(&self) -> Option<MailboxStats> {
+        Some(self.mailbox_stats())
+    }
+
+    /// The attached actor ended (see "Links to the actor" above): keeps the end, hands the
+    /// incarnation's counters to the runtime's totals, and calls the hooks that waited for it.
     fn exited(&self, down: &Down) {
-        let (hooks, actor) = {
+        let (hooks, actor, counters) = {
             let mut st = self.state.lock();
             if st.link != Link::Live || st.actor != Some(down.id) {
                 // Not the attached incarnation (a supervisor attaches the next one only once
                 // this one's end is recorded, so this does not happen).
                 return;
             }
+            let counters = st.take_counters();
             st.record_end(down);
             let hooks = match &mut st.rare {
                 Some(r) => std::mem::take(&mut r.hooks),
                 None => Vec::new(),
             };
-            (hooks, std::mem::take(&mut st.cell))
+            (hooks, std::mem::take(&mut st.cell), counters)
         };
+        if let Some((cell, received, high_water)) = counters {
+            mailbox_ended(&cell, received, high_water);
+        }
         // The actor's memory can go now, even while addresses live.
         drop(actor);
         for hook in hooks {
             call_exit_hook(hook, down);
         }
+    }
+}
+
+impl<M: Send> Shared<M> {
+    /// The figures the dump and the deadlock check read (`ExitSink::mailbox`).
+    fn mailbox_stats(&self) -> MailboxStats {
+        self.state.lock().stats()
     }
 }
 
@@ -382,6 +437,9 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
             cell: Weak::new(),
             rare,
             addrs: 1,
+            outside: u32::from(on_plain_thread()),
+            high_water: 0,
+            received: 0,
             closed: false,
             bounded: cap.is_some(),
             link: Link::Unattached,
@@ -390,6 +448,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
     (
         Addr {
             shared: shared.clone(),
+            outside: on_plain_thread(),
         },
         Mailbox {
             shared,
@@ -545,8 +604,8 @@ impl<M> Mailbox<M> {
             }
             let published = Published(&self.shared);
             let parked = match deadline {
-                None => park(),
-                Some(d) => park_until(d),
+                None => park_on(Wait::Message),
+                Some(d) => park_on_until(Wait::Message, d),
             };
             if parked.is_err() {
                 // Cancelled: give up, and clear the waiter (the guard's drop does it).
@@ -687,9 +746,11 @@ impl<M> Mailbox<M> {
     /// drop(addr);
     /// ```
     pub fn addr(&self) -> Addr<M> {
-        self.shared.state.lock().count_addr();
+        let outside = on_plain_thread();
+        self.shared.state.lock().count_addr(outside);
         Addr {
             shared: self.shared.clone(),
+            outside,
         }
     }
 
@@ -891,9 +952,11 @@ impl<M> UncountedAddr<M> {
 
     /// A new (counted) address of the mailbox.
     pub(crate) fn addr(&self) -> Addr<M> {
-        self.shared.state.lock().count_addr();
+        let outside = on_plain_thread();
+        self.shared.state.lock().count_addr(outside);
         Addr {
             shared: self.shared.clone(),
+            outside,
         }
     }
 }
@@ -932,16 +995,22 @@ fn next_loan<M>(shared: &Shared<M>) -> u32 {
 /// mailbox's end: its actor's, or its supervisor's) the queue is dropped too, else it stays
 /// for the owner to drain. Returns the owner's recorded waiter, for the caller to wake or drop.
 fn close_shared<M>(shared: &Shared<M>, drop_queue: bool) -> Option<Waiter> {
-    let (refused, waiter, left) = {
+    let (refused, waiter, left, counters) = {
         let mut st = shared.state.lock();
         let (refused, waiter) = st.close();
-        let left = if drop_queue {
-            std::mem::take(&mut st.queue)
+        let (left, counters) = if drop_queue {
+            // The mailbox's end: its counters go to the runtime's totals now, while its actor
+            // is still there to name the runtime (the exit sink, which would do it at the
+            // actor's end, goes with the last reference to the mailbox).
+            (std::mem::take(&mut st.queue), st.take_counters())
         } else {
-            VecDeque::new()
+            (VecDeque::new(), None)
         };
-        (refused, waiter, left)
+        (refused, waiter, left, counters)
     };
+    if let Some((cell, received, high_water)) = counters {
+        mailbox_ended(&cell, received, high_water);
+    }
     for s in refused {
         s.waiter.wake();
     }
@@ -1133,6 +1202,15 @@ impl std::error::Error for AskError {}
 /// ```
 pub struct Addr<M> {
     shared: Arc<Shared<M>>,
+    /// Made or cloned on a plain thread: counted in the mailbox's `outside` until dropped
+    /// (`State::outside`). An address moved to a plain thread later is not counted.
+    outside: bool,
+}
+
+/// Whether the caller is a plain thread, not an actor (for `State::outside`).
+#[inline]
+fn on_plain_thread() -> bool {
+    threadlet_runtime::current().is_none()
 }
 
 impl<M> Addr<M> {
@@ -1169,6 +1247,7 @@ impl<M> Addr<M> {
                     .map_err(|e| SendError(e.into_inner()));
             }
             st.queue.push_back(msg);
+            st.accepted();
             st.waiter.take()
         };
         if let Some(w) = waiter {
@@ -1209,6 +1288,7 @@ impl<M> Addr<M> {
                 return Err(TrySendError::Full(msg));
             }
             st.queue.push_back(msg);
+            st.accepted();
             st.waiter.take()
         };
         if let Some(w) = waiter {
@@ -1269,13 +1349,14 @@ impl<M> Addr<M> {
     /// mailbox closes, or `deadline` passes.
     #[cold]
     fn send_waiting(&self, msg: M, deadline: Option<Instant>) -> Result<(), SendTimeoutError<M>> {
-        let (slot, owner) = {
+        let (slot, owner, actor) = {
             let mut st = self.shared.state.lock();
             if st.closed {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
             if st.has_room() {
                 st.queue.push_back(msg);
+                st.accepted();
                 let w = st.waiter.take();
                 drop(st);
                 if let Some(w) = w {
@@ -1290,7 +1371,7 @@ impl<M> Addr<M> {
             st.rare().waiting_senders.push_back(slot.clone());
             // With capacity 0 the owner takes messages straight from waiting senders: wake it
             // (or its select). With room in the queue it never waits, so this costs nothing.
-            (slot, st.waiter.take())
+            (slot, st.waiter.take(), st.actor)
         };
         if let Some(w) = owner {
             w.wake();
@@ -1299,10 +1380,12 @@ impl<M> Addr<M> {
             shared: &self.shared,
             slot: &slot,
         };
+        // Room in the mailbox of its actor (unattached yet: shown as a bare park).
+        let on = actor.map_or(Wait::Parked, |actor| Wait::Room { actor });
         let result = loop {
             let cancelled = match deadline {
-                None => park().is_err(),
-                Some(d) => park_until(d).is_err(),
+                None => park_on(on).is_err(),
+                Some(d) => park_on_until(on, d).is_err(),
             };
             if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                 // Giving up: leave the line, unless the owner took the message meanwhile.
@@ -1472,8 +1555,8 @@ impl<M> Addr<M> {
     /// assert_eq!(counter.ask(Msg::Get), Ok(42));
     /// ```
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, AskError> {
-        let rx = self.request(make)?;
-        rx.recv().map_err(|_| AskError::Dropped)
+        let (rx, target) = self.request(make)?;
+        rx.recv_reply(target, None).map_err(|_| AskError::Dropped)
     }
 
     /// [`ask`](Addr::ask), waiting at most `timeout` for the answer ([`AskError::Timeout`]).
@@ -1501,8 +1584,10 @@ impl<M> Addr<M> {
         timeout: Duration,
         make: impl FnOnce(Reply<R>) -> M,
     ) -> Result<R, AskError> {
-        let rx = self.request(make)?;
-        rx.recv_timeout(timeout).map_err(|e| match e {
+        let (rx, target) = self.request(make)?;
+        // A timeout too long to represent as an `Instant` means none, as `recv_timeout`'s.
+        let deadline = Instant::now().checked_add(timeout);
+        rx.recv_reply(target, deadline).map_err(|e| match e {
             RecvTimeoutError::Timeout => AskError::Timeout,
             RecvTimeoutError::Disconnected => AskError::Dropped,
         })
@@ -1512,10 +1597,10 @@ impl<M> Addr<M> {
     fn request<R>(
         &self,
         make: impl FnOnce(Reply<R>) -> M,
-    ) -> Result<oneshot::Receiver<R>, AskError> {
+    ) -> Result<(oneshot::Receiver<R>, Option<ActorId>), AskError> {
         let (tx, rx) = crate::channel::oneshot();
         match self.send(make(Reply(tx))) {
-            Ok(()) => Ok(rx),
+            Ok(()) => Ok((rx, self.shared.state.lock().actor)),
             // The request comes back with its `Reply`; dropping both is all there is to do.
             Err(_) => Err(AskError::Closed),
         }
@@ -1728,9 +1813,11 @@ impl<M> Addr<M> {
 
 impl<M> Clone for Addr<M> {
     fn clone(&self) -> Self {
-        self.shared.state.lock().count_addr();
+        let outside = on_plain_thread();
+        self.shared.state.lock().count_addr(outside);
         Addr {
             shared: self.shared.clone(),
+            outside,
         }
     }
 }
@@ -1740,6 +1827,7 @@ impl<M> Drop for Addr<M> {
         let waiter = {
             let mut st = self.shared.state.lock();
             st.addrs -= 1;
+            st.outside -= u32::from(self.outside);
             if st.addrs == 0 {
                 st.waiter.take()
             } else {
@@ -1759,10 +1847,12 @@ impl<M> fmt::Debug for Addr<M> {
     }
 }
 
-/// The mailbox state's budget: with the lock, an `Arc`'s counts and glibc's header, 80 bytes
-/// of state keep a mailbox in the 112-byte allocation class (see "Memory" above).
+/// The mailbox state's budget: with the lock, an `Arc`'s counts and glibc's header, 96 bytes
+/// of state keep a mailbox in the 128-byte allocation class (see "Memory" above; it was 80
+/// and 112 before the counters the dump and the metrics read: `outside`, `high_water`,
+/// `received`).
 #[cfg(all(test, target_pointer_width = "64"))]
 #[test]
 fn state_size() {
-    assert!(std::mem::size_of::<State<u64>>() <= 80);
+    assert!(std::mem::size_of::<State<u64>>() <= 96);
 }

@@ -65,7 +65,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::__private::{join_cancelled, join_take_now, join_unwatch, join_watch};
-use threadlet_runtime::{JoinError, JoinHandle, Waiter, checkpoint, park, park_until};
+use threadlet_runtime::{JoinError, JoinHandle, Waiter, checkpoint, park_on, park_on_until};
 
 use crate::Mailbox;
 use crate::channel::{self, RecvError, SendError, TryRecvError, TrySendError, oneshot};
@@ -410,9 +410,12 @@ fn run<B: AsBranch>(branches: &[B], wait: Wait) -> Option<usize> {
         if let Some(i) = look(branches) {
             return Some(i);
         }
+        let on = threadlet_runtime::Wait::Select {
+            branches: u32::try_from(branches.len()).unwrap_or(u32::MAX),
+        };
         let parked = match wait {
-            Wait::Until(d) => park_until(d),
-            _ => park(),
+            Wait::Until(d) => park_on_until(on, d),
+            _ => park_on(on),
         };
         drop(watching);
         if let Some(i) = look(branches) {

@@ -31,6 +31,7 @@ use crate::handler::{Activation, Step};
 use crate::home::Home;
 use crate::runtime::Shared;
 use crate::stack::{OwnedStack, Stack};
+use crate::wait::WaitWord;
 use crate::wake::{WakeAction, WakeState};
 
 /// A process-wide unique actor id, usable in logs (`#42`).
@@ -331,8 +332,17 @@ pub struct ActorCell {
     pub(crate) handler_slot: AtomicU32,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
-    /// Times the actor was preempted (written by the worker running it).
-    pub(crate) preemptions: AtomicU64,
+    /// Times the actor was preempted, and times a worker ran it (one per run, not per switch);
+    /// both written only by the worker running it, both wrapping at 2^32 (32 bits each keep the
+    /// cell in its allocator class: see `actor_cell_size`).
+    pub(crate) preemptions: AtomicU32,
+    pub(crate) runs: AtomicU32,
+    /// Milliseconds it held a worker, as the monitor's samples saw it (`dump.rs`, "CPU time").
+    pub(crate) cpu_ms: AtomicU32,
+    /// When it was spawned, on the coarse clock (`dump::coarse_now_ms`), wrapping.
+    pub(crate) born_ms: u32,
+    /// What it waits on while suspended (`wait.rs`).
+    pub(crate) wait: WaitWord,
     /// Set (release) when a worker starts the actor; from then on its body belongs to the
     /// worker running it or to its registry, never to whoever pops a stale queue entry.
     pub(crate) started: AtomicBool,
@@ -427,13 +437,38 @@ impl ActorCell {
             handler_slot: AtomicU32::new(NO_SLOT),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new(0),
-            preemptions: AtomicU64::new(0),
+            preemptions: AtomicU32::new(0),
+            runs: AtomicU32::new(0),
+            cpu_ms: AtomicU32::new(0),
+            born_ms: crate::dump::coarse_now_ms(),
+            wait: WaitWord::default(),
             reserved,
             started: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             body: UnsafeCell::new(body),
             shared,
         })
+    }
+
+    /// One more run (by the worker running it: a plain load and store, one writer at a time).
+    #[inline]
+    pub(crate) fn count_run(&self) {
+        let n = self.runs.load(Ordering::Relaxed);
+        self.runs.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// One more preemption (by the worker running it, as `count_run`).
+    pub(crate) fn count_preemption(&self) {
+        let n = self.preemptions.load(Ordering::Relaxed);
+        self.preemptions.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// A handler actor's activation ended waiting for the next message: record that wait
+    /// (`wait.rs`), then step 4 of the wake protocol.
+    #[inline]
+    pub(crate) fn park_between_messages(&self) -> crate::wake::AfterPark {
+        self.wait.set(crate::wait::Wait::Message, false);
+        self.state.after_park()
     }
 
     /// The actor's id.
@@ -612,12 +647,13 @@ impl Drop for ActorCell {
 }
 
 /// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
-/// 160-byte class (glibc: a 16-byte multiple with 8 bytes of header). Kept here so that a field
-/// added without thought shows up (`docs/benchmarks.md`, "Memory").
+/// 176-byte class (glibc: a 16-byte multiple with 8 bytes of header; it was 160 before the
+/// diagnostic fields: the wait word, runs, CPU time and age, `dump.rs`). Kept here so that a
+/// field added without thought shows up (`docs/benchmarks.md`, "Memory").
 #[cfg(all(test, target_pointer_width = "64"))]
 #[test]
 fn actor_cell_size() {
-    assert!(std::mem::size_of::<ActorCell>() <= 136);
+    assert!(std::mem::size_of::<ActorCell>() <= 152);
     assert_eq!(std::mem::size_of::<Body>(), 48);
 }
 

@@ -226,7 +226,7 @@ where
             Some(Err(p)) => resume_unwind(p),
             None => {}
         }
-        if context::park().is_err() {
+        if context::park_on(crate::Wait::Blocking).is_err() {
             // Only while this actor is being cancelled (checked above, so not reached in
             // practice): it may not suspend; wait for the pool thread on this OS thread.
             thread::yield_now();

@@ -21,6 +21,7 @@ use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
 use crate::timer::TimerAction;
+use crate::wait::Wait;
 use crate::worker::Core;
 
 /// What one worker thread publishes about itself; lives on the worker thread's stack.
@@ -190,6 +191,37 @@ pub(crate) fn lend_yielder(y: &crate::actor::ActorYielder) {
 /// });
 /// ```
 pub fn park() -> Result<(), Cancelled> {
+    park_recording(Wait::Parked, false)
+}
+
+/// [`park`], saying what the actor waits on: the dump and the deadlock report show it
+/// (`wait.rs`). The `threadlet` crate's mailboxes, channels and selects park this way.
+///
+/// ```
+/// use threadlet_runtime::{Runtime, Wait, Waiter, park_on};
+///
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let h = rt.spawn(move || {
+///     tx.send(Waiter::current()).unwrap();
+///     park_on(Wait::Message) // returns when woken (or spuriously)
+/// });
+/// let waiter = rx.recv().unwrap();
+/// // Once it has parked, the dump says what it waits on.
+/// while rt.dump().actor(h.id()).and_then(|a| a.waiting_on()) != Some(Wait::Message) {
+///     std::thread::yield_now();
+/// }
+/// waiter.wake();
+/// assert!(h.join().unwrap().is_ok());
+/// ```
+pub fn park_on(wait: Wait) -> Result<(), Cancelled> {
+    park_recording(wait, false)
+}
+
+/// `park` recording `wait` (`timed`: the caller set a timer that ends it) in the actor's
+/// wait word just before it suspends: one relaxed store, and none when a notification is
+/// waiting.
+fn park_recording(wait: Wait, timed: bool) -> Result<(), Cancelled> {
     with_caller(|caller| match caller {
         Caller::Actor(ctx, actor) => {
             if ctx.cancelling.get() {
@@ -202,6 +234,7 @@ pub fn park() -> Result<(), Cancelled> {
                 return Ok(());
             }
             if !actor.state.take_notification() {
+                actor.wait.set(wait, timed);
                 suspend(actor, Suspend::Park);
             }
             Ok(())
@@ -310,7 +343,7 @@ pub(crate) fn preempt_current() {
 /// assert_eq!(preemptions(), 0); // not an actor
 /// ```
 pub fn preemptions() -> u64 {
-    with_current(|cur| cur.map_or(0, |(_, a)| a.preemptions.load(Ordering::Relaxed)))
+    with_current(|cur| cur.map_or(0, |(_, a)| u64::from(a.preemptions.load(Ordering::Relaxed))))
 }
 
 /// Blocks the caller until woken or until `deadline`, whichever comes first: suspends an actor
@@ -351,6 +384,12 @@ pub fn preemptions() -> u64 {
 /// });
 /// ```
 pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
+    park_on_until(Wait::Parked, deadline)
+}
+
+/// [`park_until`], saying what the actor waits on (as [`park_on`]); the dump shows the wait as
+/// one with a timeout.
+pub fn park_on_until(wait: Wait, deadline: Instant) -> Result<(), Cancelled> {
     let shared = with_caller(|caller| match caller {
         Caller::Actor(ctx, _) => Ok(Some(ctx.shared.clone())),
         Caller::WorkerLoop => Err(Cancelled),
@@ -373,7 +412,7 @@ pub fn park_until(deadline: Instant) -> Result<(), Cancelled> {
                 }
             }
             let _cancel = CancelOnDrop(timer, &shared.timers);
-            park()
+            park_recording(wait, true)
         }
         None => {
             thread::park_timeout(deadline.saturating_duration_since(Instant::now()));
@@ -431,7 +470,7 @@ pub fn sleep_until(deadline: Instant) {
     }
     // An actor parks; a worker outside any actor returns at once (`park_until` fails there).
     while Instant::now() < deadline {
-        if park_until(deadline).is_err() {
+        if park_on_until(Wait::Sleep { until: deadline }, deadline).is_err() {
             return;
         }
     }

@@ -168,6 +168,21 @@ impl Handle {
         push(x)
     }
 
+    /// The runtime's dump (see [`Runtime::dump`](crate::Runtime::dump)).
+    pub fn dump(&self) -> crate::Dump {
+        crate::dump::dump(&self.shared)
+    }
+
+    /// The runtime's metrics (see [`Runtime::metrics`](crate::Runtime::metrics)).
+    pub fn metrics(&self) -> crate::Metrics {
+        crate::stats::metrics(&self.shared)
+    }
+
+    /// The counters of the live actor `id` (see [`stats`](crate::stats)).
+    pub fn stats(&self, id: ActorId) -> Option<crate::ActorStats> {
+        crate::dump::actor_stats(&self.shared, id)
+    }
+
     /// Kills the live actor with this id on this runtime (see
     /// [`JoinHandle::abort`](crate::JoinHandle::abort)); `false` if there is none.
     pub fn kill(&self, id: ActorId) -> bool {

@@ -66,6 +66,7 @@ use parking_lot::Mutex;
 use slab::Slab;
 
 use crate::context::{self, Waiter};
+use crate::wait::Wait;
 
 /// The token of the poller's own waker (shutdown); sockets get their slab index.
 const WAKER: Token = Token(usize::MAX);
@@ -383,7 +384,13 @@ impl IoState {
     }
 
     /// Steps 3 and 4 for an actor: returns once it may try again.
-    fn wait(&self, dir: Direction, seen: u64, deadline: Option<Instant>) -> io::Result<()> {
+    fn wait(
+        &self,
+        fd: RawFd,
+        dir: Direction,
+        seen: u64,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
         let me = Waiter::current();
         {
             let mut w = self.waits.lock();
@@ -405,9 +412,13 @@ impl IoState {
             }
         }
         let _leave = Leave(self, dir, me);
+        let on = Wait::Io {
+            fd,
+            write: matches!(dir, Direction::Write),
+        };
         let parked = match deadline {
-            None => context::park(),
-            Some(d) => context::park_until(d),
+            None => context::park_on(on),
+            Some(d) => context::park_on_until(on, d),
         };
         parked.map_err(|_| {
             io::Error::other("a socket cannot be waited on here: the actor is being cancelled")
@@ -497,7 +508,12 @@ impl<S: AsRawFd> PollSource<S> {
                 // A plain thread: block in poll(2) on this socket alone.
                 None => poll_fd(self.io.as_raw_fd(), dir, deadline)?,
                 // Steps 3 and 4.
-                Some(driver) => self.registration(driver)?.state.wait(dir, seen, deadline)?,
+                Some(driver) => {
+                    let fd = self.io.as_raw_fd();
+                    self.registration(driver)?
+                        .state
+                        .wait(fd, dir, seen, deadline)?
+                }
             }
         }
     }

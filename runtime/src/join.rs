@@ -312,6 +312,8 @@ pub(crate) trait ExitSource: Send + Sync {
     fn exit_watch(&self) -> ExitWatch;
     /// Whether the result (or why there is none) is recorded.
     fn is_ended(&self) -> bool;
+    /// The actor's mailbox's figures, from its exit sink, if it has one (`dump.rs`).
+    fn mailbox(&self) -> Option<crate::MailboxStats>;
 }
 
 impl<R: Send> ExitSource for Packet<R> {
@@ -321,6 +323,11 @@ impl<R: Send> ExitSource for Packet<R> {
 
     fn is_ended(&self) -> bool {
         !matches!(self.state.lock().slot, Slot::Pending(_))
+    }
+
+    fn mailbox(&self) -> Option<crate::MailboxStats> {
+        let sink = self.state.lock().sink.clone()?;
+        sink.upgrade()?.mailbox()
     }
 }
 
@@ -361,6 +368,12 @@ pub trait ExitSink: Send + Sync {
     /// it had ended already. Runs as an exit hook does: it must not block, and a panic in it
     /// is contained.
     fn exited(&self, down: &Down);
+
+    /// The mailbox's figures, for the dump and the deadlock check (`dump.rs`). Must not block
+    /// for long: it is called from the monitor thread and from `Runtime::dump`.
+    fn mailbox(&self) -> Option<crate::MailboxStats> {
+        None
+    }
 }
 
 /// Tells `sink` of the actor's end: when it ends, or now if it has. One sink per actor: a later
@@ -759,7 +772,11 @@ impl<R> JoinHandle<R> {
                     Slot::Taken(_) => panic!("{TAKEN}"),
                 }
             }
-            if context::park().is_err() {
+            if context::park_on(crate::Wait::Join {
+                actor: self.packet.id,
+            })
+            .is_err()
+            {
                 // The joiner itself is being cancelled (shutdown): reported as `Cancelled`, the
                 // actor's result left unjoined.
                 return Err(self.error(JoinErrorKind::Cancelled));

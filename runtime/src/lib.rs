@@ -23,6 +23,9 @@
 //! | `monitor` | the monitor thread: time-slice preemption, long-run reports, firing timers |
 //! | `timer` | the heap of timers behind `sleep` and timeouts |
 //! | `stats` | per-worker counters |
+//! | `wait` | what a suspended actor waits on: one word per actor |
+//! | `dump` | [`Dump`]: every live actor and worker, gathered without stopping them |
+//! | `deadlock` | the monitor's deadlock check and its report, [`Deadlock`] |
 //! | `sync` | the std/loom switch used by the protocol code |
 //!
 //! `docs/architecture.md` in the repository walks through the design.
@@ -45,6 +48,8 @@ mod actor;
 mod baseline;
 mod blocking;
 mod context;
+mod deadlock;
+mod dump;
 mod fault;
 mod guard;
 mod handle;
@@ -62,14 +67,20 @@ mod stack;
 mod stats;
 pub mod sync;
 mod timer;
+mod wait;
 mod wake;
 mod worker;
 
 pub use actor::{ActorId, SpawnOptions};
 pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_BLOCKING_THREADS, blocking};
 pub use context::{
-    Cancelled, Waiter, call_at, current, current_name, park, park_until, preemptions, sleep,
-    sleep_until, worker_index, yield_now,
+    Cancelled, Waiter, call_at, current, current_name, park, park_on, park_on_until, park_until,
+    preemptions, sleep, sleep_until, worker_index, yield_now,
+};
+pub use deadlock::Deadlock;
+pub use dump::{
+    ActorDump, ActorKind, ActorState, ActorStats, Dump, MailboxStats, WorkerDump, WorkerState,
+    stats,
 };
 pub use handle::Handle;
 pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
@@ -81,7 +92,8 @@ pub use runtime::{
 };
 pub use safepoint::checkpoint;
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
-pub use stats::{RuntimeStats, WorkerSnapshot};
+pub use stats::{Metrics, RuntimeStats, WorkerMetrics, WorkerSnapshot};
+pub use wait::Wait;
 
 #[doc(hidden)]
 pub mod __private {
@@ -95,6 +107,11 @@ pub mod __private {
         join_watch, kill_actor, set_exit_sink,
     };
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
+
+    /// A mailbox's actor ended: its figures join the runtime's totals (`Runtime::metrics`).
+    pub fn mailbox_ended(actor: &ActorCell, received: u64, high_water: usize) {
+        actor.shared.mailbox_totals.add(received, high_water);
+    }
 
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any
     /// runtime). Lets tests hold a worker until shutdown has begun, deterministically.

@@ -43,12 +43,30 @@ impl Hasher for IdHasher {
 }
 
 /// What the table knows of one live actor.
+#[derive(Clone)]
 pub(crate) struct LiveEntry {
     pub(crate) actor: Weak<ActorCell>,
     pub(crate) exit: Weak<dyn ExitSource>,
 }
 
-type Shard = Mutex<HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>>;
+/// One shard: its entries, and how many it has taken in and let go (for
+/// `Runtime::metrics`: spawned = ended + live holds shard by shard).
+#[derive(Default)]
+struct ShardState {
+    entries: HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>,
+    inserted: u64,
+    removed: u64,
+}
+
+type Shard = Mutex<ShardState>;
+
+/// Totals over the table, from [`LiveTable::counts`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LiveCounts {
+    pub(crate) live: usize,
+    pub(crate) inserted: u64,
+    pub(crate) removed: u64,
+}
 
 pub(crate) struct LiveTable {
     shards: Box<[Shard]>,
@@ -66,14 +84,56 @@ impl LiveTable {
     }
 
     pub(crate) fn insert(&self, id: ActorId, entry: LiveEntry) {
-        let old = self.shard(id).lock().insert(id, entry);
+        let old = {
+            let mut shard = self.shard(id).lock();
+            shard.inserted += 1;
+            shard.entries.insert(id, entry)
+        };
         drop(old);
     }
 
     pub(crate) fn remove(&self, id: ActorId) {
-        let gone = self.shard(id).lock().remove(&id);
+        let gone = {
+            let mut shard = self.shard(id).lock();
+            let gone = shard.entries.remove(&id);
+            shard.removed += u64::from(gone.is_some());
+            gone
+        };
         // Weak references only: nothing of the user's is dropped here.
         drop(gone);
+    }
+
+    /// Live, inserted and removed entries, summed shard by shard (each shard's three figures
+    /// agree; shards are read one after another).
+    pub(crate) fn counts(&self) -> LiveCounts {
+        self.shards.iter().fold(LiveCounts::default(), |c, shard| {
+            let s = shard.lock();
+            LiveCounts {
+                live: c.live + s.entries.len(),
+                inserted: c.inserted + s.inserted,
+                removed: c.removed + s.removed,
+            }
+        })
+    }
+
+    /// The live actor `id`, with its entry.
+    pub(crate) fn get(&self, id: ActorId) -> Option<(Arc<ActorCell>, LiveEntry)> {
+        let entry = self.shard(id).lock().entries.get(&id).cloned()?;
+        Some((entry.actor.upgrade()?, entry))
+    }
+
+    /// Calls `f` on every live actor, one shard at a time: each shard's entries are copied
+    /// out under its lock, and `f` runs with no lock held (`dump.rs`, step 2).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<ActorCell>, &LiveEntry)) {
+        let mut batch: Vec<LiveEntry> = Vec::new();
+        for shard in self.shards.iter() {
+            batch.extend(shard.lock().entries.values().cloned());
+            for entry in batch.drain(..) {
+                if let Some(cell) = entry.actor.upgrade() {
+                    f(&cell, &entry);
+                }
+            }
+        }
     }
 
     /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none, or if its end
@@ -82,6 +142,7 @@ impl LiveTable {
         let entry = self
             .shard(id)
             .lock()
+            .entries
             .get(&id)
             .map(|e| (e.actor.clone(), e.exit.clone()));
         let Some((actor, exit)) = entry else {
@@ -95,7 +156,12 @@ impl LiveTable {
 
     /// The exit watch of the live actor `id`, if there is one.
     pub(crate) fn exit_watch(&self, id: ActorId) -> Option<ExitWatch> {
-        let exit = self.shard(id).lock().get(&id).map(|e| e.exit.clone());
+        let exit = self
+            .shard(id)
+            .lock()
+            .entries
+            .get(&id)
+            .map(|e| e.exit.clone());
         exit.and_then(|e| e.upgrade()).map(|p| p.exit_watch())
     }
 }

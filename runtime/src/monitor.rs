@@ -134,6 +134,35 @@ pub struct LongRun {
     pub running_for: Duration,
     /// The runtime's time slice.
     pub time_slice: Duration,
+    /// Other actors pinned to this worker that were stopped in the middle of a run (preempted
+    /// or yielded, now runnable), with their names: the worker cannot run them while it is
+    /// held. If the reported actor waits for a lock (a `std::sync::Mutex` held across a safe
+    /// point), one of these holds it; if this is empty, the lock, if any, is held elsewhere.
+    pub stopped_here: Vec<(ActorId, Option<String>)>,
+}
+
+impl LongRun {
+    /// The default hook's words on `stopped_here`: who may hold a lock the actor waits for.
+    pub fn lock_holders(&self) -> String {
+        if self.stopped_here.is_empty() {
+            return "no other actor is stopped mid-run on this worker, so a lock it may wait \
+                    for is not held by one of them"
+                .to_string();
+        }
+        let names: Vec<String> = self
+            .stopped_here
+            .iter()
+            .map(|(id, name)| match name {
+                Some(n) => format!("{id} {n:?}"),
+                None => id.to_string(),
+            })
+            .collect();
+        format!(
+            "if it waits for a lock, the holder is one of the actors stopped mid-run on this \
+             worker: {}",
+            names.join(", ")
+        )
+    }
 }
 
 impl fmt::Display for LongRun {
@@ -183,7 +212,8 @@ pub(crate) fn default_long_run_hook() -> LongRunHook {
     Arc::new(|r: &LongRun| {
         eprintln!(
             "threadlet: {r}: call threadlet::checkpoint() in its loops, or move blocking calls \
-             off the runtime"
+             off the runtime; {}",
+            r.lock_holders()
         )
     })
 }
@@ -199,6 +229,23 @@ fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<Strin
         remote.running_actor.load(Ordering::Relaxed),
     )?);
     Some((id, shared.names.get(id)))
+}
+
+/// Started actors pinned to worker `index`, other than `running`, that are runnable: stopped
+/// mid-run and waiting for that worker (`LongRun::stopped_here`). Walks the live actors, one
+/// shard lock at a time: a long-run report is rare.
+fn stopped_on(shared: &Shared, index: usize, running: ActorId) -> Vec<(ActorId, Option<String>)> {
+    let mut found = Vec::new();
+    shared.live.for_each(|cell, _| {
+        if cell.id != running
+            && cell.home() == Some(index)
+            && cell.state.phase() == crate::wake::Phase::Scheduled
+        {
+            found.push((cell.id, cell.name.as_deref().map(str::to_owned)));
+        }
+    });
+    found.sort_unstable_by_key(|(id, _)| *id);
+    found
 }
 
 /// The monitor's side of the runtime: its wake-up signal.
@@ -292,13 +339,17 @@ pub(crate) fn run(shared: Weak<Shared>) {
         let now = Instant::now();
         let next_timer = shared.timers.fire_due(now);
         let any_running = sample(&shared, &mut samples, now);
+        let period = sample_period(shared.config.time_slice);
+        let mut look_again = false;
         if any_running {
             // Workers busy with actors that run long between turns poll I/O seldom ("Polling
             // for I/O" in `worker.rs`, step 5): look every sample, without waiting.
             shared.poll_io_now();
+        } else {
+            // Every worker idle: are the actors all waiting on each other? (`deadlock.rs`)
+            look_again = shared.deadlock.check(&shared, shared.timers.is_pending());
         }
-        let period = sample_period(shared.config.time_slice);
-        let next_sample = if any_running {
+        let next_sample = if any_running || look_again {
             now.checked_add(period)
         } else {
             None
@@ -337,6 +388,7 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
         },
     );
     let mut any_running = false;
+    let mut running = Vec::new();
     for (index, (remote, s)) in shared.remotes.iter().zip(samples.iter_mut()).enumerate() {
         // Relaxed: a sample of a number; a stale one only delays a preemption (see step 2).
         let current = remote.slice.load(Ordering::Relaxed);
@@ -345,6 +397,7 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
             continue;
         }
         any_running = true;
+        running.extend(remote.running());
         if current != s.slice {
             *s = Sample {
                 slice: current,
@@ -371,10 +424,14 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
                 worker: index,
                 running_for: ran,
                 time_slice: slice,
+                stopped_here: stopped_on(shared, index, actor),
             };
             let hook = &shared.config.long_run_hook;
             fault::contain("the long-run hook (Builder::on_long_run)", || hook(&report));
         }
     }
+    // CPU time, by sampling (`dump.rs`): each running actor is charged one sample period.
+    let ms = u32::try_from(sample_period(Some(slice)).as_millis()).unwrap_or(u32::MAX);
+    crate::dump::charge_cpu(shared, &running, ms);
     any_running
 }

@@ -22,6 +22,7 @@
 //! `Shared` is what all workers share: the injector, the idle set, the stack slab, every
 //! worker's [`Remote`] half, and the shutdown flag.
 
+use std::ffi::c_int;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOpt
 use crate::baseline::Policy;
 use crate::blocking::BlockingPool;
 use crate::context;
+use crate::deadlock::DeadlockConfig;
 use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
 use crate::monitor::{self, LongRun, LongRunHook, MonitorSignal, default_long_run_hook};
@@ -229,6 +231,8 @@ pub struct Builder {
     long_run_hook: LongRunHook,
     blocking_threads: usize,
     blocking_keep_alive: Duration,
+    deadlock: DeadlockConfig,
+    dump_signal: Option<c_int>,
 }
 
 impl Default for Builder {
@@ -242,6 +246,8 @@ impl Default for Builder {
             long_run_hook: default_long_run_hook(),
             blocking_threads: crate::blocking::DEFAULT_BLOCKING_THREADS,
             blocking_keep_alive: crate::blocking::DEFAULT_BLOCKING_KEEP_ALIVE,
+            deadlock: DeadlockConfig::default(),
+            dump_signal: None,
         }
     }
 }
@@ -256,6 +262,8 @@ impl fmt::Debug for Builder {
             .field("preempt_ticks", &self.preempt_ticks)
             .field("blocking_threads", &self.blocking_threads)
             .field("blocking_keep_alive", &self.blocking_keep_alive)
+            .field("panic_on_deadlock", &self.deadlock.panic_block_on)
+            .field("dump_signal", &self.dump_signal)
             .finish_non_exhaustive()
     }
 }
@@ -434,6 +442,80 @@ impl Builder {
         self
     }
 
+    /// What to do when every actor of the runtime waits on another and nothing outside can
+    /// wake them (see [`Deadlock`](crate::Deadlock) and `docs/diagnostics.md`): the hook is
+    /// called once per deadlock, on the monitor thread, and must not block. The default prints
+    /// the report on stderr and lets the runtime run on (a plain thread may still end it, by
+    /// a kill or a shutdown). A panic in the hook is contained.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use threadlet_runtime::{Deadlock, Runtime};
+    ///
+    /// let (tx, rx) = mpsc::channel::<Deadlock>();
+    /// let rt = Runtime::builder()
+    ///     .workers(2)
+    ///     .on_deadlock(move |d| {
+    ///         let _ = tx.send(d.clone());
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// // An actor that joins itself can never end.
+    /// let (give, take) = mpsc::channel();
+    /// let h = rt.spawn(move || {
+    ///     let me: threadlet_runtime::JoinHandle<()> = take.recv().unwrap();
+    ///     let _ = me.join();
+    /// });
+    /// let id = h.id();
+    /// give.send(h).unwrap();
+    /// let report = rx.recv().unwrap();
+    /// assert_eq!(report.cycle, [id]);
+    /// assert!(report.to_string().contains("waits-for cycle"));
+    /// ```
+    pub fn on_deadlock(
+        mut self,
+        hook: impl Fn(&crate::Deadlock) + Send + Sync + 'static,
+    ) -> Builder {
+        self.deadlock.hook = Arc::new(hook);
+        self
+    }
+
+    /// On a deadlock, after the hook, make every [`block_on`](Runtime::block_on) in flight
+    /// panic with the report (its root actor is killed), as Go ends the program with "all
+    /// goroutines are asleep". Off by default.
+    ///
+    /// ```
+    /// use threadlet_runtime::Runtime;
+    ///
+    /// let rt = Runtime::builder().workers(1).on_deadlock(|_| {}).panic_on_deadlock().build().unwrap();
+    /// let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    ///     // Waits for a wake that nobody can give.
+    ///     rt.block_on(|| while threadlet_runtime::park().is_ok() {})
+    /// }));
+    /// let message = caught.unwrap_err().downcast::<String>().unwrap();
+    /// assert!(message.contains("deadlock"));
+    /// ```
+    pub fn panic_on_deadlock(mut self) -> Builder {
+        self.deadlock.panic_block_on = true;
+        self
+    }
+
+    /// Print the runtime's [`dump`](Runtime::dump) on stderr whenever the process receives
+    /// `signal` (say `libc::SIGUSR1`; through `signal-hook`, which refuses signals that cannot
+    /// be handled, such as `SIGKILL` or `SIGSEGV`). Off by default; setting the environment
+    /// variable `THREADLET_DUMP_SIGNAL` (a number, or `USR1`, `USR2`, `QUIT`) turns it on for
+    /// every runtime a program builds. A thread named `threadlet-dump` waits for the signal.
+    ///
+    /// ```no_run
+    /// let rt = threadlet_runtime::Runtime::builder().dump_on_signal(libc::SIGUSR1).build().unwrap();
+    /// // `kill -USR1 <pid>` now prints every actor and what it waits on.
+    /// # drop(rt);
+    /// ```
+    pub fn dump_on_signal(mut self, signal: c_int) -> Builder {
+        self.dump_signal = Some(signal);
+        self
+    }
+
     /// Starts the workers.
     ///
     /// ```
@@ -510,7 +592,15 @@ impl Builder {
                 self.blocking_keep_alive,
             )),
             io: crate::io::DriverSlot::default(),
+            mailbox_totals: Default::default(),
+            deadlock: crate::deadlock::DeadlockWatch::new(self.deadlock),
         });
+        let dump_signal = match self.dump_signal.or_else(crate::dump::signal_from_env) {
+            Some(signal) => Some(
+                crate::dump::on_signal(signal, Arc::downgrade(&shared)).map_err(BuildError::Io)?,
+            ),
+            None => None,
+        };
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
             .name("threadlet-monitor".into())
@@ -540,6 +630,7 @@ impl Builder {
             shared,
             threads,
             monitor: Some(monitor),
+            dump_signal,
         };
         match failed {
             // Dropping `rt` stops the workers already started.
@@ -577,6 +668,10 @@ pub(crate) struct Shared {
     pub(crate) blocking: Arc<BlockingPool>,
     /// The I/O poller, started by the first socket that waits (`io.rs`).
     pub(crate) io: crate::io::DriverSlot,
+    /// What ended actors' mailboxes received (`stats.rs`).
+    pub(crate) mailbox_totals: crate::stats::MailboxTotals,
+    /// The deadlock check's state and hook (`deadlock.rs`).
+    pub(crate) deadlock: crate::deadlock::DeadlockWatch,
 }
 
 /// Settings fixed when the runtime is built.
@@ -818,6 +913,11 @@ impl Shared {
         Registry::STARTED.remove(&mut self.migratable_live.lock(), actor);
     }
 
+    /// Live handler actors (the length of their registry).
+    pub(crate) fn live_handlers(&self) -> usize {
+        self.handlers.lock().len()
+    }
+
     pub(crate) fn register_handler(&self, actor: ActorRef) {
         Registry::HANDLERS.insert(&mut self.handlers.lock(), actor);
     }
@@ -867,6 +967,8 @@ pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
     monitor: Option<thread::JoinHandle<()>>,
+    /// The `threadlet-dump` thread's signal registration (`Builder::dump_on_signal`).
+    dump_signal: Option<signal_hook::iterator::Handle>,
 }
 
 impl Runtime {
@@ -992,11 +1094,20 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        match self.spawn(f).join() {
+        let root = self.spawn(f);
+        let id = root.id();
+        self.shared.deadlock.enter_block_on(id);
+        let joined = root.join();
+        let deadlock = self.shared.deadlock.leave_block_on(id);
+        match joined {
             Ok(v) => v,
             Err(e) => match e.try_into_panic() {
                 Ok(p) => std::panic::resume_unwind(p),
-                Err(e) => panic!("block_on: {e}"),
+                Err(e) => match deadlock {
+                    // `Builder::panic_on_deadlock` killed the root.
+                    Some(d) if e.is_killed() => panic!("block_on: {e}: {d}"),
+                    _ => panic!("block_on: {e}"),
+                },
             },
         }
     }
@@ -1027,6 +1138,23 @@ impl Runtime {
             searching: self.shared.idle.num_searching(),
             parked: self.shared.idle.num_parked(),
         }
+    }
+
+    /// Every live actor and every worker, with what each is doing: see [`Dump`](crate::Dump)
+    /// for an example, and `docs/diagnostics.md` for how to read one. Gathered without stopping
+    /// anything (no lock is held across all actors), so it is a sample, not a snapshot.
+    pub fn dump(&self) -> crate::Dump {
+        crate::dump::dump(&self.shared)
+    }
+
+    /// Counters and figures of the whole runtime: see [`Metrics`](crate::Metrics).
+    pub fn metrics(&self) -> crate::Metrics {
+        crate::stats::metrics(&self.shared)
+    }
+
+    /// The counters of the live actor `id` (see [`stats`](crate::stats)).
+    pub fn actor_stats(&self, id: crate::ActorId) -> Option<crate::ActorStats> {
+        crate::dump::actor_stats(&self.shared, id)
     }
 
     /// A [`Handle`](crate::Handle) to spawn onto this runtime from anywhere; cloneable, and it
@@ -1088,6 +1216,10 @@ impl fmt::Debug for Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        if let Some(signals) = self.dump_signal.take() {
+            // Ends the `threadlet-dump` thread's wait; it exits on its own.
+            signals.close();
+        }
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
         let me = thread::current().id();

@@ -5,7 +5,7 @@
 //! load and store, not a locked read-modify-write. Readers see values that may lag by a few
 //! events, which is what counters are for.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// The live counters of one worker.
 #[derive(Debug, Default)]
@@ -141,5 +141,117 @@ impl RuntimeStats {
                 remote_wakes: a.remote_wakes + w.remote_wakes,
                 preemptions: a.preemptions + w.preemptions,
             })
+    }
+}
+
+/// What ended mailboxes received, reported as their actors end (`mailbox_ended`), so that the
+/// runtime's totals do not lose them.
+#[derive(Debug, Default)]
+pub(crate) struct MailboxTotals {
+    messages: AtomicU64,
+    high_water: AtomicUsize,
+}
+
+impl MailboxTotals {
+    /// An actor's mailbox took in `received` messages, at most `high_water` at once.
+    pub(crate) fn add(&self, received: u64, high_water: usize) {
+        // Relaxed: counters; `metrics` reads them with no ordering to other memory.
+        self.messages.fetch_add(received, Relaxed);
+        self.high_water.fetch_max(high_water, Relaxed);
+    }
+}
+
+/// One worker in [`Metrics`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// Its counters: runs, steals, parks, preemptions...
+    pub counters: WorkerSnapshot,
+    /// Actors in its stealable queue now.
+    pub queued: usize,
+    /// Actors in its inbox now (woken pinned actors, placed unstarted ones).
+    pub inbox: usize,
+}
+
+/// A runtime's figures, from [`Runtime::metrics`](crate::Runtime::metrics).
+///
+/// Counters are exact; the figures of now (live actors, queue depths) are samples. The message
+/// and mailbox figures cover the mailboxes of the `threadlet` crate's actors.
+///
+/// ```
+/// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
+/// let hs: Vec<_> = (0..10).map(|i| rt.spawn(move || i)).collect();
+/// for h in hs {
+///     h.join().unwrap();
+/// }
+/// let m = rt.metrics();
+/// assert_eq!(m.spawned, 10);
+/// assert_eq!(m.spawned, m.ended + m.live_process as u64 + m.live_handler as u64);
+/// assert_eq!(m.workers.len(), 2);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Per worker, by index.
+    pub workers: Vec<WorkerMetrics>,
+    /// Actors spawned from outside the runtime, not yet taken by a worker.
+    pub injected: usize,
+    /// Live process actors.
+    pub live_process: usize,
+    /// Live handler actors.
+    pub live_handler: usize,
+    /// Actors spawned or started since the runtime was built.
+    pub spawned: u64,
+    /// Of those, actors that have ended.
+    pub ended: u64,
+    /// Messages accepted into mailboxes (live actors' and ended ones').
+    pub messages: u64,
+    /// The most messages one mailbox has held at once.
+    pub mailbox_high_water: usize,
+}
+
+impl Metrics {
+    /// The sum of every worker's counters.
+    pub fn total(&self) -> WorkerSnapshot {
+        RuntimeStats {
+            workers: self.workers.iter().map(|w| w.counters).collect(),
+            ..Default::default()
+        }
+        .total()
+    }
+}
+
+/// Gathers [`Metrics`]. Walks the live actors for their mailboxes' figures (O(live actors),
+/// one shard lock at a time); everything else is a counter read.
+pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
+    let counts = shared.live.counts();
+    let live_handler = shared.live_handlers().min(counts.live);
+    let (mut messages, mut high_water) = (
+        shared.mailbox_totals.messages.load(Relaxed),
+        shared.mailbox_totals.high_water.load(Relaxed),
+    );
+    shared.live.for_each(|_, entry| {
+        if let Some(m) = entry.exit.upgrade().and_then(|p| p.mailbox()) {
+            messages += m.received;
+            high_water = high_water.max(m.high_water);
+        }
+    });
+    Metrics {
+        workers: shared
+            .remotes
+            .iter()
+            .map(|r| WorkerMetrics {
+                counters: r.stats.snapshot(),
+                queued: r.stealer.len(),
+                inbox: r.inbox.len(),
+            })
+            .collect(),
+        injected: shared.injector.len(),
+        live_process: counts.live - live_handler,
+        live_handler,
+        spawned: counts.inserted,
+        ended: counts.removed,
+        messages,
+        mailbox_high_water: high_water,
     }
 }

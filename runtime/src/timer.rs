@@ -247,6 +247,12 @@ impl Timers {
         next
     }
 
+    /// Whether any entry waits in the heap (a cancelled one too, until it is dropped: for the
+    /// deadlock check, a pending timer is one more reason to wait).
+    pub(crate) fn is_pending(&self) -> bool {
+        !self.heap.lock().is_empty()
+    }
+
     /// Entries in the heap, cancelled ones included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -319,6 +325,12 @@ pub(crate) fn add_process_wide(deadline: Instant, action: TimerAction) {
         *p.kicked.lock() = true;
         p.cv.notify_one();
     }
+}
+
+/// Whether the process-wide heap holds a timer (`deadlock.rs`: `send_after` from a plain
+/// thread may still wake an actor).
+pub(crate) fn process_timers_pending() -> bool {
+    PROCESS_TIMERS.timers.is_pending()
 }
 
 impl ProcessTimers {

@@ -148,6 +148,26 @@ impl WakeState {
     pub fn is_done(&self) -> bool {
         self.0.load(Acquire) == DONE
     }
+
+    /// Where the actor stands, for reports (`dump.rs`); stale as soon as it is read.
+    pub(crate) fn phase(&self) -> Phase {
+        // Relaxed: a sample for a report; nothing is read through it.
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            IDLE => Phase::Idle,
+            SCHEDULED => Phase::Scheduled,
+            DONE => Phase::Done,
+            _ => Phase::Running,
+        }
+    }
+}
+
+/// The states of the word as reports see them (`NOTIFIED` counts as running).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    Scheduled,
+    Running,
+    Done,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -156,6 +156,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock};
@@ -166,8 +167,8 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorCoroutine, ActorRef, ActorStack, ActorYielder, Body, Finished, Out, Registry,
-    Runnable, Suspend,
+    ActorCell, ActorCoroutine, ActorId, ActorRef, ActorStack, ActorYielder, Body, Finished, Out,
+    Registry, Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
@@ -310,6 +311,21 @@ impl Remote {
         {
             d.wake();
         }
+    }
+
+    /// The actor this worker runs now, if it runs one (for reports: stale once read).
+    pub(crate) fn running(&self) -> Option<ActorId> {
+        // Relaxed, both: samples for a report (see `monitor.rs`, `running_on`).
+        if self.slice.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        NonZeroU64::new(self.running_actor.load(Ordering::Relaxed)).map(ActorId)
+    }
+
+    /// Whether the worker sleeps (for reports).
+    pub(crate) fn is_parked(&self) -> bool {
+        // Relaxed: a sample for a report.
+        self.parked.load(Ordering::Relaxed)
     }
 
     /// Asks the actor running on this worker to yield at its next safe point.
@@ -710,6 +726,7 @@ impl WorkerLoop<'_> {
         let remote = self.remote();
         let core = self.core();
         remote.stats.bump(&remote.stats.actors_run);
+        actor.count_run();
         let was_idle = remote.slice.load(Ordering::Relaxed) == 0;
         if !from_next || was_idle {
             let slice = core.slice_id.get() + 1;
@@ -770,7 +787,7 @@ impl WorkerLoop<'_> {
                 CoroutineResult::Yield(Out::Suspend(reason)) => {
                     if reason == Suspend::Preempted {
                         remote.stats.bump(&remote.stats.preemptions);
-                        remote.stats.bump(&actor.preemptions);
+                        actor.count_preemption();
                         core.preempted.set(true);
                         // The chain of wakes this actor was part of loses the slice too.
                         if let Some(woken) = core.next.take() {
@@ -813,7 +830,7 @@ impl WorkerLoop<'_> {
                         break;
                     }
                     match step {
-                        Step::Park => match actor.state.after_park() {
+                        Step::Park => match actor.park_between_messages() {
                             AfterPark::Parked => break,
                             // A message came meanwhile: run again, after the others queued
                             // here (as for `Yield`: no unbounded run of activations).

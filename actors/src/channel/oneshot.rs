@@ -78,6 +78,16 @@ impl<T> Receiver<T> {
         self.0.recv_timeout(timeout)
     }
 
+    /// `recv` (with a deadline) that, if it waits, shows in the dump as waiting for a reply
+    /// from `actor` (`Addr::ask`).
+    pub(crate) fn recv_reply(
+        &self,
+        actor: Option<threadlet_runtime::ActorId>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<T, RecvTimeoutError> {
+        self.0.recv_waiting(deadline, actor)
+    }
+
     /// Takes the value if it is there, without waiting.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         self.0.try_recv()

@@ -1,0 +1,544 @@
+//! Seeing inside a running program: the dump and its wait reasons, the deadlock report (and
+//! the waits that must never be reported), metrics that add up, and the dump on a signal.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::within_watchdog;
+use threadlet::channel;
+use threadlet::{
+    Actor, ActorBuilder, ActorKind, ActorState, Context, Deadlock, Dump, JoinHandle, Mailbox,
+    Reply, Runtime, RuntimeExt, Wait,
+};
+
+/// Takes dumps until `done` holds for one (the actors need a moment to reach their waits).
+fn dump_until(rt: &Runtime, what: &str, done: impl Fn(&Dump) -> bool) -> Dump {
+    let deadline = Instant::now() + common::WATCHDOG;
+    loop {
+        let d = rt.dump();
+        if done(&d) {
+            return d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never seen; last dump:\n{d}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_kind(w: &Wait) -> &'static str {
+    match w {
+        Wait::Message => "message",
+        Wait::Room { .. } => "room",
+        Wait::ChannelRecv { .. } => "channel recv",
+        Wait::ChannelSend { .. } => "channel send",
+        Wait::Join { .. } => "join",
+        Wait::Reply { .. } => "reply",
+        Wait::Select { .. } => "select",
+        Wait::Sleep { .. } => "sleep",
+        Wait::Io { .. } => "io",
+        Wait::Blocking => "blocking",
+        Wait::Parked => "parked",
+        _ => "other",
+    }
+}
+
+/// A handler actor that only counts.
+struct Idle;
+impl Actor for Idle {
+    type Msg = u32;
+    fn handle(&mut self, _: u32, _: &mut Context<Self>) {}
+}
+
+/// Never answers: keeps each request's `Reply` (so the asker waits).
+struct Hoarder(Vec<Reply<u32>>);
+impl Actor for Hoarder {
+    type Msg = Reply<u32>;
+    fn handle(&mut self, r: Reply<u32>, _: &mut Context<Self>) {
+        self.0.push(r);
+    }
+}
+
+#[test]
+fn the_dump_lists_10000_actors_with_what_each_waits_on() {
+    within_watchdog("dump of 10,000 actors", || {
+        const IN_RECV: usize = 9_000;
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        // Built inside an actor, so that nothing counts as held outside; the addresses come
+        // back to keep the mailboxes open.
+        let (addrs, ids) = rt.block_on(|| {
+            let mut addrs = Vec::new();
+            let mut ids: Vec<(threadlet::ActorId, &'static str)> = Vec::new();
+            for _ in 0..IN_RECV {
+                let (a, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
+                ids.push((h.id(), "message"));
+                addrs.push(a);
+            }
+            // Channel receive and send.
+            let (tx, rx) = channel::unbounded::<u32>();
+            ids.push((threadlet::spawn(move || rx.recv()).id(), "channel recv"));
+            let (stx, srx) = channel::bounded::<u32>(0);
+            ids.push((threadlet::spawn(move || stx.send(1)).id(), "channel send"));
+            // Join of a sleeper; the sleeper itself.
+            let sleeper = threadlet::spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+            ids.push((sleeper.id(), "sleep"));
+            ids.push((threadlet::spawn(move || sleeper.join()).id(), "join"));
+            // A request nobody answers.
+            let (hoarder, _hh) = threadlet::start(Hoarder(Vec::new()));
+            let asker = {
+                let hoarder = hoarder.clone();
+                threadlet::spawn(move || hoarder.ask(|r| r))
+            };
+            ids.push((asker.id(), "reply"));
+            // Room in a full bounded mailbox.
+            let (full, _fh) = ActorBuilder::new()
+                .mailbox_capacity(1)
+                .spawn_actor(|mb: Mailbox<u32>| {
+                    threadlet::sleep(Duration::from_secs(3600));
+                    mb.recv()
+                })
+                .unwrap();
+            full.send(0).unwrap();
+            ids.push((threadlet::spawn(move || full.send(1)).id(), "room"));
+            // A select of two channels.
+            let (_a_tx, a_rx) = channel::unbounded::<u32>();
+            let (_b_tx, b_rx) = channel::unbounded::<u32>();
+            let sel = threadlet::spawn(move || {
+                threadlet::select! {
+                    recv(a_rx) -> v => v.ok(),
+                    recv(b_rx) -> v => v.ok(),
+                }
+            });
+            ids.push((sel.id(), "select"));
+            // A socket.
+            let listener = threadlet::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            ids.push((
+                threadlet::spawn(move || listener.accept().map(|_| ())).id(),
+                "io",
+            ));
+            // The blocking pool.
+            let (_gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+            let blocker = threadlet::spawn(move || threadlet::blocking(move || gate_rx.recv()));
+            ids.push((blocker.id(), "blocking"));
+            // A bare park.
+            ids.push((
+                threadlet::spawn(|| while threadlet_runtime::park().is_ok() {}).id(),
+                "parked",
+            ));
+            // Idle handler actors wait for messages too.
+            for _ in 0..(10_000 - IN_RECV - 10) {
+                let (a, h) = threadlet::start(Idle);
+                ids.push((h.id(), "message"));
+                std::mem::forget(h); // detached: lives while its address does
+                drop(a.clone());
+                std::mem::forget(a);
+            }
+            // Keep the other ends alive past this closure.
+            std::mem::forget((tx, srx, hoarder, _hh, _fh, _a_tx, _b_tx, _gate_tx));
+            (addrs, ids)
+        });
+        assert_eq!(ids.len(), 10_000);
+        let dump = dump_until(&rt, "every actor waiting", |d| {
+            ids.iter().all(|(id, _)| {
+                d.actor(*id)
+                    .is_some_and(|a| matches!(a.state, ActorState::Waiting { .. }))
+            })
+        });
+        for (id, kind) in &ids {
+            let a = dump.actor(*id).unwrap();
+            let on = a.waiting_on().unwrap();
+            assert_eq!(wait_kind(&on), *kind, "actor {id}: {a}");
+        }
+        // Handler actors are reported as such, with their mailbox.
+        let handlers = dump
+            .actors
+            .iter()
+            .filter(|a| a.kind == ActorKind::Handler)
+            .count();
+        assert!(handlers > 1_000 - 10, "{handlers} handler actors");
+        let first = dump.actor(ids[0].0).unwrap();
+        assert_eq!(first.mailbox.unwrap().len, 0);
+        assert!(first.runs >= 1);
+        // The report prints every actor on a line of its own.
+        let text = dump.to_string();
+        assert!(text.lines().count() > 10_000, "{}", text.lines().count());
+        assert!(text.contains("waiting on a reply from actor"));
+        for a in &addrs {
+            a.send(1).unwrap();
+        }
+    });
+}
+
+/// A runtime whose deadlock reports go into a channel.
+fn reporting_runtime(workers: usize) -> (Runtime, mpsc::Receiver<Deadlock>) {
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::builder()
+        .workers(workers)
+        .on_deadlock(move |d| {
+            let _ = tx.send(d.clone());
+        })
+        .build()
+        .unwrap();
+    (rt, rx)
+}
+
+#[test]
+fn a_three_actor_cycle_is_reported_naming_all_three() {
+    within_watchdog("three-actor cycle", || {
+        let (rt, reports) = reporting_runtime(2);
+        // a joins b, b joins c, c joins a: each gets the handle of the next.
+        let ids = rt.block_on(|| {
+            let mut gives = Vec::new();
+            let mut handles = Vec::new();
+            for _ in 0..3 {
+                let (give, take) = channel::oneshot::<JoinHandle<()>>();
+                gives.push(give);
+                handles.push(threadlet::spawn(move || {
+                    let next = take.recv().unwrap();
+                    let _ = next.join();
+                }));
+            }
+            let ids: Vec<_> = handles.iter().map(|h| h.id()).collect();
+            handles.rotate_left(1);
+            for (give, next) in gives.into_iter().zip(handles) {
+                give.send(next).unwrap();
+            }
+            ids
+        });
+        let report = reports.recv().unwrap();
+        let mut cycle = report.cycle.clone();
+        cycle.sort();
+        assert_eq!(cycle, ids, "{report}");
+        let text = report.to_string();
+        for id in &ids {
+            assert!(text.contains(&id.to_string()), "{text}");
+        }
+        assert!(text.contains("waits-for cycle"), "{text}");
+        // Reported once: nothing runs, so nothing new is reported.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(reports.try_recv().is_err());
+    });
+}
+
+#[test]
+fn a_lone_actor_waiting_on_its_own_mailbox_is_reported() {
+    within_watchdog("self-deadlock", || {
+        let (rt, reports) = reporting_runtime(2);
+        // The actor keeps an address of its own, so its `recv` never sees the mailbox close.
+        let h = rt.spawn(|| {
+            let (_a, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| {
+                let _me = mb.addr();
+                mb.recv()
+            });
+            h.join()
+        });
+        let report = reports.recv().unwrap();
+        assert_eq!(report.actors.len(), 2, "{report}");
+        assert!(report.actors.iter().any(|a| a.id == h.id()));
+        assert!(
+            report
+                .actors
+                .iter()
+                .any(|a| a.waiting_on() == Some(Wait::Message))
+        );
+    });
+}
+
+#[test]
+fn panic_on_deadlock_makes_block_on_panic_with_the_report() {
+    within_watchdog("panic on deadlock", || {
+        let rt = Runtime::builder()
+            .workers(2)
+            .on_deadlock(|_| {})
+            .panic_on_deadlock()
+            .build()
+            .unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(|| {
+                let (_tx, rx) = channel::unbounded::<u32>();
+                rx.recv()
+            })
+        }));
+        let msg = caught.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.contains("deadlock"), "{msg}");
+        assert!(msg.contains("a receive on channel"), "{msg}");
+        // The runtime still works.
+        assert_eq!(rt.block_on(|| 7), 7);
+    });
+}
+
+/// Long enough for many deadlock checks (one per sample, a quarter of the 10 ms slice).
+const QUIET: Duration = Duration::from_millis(300);
+
+#[test]
+fn sleepers_are_not_deadlocked() {
+    within_watchdog("sleepers", || {
+        let (rt, reports) = reporting_runtime(2);
+        let handles: Vec<_> = (0..1_000)
+            .map(|_| rt.spawn(|| threadlet::sleep(QUIET)))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(reports.try_recv().is_err(), "a sleeper was reported");
+    });
+}
+
+#[test]
+fn an_actor_waiting_on_an_address_held_by_a_plain_thread_is_not_deadlocked() {
+    within_watchdog("address held outside", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+        std::thread::sleep(QUIET);
+        assert!(
+            reports.try_recv().is_err(),
+            "reported while main held the address"
+        );
+        // A clone moved to another thread, with this thread blocked in `join`.
+        let late = addr.clone();
+        drop(addr);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(QUIET);
+            late.send(7).unwrap();
+        });
+        assert_eq!(h.join().unwrap(), Some(7));
+        sender.join().unwrap();
+        // A channel whose sender a plain thread holds.
+        let (tx, rx) = channel::unbounded::<u32>();
+        let h = rt.spawn(move || rx.recv());
+        std::thread::sleep(QUIET);
+        assert!(
+            reports.try_recv().is_err(),
+            "reported while main held the sender"
+        );
+        tx.send(1).unwrap();
+        assert_eq!(h.join().unwrap(), Ok(1));
+    });
+}
+
+#[test]
+fn an_actor_waiting_on_a_socket_is_not_deadlocked() {
+    within_watchdog("socket", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (tx, rx) = mpsc::channel();
+        let h = rt.spawn(move || {
+            let listener = threadlet::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            listener.accept().map(|_| ())
+        });
+        let at = rx.recv().unwrap();
+        std::thread::sleep(QUIET);
+        assert!(reports.try_recv().is_err(), "an accept was reported");
+        let _client = std::net::TcpStream::connect(at).unwrap();
+        h.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn metrics_add_up() {
+    within_watchdog("metrics", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        // 300 process actors that end, 200 that stay (waiting), 100 handler actors that stay.
+        let ended: Vec<_> = (0..300).map(|i| rt.spawn(move || i)).collect();
+        for h in ended {
+            h.join().unwrap();
+        }
+        let waiting: Vec<_> = (0..200)
+            .map(|_| rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().count()))
+            .collect();
+        let handlers: Vec<_> = (0..100).map(|_| rt.start(Idle)).collect();
+        // 5 messages to each waiting actor, in one burst to the first.
+        for _ in 0..5 {
+            waiting[0].0.send(1).unwrap();
+        }
+        for (a, _) in &waiting[1..] {
+            for _ in 0..5 {
+                a.send(1).unwrap();
+            }
+        }
+        for (a, _) in &handlers {
+            a.send(1).unwrap();
+        }
+        let m = dump_until(&rt, "every message taken", |d| {
+            d.actors
+                .iter()
+                .all(|a| a.mailbox.is_none_or(|m| m.len == 0) && a.waiting_on().is_some())
+        });
+        drop(m);
+        let m = rt.metrics();
+        assert_eq!(m.spawned, 600);
+        assert_eq!(m.live_process, 200);
+        assert_eq!(m.live_handler, 100);
+        assert_eq!(
+            m.spawned,
+            m.ended + (m.live_process + m.live_handler) as u64
+        );
+        assert_eq!(m.messages, 200 * 5 + 100);
+        assert!(m.mailbox_high_water >= 1);
+        assert_eq!(m.workers.len(), 2);
+        assert!(m.total().actors_run >= 600);
+        // Per-actor counters.
+        let s = rt.actor_stats(waiting[0].1.id()).unwrap();
+        assert_eq!(s.mailbox.unwrap().received, 5);
+        assert!(s.runs >= 1);
+        // Ending them moves their messages to the totals, which still add up.
+        for (a, h) in waiting {
+            drop(a);
+            assert_eq!(h.join().unwrap(), 5);
+        }
+        for (a, h) in handlers {
+            drop(a);
+            h.join().unwrap();
+        }
+        // A joiner may return a moment before its actor has left the tables.
+        let m = loop {
+            let m = rt.metrics();
+            if (m.live_process, m.live_handler) == (0, 0) {
+                break m;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(m.spawned, m.ended);
+        assert_eq!(m.messages, 200 * 5 + 100);
+    });
+}
+
+/// The child half of the signal test: run by `dump_on_signal_prints_from_a_child_process`.
+#[test]
+#[ignore = "run as a child process by dump_on_signal_prints_from_a_child_process"]
+fn signal_child() {
+    if std::env::var_os("THREADLET_SIGNAL_CHILD").is_none() {
+        return;
+    }
+    let builder = Runtime::builder().workers(1);
+    let builder = match std::env::var("THREADLET_DUMP_SIGNAL") {
+        Ok(_) => builder, // the environment turns it on
+        Err(_) => builder.dump_on_signal(libc::SIGUSR1),
+    };
+    let rt = builder.build().unwrap();
+    let (_a, _h) = ActorBuilder::new()
+        .name("signal-waiter")
+        .spawn_actor_on(&rt, |mb: Mailbox<u32>| mb.recv())
+        .unwrap();
+    while rt.dump().actors.iter().all(|a| a.waiting_on().is_none()) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+fn run_signal_child(env: Option<(&str, &str)>, signal: libc::c_int) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["signal_child", "--exact", "--ignored", "--nocapture"])
+        .env("THREADLET_SIGNAL_CHILD", "1")
+        .env_remove("THREADLET_DUMP_SIGNAL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child ended early"
+        );
+    }
+    // SAFETY: `kill` sends a signal to our own child, whose id we hold.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = false;
+    for l in err.lines() {
+        let l = l.unwrap();
+        if l.contains("\"signal-waiter\"") && l.contains("waiting on its mailbox") {
+            seen = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen, "the child printed no dump naming its actor");
+}
+
+#[test]
+fn dump_on_signal_prints_from_a_child_process() {
+    within_watchdog("dump on a signal", || {
+        run_signal_child(None, libc::SIGUSR1);
+        run_signal_child(Some(("THREADLET_DUMP_SIGNAL", "USR2")), libc::SIGUSR2);
+    });
+}
+
+#[test]
+fn the_long_run_report_names_the_actor_stopped_while_holding_a_lock() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    within_watchdog("lock holder", || {
+        let (tx, reports) = mpsc::channel::<threadlet::LongRun>();
+        let reported = Arc::new(AtomicBool::new(false));
+        let r = reported.clone();
+        let rt = Runtime::builder()
+            .workers(1)
+            .time_slice(Duration::from_millis(2))
+            .on_long_run(move |lr| {
+                r.store(true, Ordering::Release);
+                let _ = tx.send(lr.clone());
+            })
+            .build()
+            .unwrap();
+        let lock = Arc::new(Mutex::new(0u32));
+        let (waiter_tx, waiter_rx) = mpsc::channel();
+        let l = lock.clone();
+        let holder = ActorBuilder::new()
+            .name("holder")
+            .spawn_on(&rt, move || {
+                let mut g = l.lock().unwrap();
+                // Spins for the lock with no safe point, holding the only worker, until the
+                // report comes; then gives up so that the holder can run.
+                let (l, r) = (l.clone(), reported.clone());
+                let running = Arc::new(AtomicBool::new(false));
+                let w = running.clone();
+                let waiter = ActorBuilder::new()
+                    .name("waiter")
+                    .spawn(move || {
+                        w.store(true, Ordering::Release);
+                        loop {
+                            if let Ok(mut g) = l.try_lock() {
+                                *g += 1;
+                                return true;
+                            }
+                            if r.load(Ordering::Acquire) {
+                                return false;
+                            }
+                            std::hint::spin_loop();
+                        }
+                    })
+                    .unwrap();
+                waiter_tx.send(waiter).unwrap();
+                // Preempted at a safe point with the guard held (the documented mistake); the
+                // worker then runs the waiter.
+                while !running.load(Ordering::Acquire) {
+                    threadlet::checkpoint();
+                }
+                *g += 1;
+            })
+            .unwrap();
+        let waiter: JoinHandle<bool> = waiter_rx.recv().unwrap();
+        let report = reports.recv().unwrap();
+        assert_eq!(report.actor, waiter.id());
+        assert_eq!(
+            report.stopped_here,
+            [(holder.id(), Some("holder".to_string()))]
+        );
+        assert!(report.lock_holders().contains("\"holder\""));
+        assert!(!waiter.join().unwrap());
+        holder.join().unwrap();
+    });
+}
