@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `runtimes` | the `--runtime` names, building threadlet and tokio runtimes, the `--migrate` spawn helpers |
 //! | `measure` | repeating a run, the median, peak RSS |
+//! | `progress` | a line on stderr every few seconds while a long measurement runs |
 //! | `output` | the table and the JSON lines |
 //! | `plot` | the SVG plots of `scaling` |
 //! | `scenarios::*` | one file per scenario, with its threadlet, OS-thread, tokio and sequential versions |
@@ -20,6 +21,7 @@
 mod measure;
 mod output;
 mod plot;
+mod progress;
 mod runtimes;
 mod scenarios;
 
