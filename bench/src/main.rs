@@ -7,19 +7,24 @@
 //! Every scenario runs on each runtime of `--runtime` and each worker count of `--workers`,
 //! `--repeat` times, and reports the median run: a readable table, or with `--json` one JSON
 //! object per measurement on its own line. A runtime a scenario has no version for is skipped
-//! with one line (`skip: <scenario> has no <runtime> version`), never faked.
+//! with one line (`skip: <scenario> has no <runtime> version`), never faked. A scenario run at
+//! two or more worker counts also draws `<scenario>_workers.svg` into `--plot-dir`
+//! (`scaling` draws its own plots there); a measurement that runs long says how far it got on
+//! stderr every few seconds.
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | `runtimes` | the `--runtime` names, building threadlet and tokio runtimes, the `--migrate` spawn helpers |
 //! | `measure` | repeating a run, the median, peak RSS |
+//! | `progress` | a line on stderr every few seconds while a long measurement runs |
 //! | `output` | the table and the JSON lines |
-//! | `plot` | the SVG plots of `scaling` |
+//! | `plot` | the SVG plots: records of a sweep to lines, lines to an SVG file |
 //! | `scenarios::*` | one file per scenario, with its threadlet, OS-thread, tokio and sequential versions |
 
 mod measure;
 mod output;
 mod plot;
+mod progress;
 mod runtimes;
 mod scenarios;
 
@@ -62,6 +67,10 @@ pub struct Common {
     /// workers while suspended (threadlet runtimes only).
     #[arg(long, global = true)]
     migrate: bool,
+    /// Where sweeps write their SVG plots: `scaling`'s, and `<scenario>_workers.svg` of any
+    /// other scenario run at two or more worker counts (`--out` is an older name).
+    #[arg(long, global = true, alias = "out", default_value = "docs/benchmarks")]
+    plot_dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -90,19 +99,9 @@ enum Scenario {
     /// The NSPR experiment: an HTTP/1.1 keep-alive server under N clients for a while.
     Http(scenarios::http::Params),
     /// Sweep worker counts for each runtime and write SVG plots.
-    Scaling(ScalingArgs),
+    Scaling(scenarios::scaling::Params),
     /// Every seed experiment at its seed size, beside the seed's own figure.
     Seeds(scenarios::seeds::Params),
-}
-
-/// `scaling`'s options.
-#[derive(Args, Clone, Debug)]
-pub struct ScalingArgs {
-    #[command(flatten)]
-    pub params: scenarios::scaling::Params,
-    /// Where the SVG plots go.
-    #[arg(long, default_value = "docs/benchmarks")]
-    pub out: PathBuf,
 }
 
 /// The resolved common options.
@@ -116,6 +115,8 @@ pub struct Opts {
     pub repeat: usize,
     /// Whether `--migrate` was given.
     pub migrate: bool,
+    /// Where SVG plots go.
+    pub plot_dir: PathBuf,
 }
 
 impl Opts {
@@ -137,6 +138,7 @@ impl Opts {
             workers,
             repeat: c.repeat as usize,
             migrate: c.migrate,
+            plot_dir: c.plot_dir.clone(),
         }
     }
 }
@@ -175,13 +177,13 @@ fn main() -> ExitCode {
         Scenario::Ring(p) => scenarios::ring::main(&mut out, &single(&cli.common), p),
         Scenario::Pool(p) => scenarios::pool::main(&mut out, &single(&cli.common), p),
         Scenario::Http(p) => scenarios::http::main(&mut out, &single(&cli.common), p),
-        Scenario::Scaling(a) => {
+        Scenario::Scaling(p) => {
             let opts = Opts::resolve(
                 &cli.common,
                 &[Rt::WorkStealing, Rt::GlobalQueue, Rt::Gil],
                 (1..=ncpu).collect(),
             );
-            scenarios::scaling::main(&mut out, &opts, &a.params, &a.out)
+            scenarios::scaling::main(&mut out, &opts, p)
         }
         Scenario::Seeds(p) => scenarios::seeds::main(&mut out, &cli.common, p),
     };

@@ -1,10 +1,13 @@
-//! Repeating a run and reporting its median, and reading the process's resident memory.
+//! Repeating a run and reporting its median, and reading the process's resident memory. Every
+//! measurement of every scenario goes through [`measure_then`], which keeps a
+//! [`progress::Ticker`] running beside a measurement's runs.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use crate::output::Out;
+use crate::progress;
 use crate::runtimes::Rt;
 
 /// What one run of a scenario measured.
@@ -89,7 +92,8 @@ pub type Record = Map<String, Value>;
 
 /// Runs `run` `repeat` times and reports the median run (by total time; with an even count the
 /// lower of the two middle runs, so that every field comes from one real run). A run that
-/// fails prints one line and ends the measurement; `None` is returned.
+/// fails prints one line and ends the measurement; `None` is returned. A measurement that takes
+/// longer than [`progress::INTERVAL`] says how far it got on stderr, once per interval.
 pub fn measure(
     out: &mut Out,
     spec: Spec<'_>,
@@ -108,8 +112,11 @@ pub fn measure_then(
     edit: impl FnOnce(&mut Record),
 ) -> Option<Record> {
     out.progress(&spec.label());
-    let mut samples = Vec::with_capacity(repeat);
-    for _ in 0..repeat.max(1) {
+    let repeats = repeat.max(1);
+    let ticker = progress::Ticker::start(spec.label(), repeats);
+    let mut samples = Vec::with_capacity(repeats);
+    for n in 1..=repeats {
+        ticker.repeat(n);
         match run() {
             Ok(s) => samples.push(s),
             Err(e) => {
@@ -118,6 +125,7 @@ pub fn measure_then(
             }
         }
     }
+    drop(ticker);
     samples.sort_by_key(|s| s.total);
     let min = samples[0].total;
     let max = samples[samples.len() - 1].total;

@@ -20,9 +20,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet::{Actor, Addr, Context, JoinHandle, Mailbox, Reply, channel};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// ask's options.
@@ -47,7 +49,8 @@ pub fn supports(rt: Rt) -> bool {
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "ask", supported, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "ask", supported, figure, |out, rt, w| {
         let mut params = vec![
             ("pairs", json!(p.pairs)),
             ("round_trips", json!(p.round_trips)),
@@ -62,9 +65,21 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
             migrate: opts.migrate,
             params,
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: time per ask.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "ask: {} of {} servers, {} each",
+            quantity(p.pairs, "client"),
+            p.actor.name(),
+            quantity(p.round_trips, "ask")
+        ),
+        y: Field::per_op_ns("ns per ask (all pairs)"),
+    }
 }
 
 /// What one run found: its time, wrong answers, and requests the servers handled.

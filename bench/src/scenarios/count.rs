@@ -14,9 +14,11 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::json;
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity, thousands};
 use crate::runtimes::{self, Rt, RtConfig};
 
 /// count's options.
@@ -67,12 +69,25 @@ pub fn spec(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Spec<'
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "count", supports, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "count", supports, figure, |out, rt, w| {
         measure(out, spec(rt, w, opts.migrate, p), opts.repeat, || {
             run(rt, w, opts.migrate, p)
-        });
-    });
-    Ok(())
+        })
+    })
+}
+
+/// The plot against workers: the time to count.
+fn figure(p: &Params) -> Figure {
+    let ticks = super::ticks_caption(p.ticks);
+    Figure {
+        title: format!(
+            "count: {}, each counting down from {}{ticks}",
+            quantity(p.actors, "actor"),
+            thousands(p.n)
+        ),
+        y: Field::total_ms("wall time (ms)"),
+    }
 }
 
 /// One run on `rt`.

@@ -11,9 +11,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet_examples::cpu::factorial;
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity, thousands};
 use crate::runtimes::{self, Rt, RtConfig};
 
 /// factorial's options.
@@ -64,12 +66,26 @@ pub fn spec(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Spec<'
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "factorial", supports, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "factorial", supports, figure, |out, rt, w| {
         measure(out, spec(rt, w, opts.migrate, p), opts.repeat, || {
             run(rt, w, opts.migrate, p)
-        });
-    });
-    Ok(())
+        })
+    })
+}
+
+/// The plot against workers: the time to compute.
+fn figure(p: &Params) -> Figure {
+    let ticks = super::ticks_caption(p.ticks);
+    Figure {
+        title: format!(
+            "factorial: {}, each computing {}! {} times{ticks}",
+            quantity(p.actors, "actor"),
+            p.n,
+            thousands(p.times)
+        ),
+        y: Field::total_ms("wall time (ms)"),
+    }
 }
 
 /// What one actor does: n! `times` times over; returns how many products were wrong. Called

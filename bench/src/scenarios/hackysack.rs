@@ -20,9 +20,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet_examples::hackysack::{Kick, Kicker, Kind, Msg, Report};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// hackysack's options.
@@ -80,7 +82,8 @@ fn spec_warm(rt: Rt, w: Option<usize>, migrate: bool, p: &Params) -> Spec<'stati
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "hackysack", supported, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "hackysack", supported, figure, |out, rt, w| {
         measure(out, spec_warm(rt, w, opts.migrate, p), opts.repeat, || {
             run_with(
                 rt,
@@ -91,9 +94,22 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
                 p.warm,
                 p.actor,
             )
-        });
-    });
-    Ok(())
+        })
+    })
+}
+
+/// The plot against workers: the whole run.
+fn figure(p: &Params) -> Figure {
+    let warm = if p.warm { ", warm" } else { "" };
+    Figure {
+        title: format!(
+            "hackysack: {} x {}, {} actors{warm}",
+            quantity(p.players, "player"),
+            quantity(p.kicks, "kick"),
+            p.actor.name()
+        ),
+        y: Field::total_ms("whole run (ms)"),
+    }
 }
 
 /// One game on `rt`.

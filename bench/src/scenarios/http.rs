@@ -22,9 +22,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet_examples::http::{self, BODY_BYTES, Content, Load};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, Rt, RtConfig};
 
 /// http's options.
@@ -48,10 +50,26 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     if !(p.seconds > 0.0 && p.seconds.is_finite()) {
         return Err("--seconds must be a positive number".into());
     }
-    super::for_each(out, opts, "http", supports, |out, rt, w| {
-        measure(out, spec(rt, w, p), opts.repeat, || run(rt, w, p));
-    });
-    Ok(())
+    let figure = figure(p);
+    super::for_each(out, opts, "http", supports, figure, |out, rt, w| {
+        measure(out, spec(rt, w, p), opts.repeat, || run(rt, w, p))
+    })
+}
+
+/// The plot against workers: requests per second.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "http: {}, {} s per run",
+            quantity(p.clients, "keep-alive client"),
+            p.seconds
+        ),
+        y: Field {
+            key: "req_per_s",
+            scale: 1.0,
+            desc: "requests per second",
+        },
+    }
 }
 
 /// The measurement's description.

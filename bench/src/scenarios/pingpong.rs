@@ -15,9 +15,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet::{Actor, Addr, Context, Mailbox, channel};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// pingpong's options.
@@ -42,7 +44,8 @@ pub fn supports(rt: Rt) -> bool {
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "pingpong", supported, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "pingpong", supported, figure, |out, rt, w| {
         let mut params = vec![
             ("pairs", json!(p.pairs)),
             ("round_trips", json!(p.round_trips)),
@@ -57,9 +60,21 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
             migrate: opts.migrate,
             params,
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: time per round trip.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "pingpong: {} of {} actors, {} each",
+            quantity(p.pairs, "pair"),
+            p.actor.name(),
+            quantity(p.round_trips, "round trip")
+        ),
+        y: Field::per_op_ns("ns per round trip (all pairs)"),
+    }
 }
 
 /// What one run found: its time, wrong replies, and messages the pongers echoed.

@@ -22,9 +22,11 @@ use serde_json::json;
 use threadlet::channel;
 use threadlet::{Actor, Context};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// pool's options.
@@ -51,7 +53,8 @@ pub fn supports(rt: Rt) -> bool {
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "pool", supports, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "pool", supports, figure, |out, rt, w| {
         let spec = Spec {
             scenario: "pool",
             runtime: rt,
@@ -64,9 +67,21 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
                 ("actor", json!(p.actor.name())),
             ],
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: the time until the last result.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "pool: {}, {} of {}",
+            quantity(p.actors, &format!("{} actor", p.actor.name())),
+            quantity(p.jobs, "job"),
+            quantity(p.work, "step")
+        ),
+        y: Field::total_ms("first job to last result (ms)"),
+    }
 }
 
 /// One job: a chain of `steps` multiply-adds, with a safe point every 1,024.

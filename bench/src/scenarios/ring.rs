@@ -14,9 +14,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet::{Actor, Addr, Context, Mailbox, channel};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// ring's options.
@@ -41,7 +43,8 @@ pub fn supports(rt: Rt) -> bool {
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "ring", supported, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "ring", supported, figure, |out, rt, w| {
         let mut params = vec![("actors", json!(p.actors)), ("hops", json!(p.hops))];
         if rt.scheduler().is_some() {
             params.push(("actor", json!(p.actor.name())));
@@ -53,9 +56,20 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
             migrate: opts.migrate,
             params,
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: time per hop.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "ring: {}, {}",
+            quantity(p.actors, &format!("{} actor", p.actor.name())),
+            quantity(p.hops, "hop")
+        ),
+        y: Field::per_op_ns("ns per hop"),
+    }
 }
 
 /// What a ring member gets.

@@ -1,16 +1,16 @@
-//! scaling: sweeps `--workers` for each runtime of `--runtime` and writes SVG plots.
+//! scaling: sweeps `--workers` for each runtime of `--runtime` and writes SVG plots into
+//! `--plot-dir`.
 //!
 //! - `count` and `factorial`: speedup over the sequential version (the same work on the main
 //!   thread, measured first) against workers, with the ideal line `min(workers, actors)`;
 //!   `scaling_count.svg`, `scaling_factorial.svg`.
 //! - `hackysack`: kicks per second of the game (not counting setup) against players, at the
-//!   largest worker count of the sweep; `hackysack_players.svg`.
+//!   largest worker count of the sweep; `hackysack_players.svg` (when `--players` has two or
+//!   more sizes).
 //!
 //! Every measurement is also printed as usual (count and factorial records get a `speedup`
 //! field). OS threads have no worker count to sweep: count and factorial skip them, hackysack
 //! includes them when asked.
-
-use std::path::Path;
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::Opts;
 use crate::measure::{Record, Spec, measure};
 use crate::output::Out;
-use crate::plot::{self, Plot, Series};
+use crate::plot::{self, Field, Plot, Series, Style, Sweep};
 use crate::runtimes::Rt;
 
 use super::{count, factorial, hackysack};
@@ -70,7 +70,8 @@ pub struct Params {
 }
 
 /// The sweep, then the plots.
-pub fn main(out: &mut Out, opts: &Opts, p: &Params, dir: &Path) -> Result<(), String> {
+pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
+    let dir = opts.plot_dir.as_path();
     let mut swept: Vec<Swept> = Vec::new();
     for &s in &p.scenario {
         let add = if s == Swept::All {
@@ -139,16 +140,7 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params, dir: &Path) -> Result<(), St
                     )
                 });
                 let title = format!("count({}) in {actors} actors: speedup over sequential", p.n);
-                write(
-                    out,
-                    dir,
-                    "scaling_count.svg",
-                    &title,
-                    "workers",
-                    "speedup",
-                    (false, false),
-                    series,
-                )?;
+                write(out, dir, "scaling_count.svg", &title, series)?;
             }
             Swept::Factorial => {
                 let params = factorial::Params {
@@ -168,52 +160,34 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params, dir: &Path) -> Result<(), St
                     "factorial({}) x {} in {actors} actors: speedup over sequential",
                     p.factorial_n, p.times
                 );
-                write(
-                    out,
-                    dir,
-                    "scaling_factorial.svg",
-                    &title,
-                    "workers",
-                    "speedup",
-                    (false, false),
-                    series,
-                )?;
+                write(out, dir, "scaling_factorial.svg", &title, series)?;
             }
             Swept::Hackysack => {
-                let mut series = Vec::new();
+                let mut records = Vec::new();
                 for &rt in &game_runtimes {
                     let w = rt.has_workers().then_some(max_workers);
-                    let mut points = Vec::new();
                     for &players in &p.players {
                         let spec = hackysack::spec(rt, w, opts.migrate, players, p.kicks);
-                        let rec = measure(out, spec, opts.repeat, || {
+                        records.extend(measure(out, spec, opts.repeat, || {
                             hackysack::run(rt, w, opts.migrate, players as usize, p.kicks)
-                        });
-                        if let Some(kps) = rec.as_ref().and_then(|r| field(r, "kicks_per_s")) {
-                            points.push((players as f64, kps));
-                        }
+                        }));
                     }
-                    let label = match w {
-                        Some(w) => format!("{rt}, {w} workers"),
-                        None => rt.to_string(),
-                    };
-                    series.push(Series {
-                        label,
-                        points,
-                        reference: false,
-                    });
                 }
-                let title = format!("hackysack: kicks per second ({} kicks per game)", p.kicks);
-                write(
-                    out,
-                    dir,
-                    "hackysack_players.svg",
-                    &title,
-                    "players",
-                    "kicks per second",
-                    (true, true),
-                    series,
-                )?;
+                let plot = Sweep {
+                    file: "hackysack_players.svg".into(),
+                    title: format!("hackysack: kicks per second ({} kicks per game)", p.kicks),
+                    x: Field {
+                        key: "players",
+                        scale: 1.0,
+                        desc: "players",
+                    },
+                    y: Field {
+                        key: "kicks_per_s",
+                        scale: 1.0,
+                        desc: "kicks per second",
+                    },
+                };
+                plot::sweep(out, dir, &plot, &records)?;
             }
             Swept::All => unreachable!("expanded above"),
         }
@@ -242,13 +216,13 @@ fn speedups<'a>(
             .iter()
             .map(|&w| (w as f64, w.min(actors as usize) as f64))
             .collect(),
-        reference: true,
+        style: Style::Ideal,
     }];
     let Some(baseline) = baseline else {
         return series;
     };
+    let mut records = Vec::new();
     for &rt in runtimes {
-        let mut points = Vec::new();
         for &w in workers {
             let (spec, run) = make(rt, Some(w));
             let speedup = |rec: &mut Record| {
@@ -256,17 +230,21 @@ fn speedups<'a>(
                     rec.insert("speedup".into(), json!(baseline / t));
                 }
             };
-            let rec = crate::measure::measure_then(out, spec, opts.repeat, run, speedup);
-            if let Some(s) = rec.as_ref().and_then(|r| field(r, "speedup")) {
-                points.push((w as f64, s));
-            }
+            records.extend(crate::measure::measure_then(
+                out,
+                spec,
+                opts.repeat,
+                run,
+                speedup,
+            ));
         }
-        series.push(Series {
-            label: rt.to_string(),
-            points,
-            reference: false,
-        });
     }
+    let speedup = Field {
+        key: "speedup",
+        scale: 1.0,
+        desc: "speedup",
+    };
+    series.extend(plot::series(&records, &plot::WORKERS, &speedup));
     series
 }
 
@@ -274,28 +252,20 @@ fn field(rec: &Record, key: &str) -> Option<f64> {
     rec.get(key).and_then(Value::as_f64)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes a speedup plot (linear axes: workers against speedup).
 fn write(
     out: &Out,
-    dir: &Path,
+    dir: &std::path::Path,
     file: &str,
     title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    log: (bool, bool),
     series: Vec<Series>,
 ) -> Result<(), String> {
-    let path = dir.join(file);
-    plot::write_svg(
-        &path,
-        &Plot {
-            title,
-            x_desc,
-            y_desc,
-            log,
-            series,
-        },
-    )?;
-    out.line(&format!("wrote {}", path.display()));
-    Ok(())
+    let plot = Plot {
+        title,
+        x_desc: plot::WORKERS.desc,
+        y_desc: "speedup",
+        log: (false, false),
+        series,
+    };
+    plot::write(out, dir, file, &plot)
 }

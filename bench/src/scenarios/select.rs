@@ -23,9 +23,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet::{Addr, JoinHandle, Mailbox, channel};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, Rt, RtConfig};
 
 /// select's options.
@@ -43,7 +45,8 @@ pub fn supports(rt: Rt) -> bool {
 
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
-    super::for_each(out, opts, "select", supports, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "select", supports, figure, |out, rt, w| {
         let spec = Spec {
             scenario: "select",
             runtime: rt,
@@ -51,9 +54,19 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
             migrate: opts.migrate,
             params: vec![("messages", json!(p.messages))],
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: time per number received.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "select: one consumer, 3 producers of {} each",
+            quantity(p.messages, "message")
+        ),
+        y: Field::per_op_ns("ns per message received"),
+    }
 }
 
 /// The three sources, by index in a [`Tally`]; tokio's "mailbox" is an unbounded channel.

@@ -16,9 +16,11 @@ use clap::Args;
 use serde_json::json;
 use threadlet::{Actor, Addr, Context, channel};
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
+use crate::plot::{Field, quantity, thousands};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// skynet's options.
@@ -44,7 +46,8 @@ pub fn supports(rt: Rt) -> bool {
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let nodes = nodes(p.size, p.fanout);
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "skynet", supported, |out, rt, w| {
+    let figure = figure(p, nodes);
+    super::for_each(out, opts, "skynet", supported, figure, |out, rt, w| {
         let mut params = vec![
             ("size", json!(p.size)),
             ("fanout", json!(p.fanout)),
@@ -60,9 +63,21 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
             migrate: opts.migrate,
             params,
         };
-        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p));
-    });
-    Ok(())
+        measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
+    })
+}
+
+/// The plot against workers: time per actor of the tree (`nodes` of them).
+fn figure(p: &Params, nodes: u64) -> Figure {
+    Figure {
+        title: format!(
+            "skynet: size {}, fanout {}: {}",
+            thousands(p.size),
+            p.fanout,
+            quantity(nodes, &format!("{} actor", p.actor.name()))
+        ),
+        y: Field::per_op_ns("ns per actor"),
+    }
 }
 
 /// The children of the actor covering `num..num + size`: `(first index, count)` each.

@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 
+use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure, rss};
 use crate::output::Out;
+use crate::plot::{Field, quantity};
 use crate::runtimes::{self, ActorKind, Rt, RtConfig};
 
 /// spawn's options.
@@ -47,7 +49,8 @@ pub fn supports(rt: Rt) -> bool {
 /// Every runtime and worker count of `opts`.
 pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
     let supported = |rt: Rt| supports(rt) && p.actor.runs_on(rt);
-    super::for_each(out, opts, "spawn", supported, |out, rt, w| {
+    let figure = figure(p);
+    super::for_each(out, opts, "spawn", supported, figure, |out, rt, w| {
         let mut params = vec![("actors", json!(p.actors))];
         if rt.scheduler().is_some() {
             params.push(("actor", json!(p.actor.name())));
@@ -61,9 +64,19 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
         };
         measure(out, spec, opts.repeat, || {
             run(rt, w, opts.migrate, p.actors as usize, p.actor)
-        });
-    });
-    Ok(())
+        })
+    })
+}
+
+/// The plot against workers: time per actor.
+fn figure(p: &Params) -> Figure {
+    Figure {
+        title: format!(
+            "spawn: {}, then join them",
+            quantity(p.actors, &format!("empty {} actor", p.actor.name()))
+        ),
+        y: Field::per_op_ns("ns per actor (spawn to join)"),
+    }
 }
 
 /// One run on `rt`, with actors of the given kind (threadlet runtimes).
