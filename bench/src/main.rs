@@ -1,4 +1,4 @@
-//! `threadlet-bench`: the scenario CLI (see `shared/design.md`, "Bench CLI contract").
+//! `threadlet-bench`: the scenario CLI (the contract every scenario keeps is below).
 //!
 //! ```text
 //! cargo run --release -p threadlet-bench -- SCENARIO [options]
