@@ -343,6 +343,9 @@ pub struct ActorCell {
     pub(crate) born_ms: u32,
     /// What it waits on while suspended (`wait.rs`).
     pub(crate) wait: WaitWord,
+    /// Its `tracing` span, entered for every run (`trace.rs`).
+    #[cfg(feature = "tracing")]
+    pub(crate) span: crate::trace::ActorSpan,
     /// Set (release) when a worker starts the actor; from then on its body belongs to the
     /// worker running it or to its registry, never to whoever pops a stale queue entry.
     pub(crate) started: AtomicBool,
@@ -420,7 +423,12 @@ impl ActorCell {
         body: Body,
         reserved: bool,
     ) -> Arc<ActorCell> {
+        // Only the span needs the kind; the handler slot records it for everything else.
+        #[cfg(feature = "tracing")]
+        let handler = matches!(body, Body::Idle(_));
         let name: Option<Arc<str>> = opts.name.map(Arc::from);
+        #[cfg(feature = "tracing")]
+        let span = crate::trace::spawned(id.as_u64(), name.as_deref(), handler);
         if let Some(name) = &name {
             shared.names.insert(id, name.clone());
         }
@@ -442,6 +450,8 @@ impl ActorCell {
             cpu_ms: AtomicU32::new(0),
             born_ms: crate::dump::coarse_now_ms(),
             wait: WaitWord::default(),
+            #[cfg(feature = "tracing")]
+            span,
             reserved,
             started: AtomicBool::new(false),
             killed: AtomicBool::new(false),
@@ -528,6 +538,7 @@ impl ActorCell {
     #[inline]
     pub fn wake(self: &Arc<ActorCell>) {
         if self.state.wake() == WakeAction::Schedule {
+            crate::trace::woken(self);
             // This wake won `IDLE -> SCHEDULED`: it makes the actor's one entry.
             self.shared.schedule_woken(Runnable(self.clone()));
         }
@@ -650,7 +661,7 @@ impl Drop for ActorCell {
 /// 176-byte class (glibc: a 16-byte multiple with 8 bytes of header; it was 160 before the
 /// diagnostic fields: the wait word, runs, CPU time and age, `dump.rs`). Kept here so that a
 /// field added without thought shows up (`docs/benchmarks.md`, "Memory").
-#[cfg(all(test, target_pointer_width = "64"))]
+#[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
     assert!(std::mem::size_of::<ActorCell>() <= 152);

@@ -235,6 +235,7 @@ fn park_recording(wait: Wait, timed: bool) -> Result<(), Cancelled> {
             }
             if !actor.state.take_notification() {
                 actor.wait.set(wait, timed);
+                crate::trace::parked(actor, wait, timed);
                 suspend(actor, Suspend::Park);
             }
             Ok(())

@@ -73,6 +73,7 @@ pub(crate) fn install_panic_hook() {
 /// The panic line of an actor: its label, where, and the message.
 fn report_actor_panic(label: &str, info: &std::panic::PanicHookInfo<'_>) {
     let message = panic_message(info.payload()).unwrap_or("Box<dyn Any>");
+    crate::trace::panicked(label, message);
     let location = info
         .location()
         .map_or_else(String::new, |l| format!(" at {l}"));

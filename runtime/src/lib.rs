@@ -26,6 +26,7 @@
 //! | `wait` | what a suspended actor waits on: one word per actor |
 //! | `dump` | [`Dump`]: every live actor and worker, gathered without stopping them |
 //! | `deadlock` | the monitor's deadlock check and its report, [`Deadlock`] |
+//! | `trace` | `tracing` spans and events, behind the optional `tracing` feature |
 //! | `sync` | the std/loom switch used by the protocol code |
 //!
 //! `docs/architecture.md` in the repository walks through the design.
@@ -67,6 +68,7 @@ mod stack;
 mod stats;
 pub mod sync;
 mod timer;
+mod trace;
 mod wait;
 mod wake;
 mod worker;

@@ -672,7 +672,9 @@ impl WorkerLoop<'_> {
                     Steal::Success(a) => {
                         let stats = &self.remote().stats;
                         stats.bump(&stats.steals);
-                        stats.add(&stats.stolen, 1 + self.core().deque.len() as u64);
+                        let taken = 1 + self.core().deque.len() as u64;
+                        stats.add(&stats.stolen, taken);
+                        crate::trace::stole(self.ctx.index, taken);
                         return Some(a);
                     }
                     Steal::Retry => continue,
@@ -758,6 +760,8 @@ impl WorkerLoop<'_> {
         }
         // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
         let gil = self.shared().policy.run_guard();
+        // The actor's `tracing` span while it runs (`trace.rs`; nothing without the feature).
+        let _span = crate::trace::run(actor);
         loop {
             let Body::Running(coroutine) = &mut *body else {
                 unreachable!("the actor was started or activated above, or again below");
@@ -788,6 +792,7 @@ impl WorkerLoop<'_> {
                     if reason == Suspend::Preempted {
                         remote.stats.bump(&remote.stats.preemptions);
                         actor.count_preemption();
+                        crate::trace::preempted(actor);
                         core.preempted.set(true);
                         // The chain of wakes this actor was part of loses the slice too.
                         if let Some(woken) = core.next.take() {
