@@ -209,15 +209,24 @@ impl<M> State<M> {
     #[inline]
     fn accepted(&mut self) {
         self.received += 1;
-        let len = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
-        if len > self.high_water {
-            self.high_water = len;
+        let len = self.queue.len();
+        if len > self.high_water as usize {
+            self.new_high_water(len);
         }
+    }
+
+    #[cold]
+    fn new_high_water(&mut self, len: usize) {
+        self.high_water = u32::try_from(len).unwrap_or(u32::MAX);
     }
 
     /// The counters, reset, with the live actor they belong to (for `mailbox_ended`); `None`
     /// when no actor is attached any more.
     fn take_counters(&mut self) -> Option<(Arc<ActorCell>, u64, usize)> {
+        if self.received == 0 {
+            // Nothing accepted since the last report (so no high water either).
+            return None;
+        }
         let cell = self.cell.upgrade()?;
         let received = std::mem::take(&mut self.received);
         let high_water = std::mem::take(&mut self.high_water) as usize;

@@ -21,7 +21,7 @@ use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
 use crate::timer::TimerAction;
-use crate::wait::Wait;
+use crate::wait::{Wait, encode};
 use crate::worker::Core;
 
 /// What one worker thread publishes about itself; lives on the worker thread's stack.
@@ -191,7 +191,7 @@ pub(crate) fn lend_yielder(y: &crate::actor::ActorYielder) {
 /// });
 /// ```
 pub fn park() -> Result<(), Cancelled> {
-    park_recording(Wait::Parked, false)
+    park_recording(encode(Wait::Parked, false))
 }
 
 /// [`park`], saying what the actor waits on: the dump and the deadlock report show it
@@ -214,14 +214,15 @@ pub fn park() -> Result<(), Cancelled> {
 /// waiter.wake();
 /// assert!(h.join().unwrap().is_ok());
 /// ```
+#[inline]
 pub fn park_on(wait: Wait) -> Result<(), Cancelled> {
-    park_recording(wait, false)
+    park_recording(encode(wait, false))
 }
 
-/// `park` recording `wait` (`timed`: the caller set a timer that ends it) in the actor's
-/// wait word just before it suspends: one relaxed store, and none when a notification is
-/// waiting.
-fn park_recording(wait: Wait, timed: bool) -> Result<(), Cancelled> {
+/// `park` recording `wait`, encoded (`wait::encode`; timed: the caller set a timer that ends
+/// it), in the actor's wait word just before it suspends: one relaxed store, and none when a
+/// notification is waiting.
+fn park_recording(wait: u64) -> Result<(), Cancelled> {
     with_caller(|caller| match caller {
         Caller::Actor(ctx, actor) => {
             if ctx.cancelling.get() {
@@ -234,8 +235,8 @@ fn park_recording(wait: Wait, timed: bool) -> Result<(), Cancelled> {
                 return Ok(());
             }
             if !actor.state.take_notification() {
-                actor.wait.set(wait, timed);
-                crate::trace::parked(actor, wait, timed);
+                actor.wait.set_encoded(wait);
+                crate::trace::parked(actor, wait);
                 suspend(actor, Suspend::Park);
             }
             Ok(())
@@ -413,7 +414,7 @@ pub fn park_on_until(wait: Wait, deadline: Instant) -> Result<(), Cancelled> {
                 }
             }
             let _cancel = CancelOnDrop(timer, &shared.timers);
-            park_recording(wait, true)
+            park_recording(encode(wait, true))
         }
         None => {
             thread::park_timeout(deadline.saturating_duration_since(Instant::now()));

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::ControlFlow;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -125,15 +126,28 @@ impl LiveTable {
     /// Calls `f` on every live actor, one shard at a time: each shard's entries are copied
     /// out under its lock, and `f` runs with no lock held (`dump.rs`, step 2).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<ActorCell>, &LiveEntry)) {
+        let _ = self.try_for_each(|cell, entry| {
+            f(cell, entry);
+            ControlFlow::Continue(())
+        });
+    }
+
+    /// [`for_each`](LiveTable::for_each) until `f` breaks (the deadlock check stops at the
+    /// first actor that proves the runtime alive).
+    pub(crate) fn try_for_each(
+        &self,
+        mut f: impl FnMut(&Arc<ActorCell>, &LiveEntry) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let mut batch: Vec<LiveEntry> = Vec::new();
         for shard in self.shards.iter() {
             batch.extend(shard.lock().entries.values().cloned());
             for entry in batch.drain(..) {
                 if let Some(cell) = entry.actor.upgrade() {
-                    f(&cell, &entry);
+                    f(&cell, &entry)?;
                 }
             }
         }
+        ControlFlow::Continue(())
     }
 
     /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none, or if its end

@@ -13,7 +13,6 @@
 #[cfg(feature = "tracing")]
 mod on {
     use crate::actor::ActorCell;
-    use crate::wait::Wait;
 
     /// The span of one actor (a field of `ActorCell`).
     pub(crate) type ActorSpan = tracing::Span;
@@ -32,8 +31,11 @@ mod on {
         actor.span.clone().entered()
     }
 
-    pub(crate) fn parked(actor: &ActorCell, wait: Wait, timed: bool) {
-        tracing::trace!(target: "threadlet", parent: &actor.span, %wait, timed, "park");
+    /// `wait`: the encoded wait word (`wait::encode`).
+    pub(crate) fn parked(actor: &ActorCell, wait: u64) {
+        if let Some((wait, timed)) = crate::wait::decode(wait) {
+            tracing::trace!(target: "threadlet", parent: &actor.span, %wait, timed, "park");
+        }
     }
 
     pub(crate) fn woken(actor: &ActorCell) {
@@ -59,7 +61,6 @@ pub(crate) use on::*;
 #[cfg(not(feature = "tracing"))]
 mod off {
     use crate::actor::ActorCell;
-    use crate::wait::Wait;
 
     /// Stands for the entered span.
     pub(crate) struct NoSpan;
@@ -70,7 +71,7 @@ mod off {
     }
 
     #[inline(always)]
-    pub(crate) fn parked(_: &ActorCell, _: Wait, _: bool) {}
+    pub(crate) fn parked(_: &ActorCell, _: u64) {}
 
     #[inline(always)]
     pub(crate) fn woken(_: &ActorCell) {}

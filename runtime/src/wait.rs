@@ -195,8 +195,14 @@ impl WaitWord {
     /// Records what the actor is about to wait on; `timed`: with a deadline.
     #[inline]
     pub(crate) fn set(&self, wait: Wait, timed: bool) {
+        self.set_encoded(encode(wait, timed));
+    }
+
+    /// Records a wait already encoded (`encode`, folded to a constant at most call sites).
+    #[inline]
+    pub(crate) fn set_encoded(&self, word: u64) {
         // Relaxed: read only for reports, which tolerate a stale word (module docs).
-        self.0.store(encode(wait, timed), Ordering::Relaxed);
+        self.0.store(word, Ordering::Relaxed);
     }
 
     /// The last wait recorded, and whether it had a deadline; `None` if the actor never parked.
@@ -205,11 +211,14 @@ impl WaitWord {
     }
 }
 
+#[inline(always)]
 fn channel_arg(channel: u64, outside: bool) -> u64 {
     (channel & CHANNEL_ARG) | if outside { OUTSIDE } else { 0 }
 }
 
-fn encode(wait: Wait, timed: bool) -> u64 {
+/// The word for `wait`: inlined, so that a constant wait (`Wait::Message`) costs a constant.
+#[inline(always)]
+pub(crate) fn encode(wait: Wait, timed: bool) -> u64 {
     let (kind, arg) = match wait {
         Wait::Message => (MESSAGE, 0),
         Wait::Room { actor } => (ROOM, actor.as_u64()),
@@ -230,7 +239,7 @@ fn encode(wait: Wait, timed: bool) -> u64 {
     (kind << KIND_SHIFT) | if timed { TIMED } else { 0 } | (arg & ARG)
 }
 
-fn decode(word: u64) -> Option<(Wait, bool)> {
+pub(crate) fn decode(word: u64) -> Option<(Wait, bool)> {
     let arg = word & ARG;
     let timed = word & TIMED != 0;
     let wait = match word >> KIND_SHIFT {
