@@ -524,6 +524,38 @@ const SENDERS: usize = 0;
 const RECEIVERS: usize = 1;
 
 impl<T> State<T> {
+    /// One more end of kind `end` (`SENDERS` or `RECEIVERS`), made on a plain thread if
+    /// `outside`. The first outside end of a channel that actors wait on tells their wait words,
+    /// which recorded `outside: false` when they parked (the deadlock check reads them).
+    fn count_outside(&mut self, end: usize, outside: bool) {
+        if !outside {
+            return;
+        }
+        self.outside[end] += 1;
+        if self.outside[end] == 1 {
+            let (waiting, kind) = if end == SENDERS {
+                (
+                    &self.waiting_receivers,
+                    Wait::ChannelRecv {
+                        channel: 0,
+                        outside: true,
+                    },
+                )
+            } else {
+                (
+                    &self.waiting_senders,
+                    Wait::ChannelSend {
+                        channel: 0,
+                        outside: true,
+                    },
+                )
+            };
+            for slot in waiting {
+                threadlet_runtime::__private::mark_wait_outside(&slot.waiter, kind);
+            }
+        }
+    }
+
     fn has_room(&self) -> bool {
         self.cap.is_none_or(|c| self.buffer.len() < c)
     }
@@ -531,15 +563,31 @@ impl<T> State<T> {
 
 struct Chan<T> {
     /// For the dump: what an actor waiting on the channel waits on (`Wait::ChannelRecv`).
-    id: u64,
+    /// Given the first time an actor waits on the channel (0 until then), so that making a
+    /// channel (one per `ask`) touches no process-wide counter.
+    id: AtomicU64,
     state: Mutex<State<T>>,
 }
 
-/// The next channel's id (1, 2, ...).
-fn next_channel_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    // Relaxed: only uniqueness matters.
-    NEXT.fetch_add(1, Ordering::Relaxed)
+impl<T> Chan<T> {
+    /// The channel's id, given now if it has none (1, 2, ...).
+    fn id(&self) -> u64 {
+        // Relaxed, all: only uniqueness matters, which the counter's `fetch_add` and the
+        // compare-and-swap give.
+        let id = self.id.load(Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let new = NEXT.fetch_add(1, Ordering::Relaxed);
+        match self
+            .id
+            .compare_exchange(0, new, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => new,
+            Err(theirs) => theirs,
+        }
+    }
 }
 
 /// Whether the caller is a plain thread, not an actor (for `State::outside`).
@@ -551,7 +599,7 @@ fn on_plain_thread() -> bool {
 fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let outside = on_plain_thread();
     let chan = Arc::new(Chan {
-        id: next_channel_id(),
+        id: AtomicU64::new(0),
         state: Mutex::new(State {
             outside: [u32::from(outside); 2],
             buffer: VecDeque::with_capacity(cap.unwrap_or(0).min(1024)),
@@ -673,7 +721,7 @@ impl<T> Sender<T> {
                     let slot = Slot::new(Some(v));
                     st.waiting_senders.push_back(slot.clone());
                     let on = Wait::ChannelSend {
-                        channel: self.chan.id,
+                        channel: self.chan.id(),
                         outside: st.outside[RECEIVERS] > 0,
                     };
                     // A receive can now take this value (rendezvous): tell watching selects.
@@ -826,7 +874,7 @@ impl<T> Clone for Sender<T> {
         {
             let mut st = self.chan.state.lock();
             st.senders += 1;
-            st.outside[SENDERS] += u32::from(outside);
+            st.count_outside(SENDERS, outside);
         }
         Sender {
             chan: self.chan.clone(),
@@ -956,7 +1004,7 @@ impl<T> Receiver<T> {
     pub(crate) fn recv_waiting(
         &self,
         deadline: Option<Instant>,
-        reply_from: Option<ActorId>,
+        reply_from: Option<&dyn Fn() -> Option<ActorId>>,
     ) -> Result<T, RecvTimeoutError> {
         checkpoint();
         let (slot, watchers, on) = {
@@ -974,12 +1022,9 @@ impl<T> Receiver<T> {
                     }
                     let slot = Slot::new(None);
                     st.waiting_receivers.push_back(slot.clone());
-                    let on = match reply_from {
-                        Some(actor) => Wait::Reply { actor },
-                        None => Wait::ChannelRecv {
-                            channel: self.chan.id,
-                            outside: st.outside[SENDERS] > 0,
-                        },
+                    let on = Wait::ChannelRecv {
+                        channel: self.chan.id(),
+                        outside: st.outside[SENDERS] > 0,
                     };
                     // A send can now hand its value to this receiver (rendezvous): tell
                     // watching selects.
@@ -988,6 +1033,11 @@ impl<T> Receiver<T> {
             }
         };
         watchers.wake();
+        // A request's reply names the actor asked (looked up only now, with no lock held).
+        let on = match reply_from.and_then(|f| f()) {
+            Some(actor) => Wait::Reply { actor },
+            None => on,
+        };
         let parked = Parked {
             chan: &self.chan,
             slot: &slot,
@@ -1126,7 +1176,7 @@ impl<T> Clone for Receiver<T> {
         {
             let mut st = self.chan.state.lock();
             st.receivers += 1;
-            st.outside[RECEIVERS] += u32::from(outside);
+            st.count_outside(RECEIVERS, outside);
         }
         Receiver {
             chan: self.chan.clone(),
@@ -1244,7 +1294,7 @@ impl<T> Sender<T> {
         {
             let mut st = self.chan.state.lock();
             st.receivers += 1;
-            st.outside[RECEIVERS] += u32::from(outside);
+            st.count_outside(RECEIVERS, outside);
         }
         Receiver {
             chan: self.chan.clone(),

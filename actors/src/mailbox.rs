@@ -1564,8 +1564,9 @@ impl<M> Addr<M> {
     /// assert_eq!(counter.ask(Msg::Get), Ok(42));
     /// ```
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, AskError> {
-        let (rx, target) = self.request(make)?;
-        rx.recv_reply(target, None).map_err(|_| AskError::Dropped)
+        let rx = self.request(make)?;
+        rx.recv_reply(&|| self.actor_id(), None)
+            .map_err(|_| AskError::Dropped)
     }
 
     /// [`ask`](Addr::ask), waiting at most `timeout` for the answer ([`AskError::Timeout`]).
@@ -1593,23 +1594,24 @@ impl<M> Addr<M> {
         timeout: Duration,
         make: impl FnOnce(Reply<R>) -> M,
     ) -> Result<R, AskError> {
-        let (rx, target) = self.request(make)?;
+        let rx = self.request(make)?;
         // A timeout too long to represent as an `Instant` means none, as `recv_timeout`'s.
         let deadline = Instant::now().checked_add(timeout);
-        rx.recv_reply(target, deadline).map_err(|e| match e {
-            RecvTimeoutError::Timeout => AskError::Timeout,
-            RecvTimeoutError::Disconnected => AskError::Dropped,
-        })
+        rx.recv_reply(&|| self.actor_id(), deadline)
+            .map_err(|e| match e {
+                RecvTimeoutError::Timeout => AskError::Timeout,
+                RecvTimeoutError::Disconnected => AskError::Dropped,
+            })
     }
 
     /// Sends the request of an ask; returns where its answer will come.
     fn request<R>(
         &self,
         make: impl FnOnce(Reply<R>) -> M,
-    ) -> Result<(oneshot::Receiver<R>, Option<ActorId>), AskError> {
+    ) -> Result<oneshot::Receiver<R>, AskError> {
         let (tx, rx) = crate::channel::oneshot();
         match self.send(make(Reply(tx))) {
-            Ok(()) => Ok((rx, self.shared.state.lock().actor)),
+            Ok(()) => Ok(rx),
             // The request comes back with its `Reply`; dropping both is all there is to do.
             Err(_) => Err(AskError::Closed),
         }

@@ -542,3 +542,126 @@ fn the_long_run_report_names_the_actor_stopped_while_holding_a_lock() {
         holder.join().unwrap();
     });
 }
+
+#[test]
+fn signals_that_cannot_be_caught_are_refused_at_build() {
+    for bad in [libc::SIGKILL, libc::SIGSEGV, libc::SIGBUS, 0, -1, 100_000] {
+        let built = Runtime::builder().workers(1).dump_on_signal(bad).build();
+        assert!(built.is_err(), "signal {bad} was accepted");
+    }
+}
+
+#[test]
+fn a_deadlock_is_reported_with_time_slices_off() {
+    within_watchdog("slices off", || {
+        let (tx, reports) = mpsc::channel();
+        let rt = Runtime::builder()
+            .workers(2)
+            .time_slice(Duration::ZERO)
+            .on_deadlock(move |d| {
+                let _ = tx.send(d.clone());
+            })
+            .build()
+            .unwrap();
+        let h = rt.spawn(|| {
+            // Busy for a while first, so the monitor's look comes while a worker runs.
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                threadlet::checkpoint();
+            }
+            let (_tx, rx) = channel::unbounded::<u32>();
+            rx.recv()
+        });
+        let report = reports.recv().unwrap();
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+    });
+}
+
+#[test]
+fn waiting_on_an_actor_of_another_runtime_is_not_a_deadlock() {
+    within_watchdog("two runtimes", || {
+        let (rt, reports) = reporting_runtime(1);
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let sleeper = other.spawn(|| threadlet::sleep(QUIET));
+        let h = rt.spawn(move || sleeper.join().is_ok());
+        std::thread::sleep(QUIET / 2);
+        assert!(
+            reports.try_recv().is_err(),
+            "a join across runtimes was reported"
+        );
+        assert!(h.join().unwrap());
+    });
+}
+
+#[test]
+fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
+    within_watchdog("late outside sender", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (give, take) = mpsc::channel();
+        // The channel is made inside an actor: both ends count as inside.
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::unbounded::<u32>();
+            give.send(tx).unwrap();
+            rx.recv()
+        });
+        let inside = take.recv().unwrap();
+        // Let the receiver park, then take an outside clone and drop the inside one.
+        dump_until(&rt, "the receiver waiting", |d| {
+            d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
+        });
+        let outside = inside.clone();
+        drop(inside);
+        std::thread::sleep(QUIET);
+        assert!(
+            reports.try_recv().is_err(),
+            "reported while main held a sender"
+        );
+        outside.send(5).unwrap();
+        assert_eq!(h.join().unwrap(), Ok(5));
+    });
+}
+
+#[test]
+fn a_cancelled_timer_does_not_hide_a_deadlock() {
+    within_watchdog("cancelled timer", || {
+        let (rt, reports) = reporting_runtime(2);
+        let h = rt.spawn(|| {
+            let (tx, rx) = channel::unbounded::<u32>();
+            tx.send(1).unwrap();
+            // Answered at once: its 60 s timer is cancelled, but stays in the heap a while.
+            assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(1));
+            rx.recv()
+        });
+        let report = reports.recv().unwrap();
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+    });
+}
+
+#[test]
+fn a_later_kill_of_a_block_on_root_does_not_reuse_an_old_report() {
+    within_watchdog("stale report", || {
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(|_| {})
+            .panic_on_deadlock()
+            .build()
+            .unwrap();
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(|| {
+                let (_tx, rx) = channel::unbounded::<u32>();
+                rx.recv()
+            })
+        }));
+        assert!(first.is_err());
+        // Killed by itself this time, not by a deadlock.
+        let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(|| {
+                threadlet::kill(threadlet::current().unwrap());
+                threadlet::sleep(Duration::from_secs(10));
+            })
+        }));
+        let msg = second.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.contains("killed"), "{msg}");
+        assert!(!msg.contains("deadlock"), "{msg}");
+    });
+}

@@ -7,9 +7,10 @@
 //! cargo run --release --example deadlock -- --panic # block_on panics with the report, as Go exits
 //! ```
 //!
-//! The runtime notices within half a time slice of the last worker going idle, prints the
-//! waits-for cycle and every actor's wait, and keeps running (`Builder::panic_on_deadlock`
-//! makes `block_on` panic instead). `docs/diagnostics.md` walks through the output.
+//! The runtime notices within three monitor samples (7.5 ms with the default time slice) of
+//! the last worker going idle, prints the waits-for cycle and every actor's wait, and keeps
+//! running (`Builder::panic_on_deadlock` makes `block_on` panic instead).
+//! `docs/diagnostics.md` walks through the output.
 
 use std::time::Duration;
 

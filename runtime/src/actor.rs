@@ -337,8 +337,9 @@ pub struct ActorCell {
     /// cell in its allocator class: see `actor_cell_size`).
     pub(crate) preemptions: AtomicU32,
     pub(crate) runs: AtomicU32,
-    /// Milliseconds it held a worker, as the monitor's samples saw it (`dump.rs`, "CPU time").
-    pub(crate) cpu_ms: AtomicU32,
+    /// Time it held a worker, in `dump::CPU_TICK`s, as the monitor's samples saw it
+    /// (`dump.rs`, "CPU time"; 32 bits of 100 µs ticks hold 119 hours).
+    pub(crate) cpu_ticks: AtomicU32,
     /// When it was spawned, on the coarse clock (`dump::coarse_now_ms`), wrapping.
     pub(crate) born_ms: u32,
     /// What it waits on while suspended (`wait.rs`).
@@ -447,7 +448,7 @@ impl ActorCell {
             guard: Cell::new(0),
             preemptions: AtomicU32::new(0),
             runs: AtomicU32::new(0),
-            cpu_ms: AtomicU32::new(0),
+            cpu_ticks: AtomicU32::new(0),
             born_ms: crate::dump::coarse_now_ms(),
             wait: WaitWord::default(),
             #[cfg(feature = "tracing")]

@@ -200,7 +200,9 @@ pub fn park() -> Result<(), Cancelled> {
 /// ```
 /// use threadlet_runtime::{Runtime, Wait, Waiter, park_on};
 ///
-/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// // A `Waiter` handed to a plain thread is invisible to the deadlock check, which would
+/// // take this actor (waiting on a mailbox it does not have) for deadlocked: quiet it here.
+/// let rt = Runtime::builder().workers(1).on_deadlock(|_| {}).build().unwrap();
 /// let (tx, rx) = std::sync::mpsc::channel();
 /// let h = rt.spawn(move || {
 ///     tx.send(Waiter::current()).unwrap();
@@ -321,7 +323,8 @@ pub(crate) fn preempt_current() {
     })
 }
 
-/// How many times the running actor has been preempted so far (0 on a plain thread).
+/// How many times the running actor has been preempted so far (0 on a plain thread; the
+/// count wraps at 2^32).
 ///
 /// ```
 /// use std::time::Duration;

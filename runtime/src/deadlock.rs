@@ -49,11 +49,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::actor::ActorId;
-use crate::dump::{self, ActorDump, ActorState, coarse_now_ms};
+use crate::actor::{ActorCell, ActorId};
+use crate::dump::{self, ActorDump, coarse_now_ms};
 use crate::fault;
+use crate::live::LiveEntry;
 use crate::runtime::Shared;
 use crate::wait::Wait;
+use crate::wake::Phase;
 
 /// A deadlock: every live actor of a runtime waits on another (see `Builder::on_deadlock`).
 ///
@@ -138,10 +140,12 @@ struct WatchState {
     judged: Option<u64>,
     /// The stamp of a first look that found every actor dead (step 3).
     suspect: Option<u64>,
-    /// Root actors of `block_on` calls in flight.
-    roots: Vec<ActorId>,
-    /// The report that ended them, for their panic.
-    report: Option<Arc<Deadlock>>,
+    /// Root actors of `block_on` calls in flight, each with the report that killed it, if one
+    /// did (step 4).
+    roots: Vec<(ActorId, Option<Arc<Deadlock>>)>,
+    /// The latest report, for a `block_on` whose root it names but that registered too late
+    /// to be killed with the others (`enter_block_on`).
+    last: Option<Arc<Deadlock>>,
 }
 
 impl DeadlockWatch {
@@ -152,23 +156,40 @@ impl DeadlockWatch {
         }
     }
 
-    /// A `block_on` began, with this root actor.
-    pub(crate) fn enter_block_on(&self, root: ActorId) {
-        self.state.lock().roots.push(root);
+    /// A `block_on` began, with this root actor. A root that a report already named (it
+    /// deadlocked before it was registered) is killed now, as it would have been then.
+    pub(crate) fn enter_block_on(&self, shared: &Shared, root: ActorId) {
+        let named = {
+            let mut st = self.state.lock();
+            let named = st
+                .last
+                .clone()
+                .filter(|d| self.config.panic_block_on && d.names(root));
+            st.roots.push((root, named.clone()));
+            named
+        };
+        if named.is_some() {
+            shared.live.kill(root);
+        }
     }
 
-    /// That `block_on` ended; if its root was killed for a deadlock, the report.
+    /// That `block_on` ended; if a deadlock report killed its root, the report.
     pub(crate) fn leave_block_on(&self, root: ActorId) -> Option<Arc<Deadlock>> {
         let mut st = self.state.lock();
-        let at = st.roots.iter().position(|&r| r == root)?;
-        st.roots.swap_remove(at);
-        st.report.clone()
+        let at = st.roots.iter().position(|(r, _)| *r == root)?;
+        st.roots.swap_remove(at).1
     }
 
-    /// Steps 1 to 4, for a monitor sample that found every worker idle; `timers_pending`: the
-    /// runtime's heap holds a timer. Returns whether the monitor should look again in one
-    /// sample period (step 3).
+    /// Steps 1 to 4, for a monitor sample that found no worker running an actor (or, with
+    /// time slices off, any sample); `timers_pending`: the runtime's heap holds a live timer.
+    /// Returns whether the monitor should look again in one sample period.
     pub(crate) fn check(&self, shared: &Shared, timers_pending: bool) -> bool {
+        if shared.remotes.iter().any(|r| r.running().is_some()) {
+            // Busy (only seen with time slices off, when the monitor does not sample): come
+            // back, since nothing else wakes the monitor when the last worker goes idle.
+            self.state.lock().quiet_since = None;
+            return true;
+        }
         if timers_pending || crate::timer::process_timers_pending() {
             let mut st = self.state.lock();
             st.suspect = None;
@@ -189,13 +210,19 @@ impl DeadlockWatch {
                 return true;
             }
         }
-        let Some(found) = find(shared) else {
+        let found = find(shared);
+        // The walk is not atomic: anything that ran or was spawned during it changes the stamp.
+        if activity_stamp(shared) != stamp {
+            self.state.lock().quiet_since = None;
+            return true;
+        }
+        let Some(found) = found else {
             let mut st = self.state.lock();
             st.judged = Some(stamp);
             st.suspect = None;
             return false;
         };
-        let roots = {
+        let (report, doomed) = {
             let mut st = self.state.lock();
             if st.suspect != Some(stamp) {
                 st.suspect = Some(stamp);
@@ -204,20 +231,32 @@ impl DeadlockWatch {
             st.suspect = None;
             st.judged = Some(stamp);
             let report = Arc::new(found);
+            st.last = Some(report.clone());
+            let mut doomed = Vec::new();
             if self.config.panic_block_on {
-                st.report = Some(report.clone());
+                // Only the roots this report names: a `block_on` begun since is not part of it.
+                for (root, killed_by) in st.roots.iter_mut() {
+                    if report.names(*root) {
+                        *killed_by = Some(report.clone());
+                        doomed.push(*root);
+                    }
+                }
             }
-            (report, st.roots.clone())
+            (report, doomed)
         };
-        let (report, roots) = roots;
         let hook = &self.config.hook;
         fault::contain("the deadlock hook (Builder::on_deadlock)", || hook(&report));
-        if self.config.panic_block_on {
-            for root in roots {
-                shared.live.kill(root);
-            }
+        for root in doomed {
+            shared.live.kill(root);
         }
         false
+    }
+}
+
+impl Deadlock {
+    /// Whether the report lists this actor.
+    fn names(&self, id: ActorId) -> bool {
+        self.actors.binary_search_by_key(&id, |a| a.id).is_ok()
     }
 }
 
@@ -231,58 +270,139 @@ fn activity_stamp(shared: &Shared) -> u64 {
     runs.wrapping_add(shared.live.counts().inserted)
 }
 
-/// Step 2: the report, if every live actor waits as the module docs say.
+/// Whether this actor, as far as one look can tell, waits on something only another actor of
+/// this runtime could provide (the rules in the module docs). Reads the wake state and the
+/// wait word; the mailbox only for a wait on one.
+fn looks_dead(cell: &ActorCell, entry: &LiveEntry, shared: &Shared) -> bool {
+    if cell.state.phase() != Phase::Idle {
+        return false;
+    }
+    let Some((on, timeout)) = cell.wait.get() else {
+        return false;
+    };
+    if timeout || on.is_external() {
+        return false;
+    }
+    if let Some(other) = on.waits_for()
+        && shared.live.get(other).is_none()
+    {
+        // An actor of another runtime (or one ended a moment ago, whose end is on its way):
+        // not ours to judge.
+        return false;
+    }
+    // A message already queued, or an address held by a plain thread: it may run.
+    !(on == Wait::Message
+        && dump::mailbox_of(cell.id, entry).is_some_and(|m| m.len > 0 || m.held_outside > 0))
+}
+
+/// Step 2: the report, if every live actor waits as the module docs say. The walk stops at the
+/// first actor that does not; the report's details are gathered only when none does.
 fn find(shared: &Shared) -> Option<Deadlock> {
-    if shared.remotes.iter().any(|r| r.running().is_some()) {
+    let mut dead = Vec::new();
+    let walk = shared.live.try_for_each(|cell, entry| {
+        if !looks_dead(cell, entry, shared) {
+            return ControlFlow::Break(());
+        }
+        dead.push((cell.clone(), entry.clone()));
+        ControlFlow::Continue(())
+    });
+    if walk.is_break() || dead.is_empty() {
         return None;
     }
     let now = coarse_now_ms();
-    let mut actors = Vec::new();
-    let walk = shared.live.try_for_each(|cell, entry| {
-        let a = dump::inspect(cell, entry, now);
-        let dead = match a.state {
-            ActorState::Waiting { on, timeout } => {
-                // A message already queued, or an address on a plain thread: it may run.
-                let may_get_mail = on == Wait::Message
-                    && a.mailbox.is_some_and(|m| m.len > 0 || m.held_outside > 0);
-                !(timeout || on.is_external() || may_get_mail)
-            }
-            _ => false,
-        };
-        if !dead {
-            // Alive: no need to look at the others.
-            return ControlFlow::Break(());
-        }
-        actors.push(a);
-        ControlFlow::Continue(())
-    });
-    if walk.is_break() || actors.is_empty() {
-        return None;
-    }
+    let mut actors: Vec<ActorDump> = dead
+        .iter()
+        .map(|(cell, entry)| dump::inspect(cell, entry, now))
+        .collect();
     actors.sort_unstable_by_key(|a| a.id);
     let cycle = find_cycle(&actors);
     Some(Deadlock { actors, cycle })
 }
 
-/// A cycle of the waits-for graph (each actor has at most one edge: `Wait::waits_for`).
+/// A cycle of the waits-for graph, if there is one. Each actor has at most one edge
+/// (`Wait::waits_for`), so following edges from each actor not yet visited, and stopping at
+/// any actor an earlier walk visited, finds one in O(n log n).
 fn find_cycle(actors: &[ActorDump]) -> Vec<ActorId> {
-    let next = |id: ActorId| -> Option<ActorId> {
-        let i = actors.binary_search_by_key(&id, |a| a.id).ok()?;
-        actors[i].waiting_on()?.waits_for()
-    };
-    for start in actors {
-        let mut path = vec![start.id];
-        let mut at = start.id;
-        while let Some(n) = next(at) {
-            if let Some(i) = path.iter().position(|&p| p == n) {
-                return path.split_off(i);
+    let index = |id: ActorId| actors.binary_search_by_key(&id, |a| a.id).ok();
+    let next = |i: usize| -> Option<usize> { index(actors[i].waiting_on()?.waits_for()?) };
+    // The walk that first visited each actor (0: none yet).
+    let mut seen = vec![0usize; actors.len()];
+    for start in 0..actors.len() {
+        if seen[start] != 0 {
+            continue;
+        }
+        let walk = start + 1;
+        let mut path: Vec<usize> = Vec::new();
+        let mut at = Some(start);
+        while let Some(i) = at {
+            if seen[i] == walk {
+                // Back on this walk's own path: the cycle is the path from there.
+                let from = path.iter().position(|&p| p == i).unwrap_or(0);
+                return path[from..].iter().map(|&p| actors[p].id).collect();
             }
-            if path.len() > actors.len() {
-                break;
+            if seen[i] != 0 {
+                break; // an earlier walk's ground: no new cycle this way
             }
-            path.push(n);
-            at = n;
+            seen[i] = walk;
+            path.push(i);
+            at = next(i);
         }
     }
     Vec::new()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::dump::ActorState;
+    use std::num::NonZeroU64;
+    use std::time::Duration;
+
+    fn waiting(id: u64, on: Option<u64>) -> ActorDump {
+        let id = ActorId(NonZeroU64::new(id).unwrap());
+        let wait = match on {
+            Some(o) => Wait::Join {
+                actor: ActorId(NonZeroU64::new(o).unwrap()),
+            },
+            None => Wait::Message,
+        };
+        ActorDump {
+            id,
+            name: None,
+            kind: dump::ActorKind::Process,
+            state: ActorState::Waiting {
+                on: wait,
+                timeout: false,
+            },
+            mailbox: None,
+            runs: 0,
+            preemptions: 0,
+            cpu_time: Duration::ZERO,
+            age: Duration::ZERO,
+        }
+    }
+
+    fn ids(v: &[ActorId]) -> Vec<u64> {
+        v.iter().map(|i| i.as_u64()).collect()
+    }
+
+    #[test]
+    fn cycles_are_found_after_a_tail_and_not_made_up() {
+        // 1 -> 2 -> 3 -> 4 -> 2, and 5 waiting on its mailbox.
+        let actors = [
+            waiting(1, Some(2)),
+            waiting(2, Some(3)),
+            waiting(3, Some(4)),
+            waiting(4, Some(2)),
+            waiting(5, None),
+        ];
+        assert_eq!(ids(&find_cycle(&actors)), [2, 3, 4]);
+        // A chain with no cycle (each joins the next; the last waits on its mailbox).
+        let chain: Vec<_> = (1..=2_000)
+            .map(|i| waiting(i, (i < 2_000).then_some(i + 1)))
+            .collect();
+        assert!(find_cycle(&chain).is_empty());
+        // A self-join is a cycle of one.
+        assert_eq!(ids(&find_cycle(&[waiting(7, Some(7))])), [7]);
+    }
 }

@@ -10,7 +10,10 @@
 //!    the weak references under that shard's lock only; no lock is held across all actors, and
 //!    none while an actor is inspected.
 //! 3. Each actor: its wake state, then its wait word (`wait.rs`), its counters, and, through its
-//!    join packet, its mailbox's figures (`ExitSink::mailbox`, one short mailbox lock).
+//!    join packet, its mailbox's figures (`ExitSink::mailbox`, one short mailbox lock). If the
+//!    actor ends and its handle and addresses are dropped during that look, the last reference
+//!    to its result or its messages may be the dump's: they are then dropped on the dumping
+//!    thread, contained (`mailbox_of`).
 //!
 //! Nothing is stopped, so the dump is a sample, not a snapshot: an actor may have moved on
 //! between its state and its wait word, an actor spawned during the dump may be missing and one
@@ -409,22 +412,43 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
         name: cell.name.as_deref().map(str::to_owned),
         kind,
         state,
-        mailbox: entry.exit.upgrade().and_then(|p| p.mailbox()),
+        mailbox: mailbox_of(cell.id, entry),
         runs: u64::from(cell.runs.load(Ordering::Relaxed)),
         preemptions: u64::from(cell.preemptions.load(Ordering::Relaxed)),
-        cpu_time: Duration::from_millis(u64::from(cell.cpu_ms.load(Ordering::Relaxed))),
+        cpu_time: CPU_TICK * cell.cpu_ticks.load(Ordering::Relaxed),
         age: Duration::from_millis(u64::from(now_ms.wrapping_sub(cell.born_ms))),
     }
 }
 
-/// Charges `ms` of CPU time to the actor running on each worker in `running` (the monitor's
-/// sample; see "CPU time" in the module docs).
-pub(crate) fn charge_cpu(shared: &Shared, running: &[ActorId], ms: u32) {
+/// The mailbox figures of an actor, through its join packet and the packet's exit sink. The
+/// packet and the mailbox are upgraded for the look: if the actor's handle and addresses are
+/// dropped meanwhile, the last reference (and the result or messages it owns) drops here, on
+/// the looking thread. So that user code there can never take down the monitor, the look runs
+/// contained, as the monitor's timer callbacks do (`fault::contain`).
+pub(crate) fn mailbox_of(id: ActorId, entry: &LiveEntry) -> Option<MailboxStats> {
+    crate::fault::contain(format_args!("a diagnostic look at actor {id}"), || {
+        entry.exit.upgrade().and_then(|p| p.mailbox())
+    })
+    .flatten()
+}
+
+/// The unit of an actor's CPU time: fine enough that a sample period of a millisecond or two
+/// is not rounded away, coarse enough that 32 bits hold 119 hours.
+pub(crate) const CPU_TICK: Duration = Duration::from_micros(100);
+
+/// Charges `elapsed` of CPU time to the actor running on each worker in `running` (the
+/// monitor's sample; see "CPU time" in the module docs).
+pub(crate) fn charge_cpu(shared: &Shared, running: &[ActorId], elapsed: Duration) {
+    let ticks = u32::try_from(elapsed.as_micros() / CPU_TICK.as_micros()).unwrap_or(u32::MAX);
+    if ticks == 0 {
+        return;
+    }
     for &id in running {
         if let Some((cell, _)) = shared.live.get(id) {
             // One writer (the monitor); relaxed: a counter.
-            let v = cell.cpu_ms.load(Ordering::Relaxed);
-            cell.cpu_ms.store(v.wrapping_add(ms), Ordering::Relaxed);
+            let v = cell.cpu_ticks.load(Ordering::Relaxed);
+            cell.cpu_ticks
+                .store(v.wrapping_add(ticks), Ordering::Relaxed);
         }
     }
 }
@@ -439,11 +463,37 @@ pub(crate) fn signal_from_env() -> Option<c_int> {
         "USR2" => Some(libc::SIGUSR2),
         "QUIT" => Some(libc::SIGQUIT),
         n => n.parse().ok(),
-    };
+    }
+    .filter(|&s| check_signal(s).is_ok());
     if signal.is_none() {
-        eprintln!("threadlet: THREADLET_DUMP_SIGNAL={value:?} is not a signal; ignored");
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "threadlet: THREADLET_DUMP_SIGNAL={value:?} is not a signal that can be caught; \
+                 ignored"
+            )
+        });
     }
     signal
+}
+
+/// Refuses what signal-hook would panic on: a number that is no signal, and the signals it
+/// forbids (`SIGKILL`, `SIGSTOP`, `SIGSEGV`, `SIGILL`, `SIGFPE`; the runtime's overflow
+/// reporter also owns `SIGSEGV` and `SIGBUS`).
+pub(crate) fn check_signal(signal: c_int) -> std::io::Result<()> {
+    if signal <= 0
+        || signal > libc::SIGRTMAX()
+        || signal == libc::SIGBUS
+        || signal_hook::consts::FORBIDDEN.contains(&signal)
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "signal {signal} cannot be used for the dump: it is not one a handler may catch"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Starts the `threadlet-dump` thread: it prints the runtime's dump on stderr each time
@@ -453,6 +503,7 @@ pub(crate) fn on_signal(
     signal: c_int,
     shared: Weak<Shared>,
 ) -> std::io::Result<signal_hook::iterator::Handle> {
+    check_signal(signal)?;
     let mut signals = signal_hook::iterator::Signals::new([signal])?;
     let handle = signals.handle();
     std::thread::Builder::new()

@@ -110,6 +110,15 @@ pub mod __private {
     };
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
+    /// A plain thread took hold of the other end of the channel this waiter waits on (`wait`:
+    /// the kind of that wait): the deadlock check must count the wait as one the outside may
+    /// end (`wait.rs`, `WaitWord::mark_outside`).
+    pub fn mark_wait_outside(waiter: &crate::Waiter, wait: crate::Wait) {
+        if let crate::Waiter::Actor(cell) = waiter {
+            cell.wait.mark_outside(wait);
+        }
+    }
+
     /// A mailbox's actor ended: its figures join the runtime's totals (`Runtime::metrics`).
     pub fn mailbox_ended(actor: &ActorCell, received: u64, high_water: usize) {
         actor.shared.mailbox_totals.add(received, high_water);

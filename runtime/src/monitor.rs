@@ -134,10 +134,11 @@ pub struct LongRun {
     pub running_for: Duration,
     /// The runtime's time slice.
     pub time_slice: Duration,
-    /// Other actors pinned to this worker that were stopped in the middle of a run (preempted
-    /// or yielded, now runnable), with their names: the worker cannot run them while it is
-    /// held. If the reported actor waits for a lock (a `std::sync::Mutex` held across a safe
-    /// point), one of these holds it; if this is empty, the lock, if any, is held elsewhere.
+    /// Other actors pinned to this worker that are runnable (stopped mid-run by a preemption
+    /// or a yield, or woken and not run yet), with their names: the worker cannot run them
+    /// while it is held. If the reported actor waits for a lock (a `std::sync::Mutex` held
+    /// across a safe point), one of these holds it; if this is empty, the lock, if any, is held
+    /// elsewhere.
     pub stopped_here: Vec<(ActorId, Option<String>)>,
 }
 
@@ -329,6 +330,8 @@ pub(crate) fn run(shared: Weak<Shared>) {
         "no timer would fire again, and no actor be preempted",
     );
     let mut samples: Vec<Sample> = Vec::new();
+    // When the previous sample was taken, for the CPU time it charges (`dump.rs`).
+    let mut last_sample: Option<Instant> = None;
     loop {
         let Some(shared) = shared.upgrade() else {
             return;
@@ -338,7 +341,8 @@ pub(crate) fn run(shared: Weak<Shared>) {
         }
         let now = Instant::now();
         let next_timer = shared.timers.fire_due(now);
-        let any_running = sample(&shared, &mut samples, now);
+        let any_running = sample(&shared, &mut samples, now, last_sample);
+        last_sample = Some(now);
         let period = sample_period(shared.config.time_slice);
         let mut look_again = false;
         if any_running {
@@ -374,7 +378,12 @@ pub(crate) fn run(shared: Weak<Shared>) {
 }
 
 /// Steps 2 and 4 for every worker. Returns whether any worker is running an actor.
-fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
+fn sample(
+    shared: &Shared,
+    samples: &mut Vec<Sample>,
+    now: Instant,
+    last_sample: Option<Instant>,
+) -> bool {
     let Some(slice) = shared.config.time_slice else {
         return false;
     };
@@ -431,7 +440,10 @@ fn sample(shared: &Shared, samples: &mut Vec<Sample>, now: Instant) -> bool {
         }
     }
     // CPU time, by sampling (`dump.rs`): each running actor is charged one sample period.
-    let ms = u32::try_from(sample_period(Some(slice)).as_millis()).unwrap_or(u32::MAX);
-    crate::dump::charge_cpu(shared, &running, ms);
+    // The time since the previous sample, at most one period: the monitor also wakes for
+    // timers and kicks, and after sleeping through an idle spell it must not charge that.
+    let period = sample_period(Some(slice));
+    let since = last_sample.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+    crate::dump::charge_cpu(shared, &running, since.min(period));
     any_running
 }

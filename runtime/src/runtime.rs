@@ -489,8 +489,8 @@ impl Builder {
     ///
     /// let rt = Runtime::builder().workers(1).on_deadlock(|_| {}).panic_on_deadlock().build().unwrap();
     /// let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-    ///     // Waits for a wake that nobody can give.
-    ///     rt.block_on(|| while threadlet_runtime::park().is_ok() {})
+    ///     // Waits for a message that nobody can send (it has no mailbox at all).
+    ///     rt.block_on(|| while threadlet_runtime::park_on(threadlet_runtime::Wait::Message).is_ok() {})
     /// }));
     /// let message = caught.unwrap_err().downcast::<String>().unwrap();
     /// assert!(message.contains("deadlock"));
@@ -1096,7 +1096,7 @@ impl Runtime {
     {
         let root = self.spawn(f);
         let id = root.id();
-        self.shared.deadlock.enter_block_on(id);
+        self.shared.deadlock.enter_block_on(&self.shared, id);
         let joined = root.join();
         let deadlock = self.shared.deadlock.leave_block_on(id);
         match joined {

@@ -226,16 +226,17 @@ impl Metrics {
 pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     let counts = shared.live.counts();
     let live_handler = shared.live_handlers().min(counts.live);
-    let (mut messages, mut high_water) = (
-        shared.mailbox_totals.messages.load(Relaxed),
-        shared.mailbox_totals.high_water.load(Relaxed),
-    );
-    shared.live.for_each(|_, entry| {
-        if let Some(m) = entry.exit.upgrade().and_then(|p| p.mailbox()) {
+    let (mut messages, mut high_water) = (0, 0);
+    shared.live.for_each(|cell, entry| {
+        if let Some(m) = crate::dump::mailbox_of(cell.id, entry) {
             messages += m.received;
             high_water = high_water.max(m.high_water);
         }
     });
+    // Read after the walk: a mailbox that hands its figures over during the walk is then
+    // counted twice at worst, never missed (the total only grows).
+    messages += shared.mailbox_totals.messages.load(Relaxed);
+    high_water = high_water.max(shared.mailbox_totals.high_water.load(Relaxed));
     Metrics {
         workers: shared
             .remotes

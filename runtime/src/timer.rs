@@ -247,10 +247,14 @@ impl Timers {
         next
     }
 
-    /// Whether any entry waits in the heap (a cancelled one too, until it is dropped: for the
-    /// deadlock check, a pending timer is one more reason to wait).
+    /// Whether a timer that has not been cancelled waits in the heap (for the deadlock check,
+    /// which asks only while every worker is idle: the look at each entry costs nothing then).
     pub(crate) fn is_pending(&self) -> bool {
-        !self.heap.lock().is_empty()
+        self.heap
+            .lock()
+            .iter()
+            // Acquire: pairs with the release of a cancel, as `fire_due`'s reads do.
+            .any(|e| e.state.load(Ordering::Acquire) == PENDING)
     }
 
     /// Entries in the heap, cancelled ones included.

@@ -111,11 +111,16 @@ pub enum Wait {
 
 impl Wait {
     /// Whether something outside the runtime's actors may end the wait: a timer, a socket's
-    /// peer, a pool thread, a plain thread holding the other end of the channel. A select
-    /// counts too (its sources are not recorded). Such a wait is never part of a deadlock.
+    /// peer, a pool thread, a plain thread holding the other end of the channel. A select and a
+    /// bare park count too (their sources are not recorded: a park's `Waiter` may be anywhere).
+    /// Such a wait is never part of a deadlock.
     pub fn is_external(&self) -> bool {
         match self {
-            Wait::Sleep { .. } | Wait::Io { .. } | Wait::Blocking | Wait::Select { .. } => true,
+            Wait::Sleep { .. }
+            | Wait::Io { .. }
+            | Wait::Blocking
+            | Wait::Select { .. }
+            | Wait::Parked => true,
             Wait::ChannelRecv { outside, .. } | Wait::ChannelSend { outside, .. } => *outside,
             _ => false,
         }
@@ -203,6 +208,25 @@ impl WaitWord {
     pub(crate) fn set_encoded(&self, word: u64) {
         // Relaxed: read only for reports, which tolerate a stale word (module docs).
         self.0.store(word, Ordering::Relaxed);
+    }
+
+    /// A plain thread now holds the other end of the channel this actor waits on: sets the
+    /// word's `outside` bit if the word is a channel wait (`Wait::ChannelRecv::outside`). A
+    /// compare-and-swap, so that a newer wait stored meanwhile is left alone.
+    pub(crate) fn mark_outside(&self, expected_kind: Wait) {
+        let want = match expected_kind {
+            Wait::ChannelRecv { .. } => CHANNEL_RECV,
+            Wait::ChannelSend { .. } => CHANNEL_SEND,
+            _ => return,
+        };
+        let word = self.0.load(Ordering::Relaxed);
+        if word >> KIND_SHIFT == want {
+            // Relaxed, both: the word is read only for reports; a failure means the actor
+            // moved on to another wait, which recorded its own flag.
+            let _ =
+                self.0
+                    .compare_exchange(word, word | OUTSIDE, Ordering::Relaxed, Ordering::Relaxed);
+        }
     }
 
     /// The last wait recorded, and whether it had a deadline; `None` if the actor never parked.

@@ -79,13 +79,13 @@ impl<T> Receiver<T> {
     }
 
     /// `recv` (with a deadline) that, if it waits, shows in the dump as waiting for a reply
-    /// from `actor` (`Addr::ask`).
+    /// from the actor `actor` names (`Addr::ask`; asked only if it waits).
     pub(crate) fn recv_reply(
         &self,
-        actor: Option<threadlet_runtime::ActorId>,
+        actor: &dyn Fn() -> Option<threadlet_runtime::ActorId>,
         deadline: Option<std::time::Instant>,
     ) -> Result<T, RecvTimeoutError> {
-        self.0.recv_waiting(deadline, actor)
+        self.0.recv_waiting(deadline, Some(actor))
     }
 
     /// Takes the value if it is there, without waiting.
