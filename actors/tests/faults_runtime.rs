@@ -26,8 +26,14 @@ use threadlet::{
 use threadlet_runtime::__private::shutting_down;
 use threadlet_runtime::{Cancelled, Waiter, park};
 
+/// No spare workers: several tests hold the only worker with a hog (`hog_until_shutdown`) so
+/// that what they spawn stays queued until shutdown, which a spare would run instead.
 fn runtime(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
+    Runtime::builder()
+        .workers(workers)
+        .spare_workers(0)
+        .build()
+        .unwrap()
 }
 
 /// Holds a worker, with no safe point, until its runtime begins to shut down; returns once

@@ -217,6 +217,8 @@ pub enum WorkerState {
 pub struct WorkerDump {
     /// Its index.
     pub index: usize,
+    /// A spare worker (`Builder::spare_workers`), listed after the workers.
+    pub spare: bool,
     /// What it was doing.
     pub state: WorkerState,
     /// Actors in its stealable queue.
@@ -228,7 +230,8 @@ pub struct WorkerDump {
 
 impl fmt::Display for WorkerDump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "worker {}: ", self.index)?;
+        let what = if self.spare { "spare" } else { "worker" };
+        write!(f, "{what} {}: ", self.index)?;
         match self.state {
             WorkerState::Running { actor } => write!(f, "running actor {actor}")?,
             WorkerState::Searching => write!(f, "searching")?,
@@ -262,7 +265,7 @@ impl fmt::Display for WorkerDump {
 /// let a = dump.actor(id).unwrap();
 /// assert_eq!(a.name.as_deref(), Some("napper"));
 /// assert!(matches!(a.waiting_on(), Some(Wait::Sleep { .. })));
-/// assert_eq!(dump.workers.len(), 2);
+/// assert_eq!(dump.workers.iter().filter(|w| !w.spare).count(), 2); // and 2 spares after them
 /// assert!(dump.to_string().contains("actor #"));
 /// ```
 #[derive(Clone, Debug)]
@@ -358,6 +361,7 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
         .enumerate()
         .map(|(index, r)| WorkerDump {
             index,
+            spare: index >= shared.spares.first,
             state: match r.running() {
                 Some(actor) => WorkerState::Running { actor },
                 None if r.is_parked() => WorkerState::Parked,

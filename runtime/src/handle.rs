@@ -227,7 +227,7 @@ impl<X> Refused<X> {
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
-            .field("workers", &self.shared.remotes.len())
+            .field("workers", &self.shared.spares.first)
             .finish()
     }
 }

@@ -10,6 +10,7 @@
 //! | `worker` | one worker thread: its run queues, its loop, shutdown |
 //! | `baseline` | the single-lock baselines: `GlobalQueue` and `Gil` |
 //! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
+//! | `spare` | spare workers that cover a worker stuck outside a safe point (handoff) |
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
@@ -64,6 +65,7 @@ mod monitor;
 pub mod net;
 mod runtime;
 mod safepoint;
+mod spare;
 mod stack;
 mod stats;
 pub mod sync;

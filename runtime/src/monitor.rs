@@ -13,7 +13,9 @@
 //! 3. The running actor reads the flag at its next safe point (`checkpoint`, `yield_now`, any
 //!    mailbox or channel operation) with one relaxed load, and yields: it goes to the back of
 //!    its worker's local queue, never to the next slot.
-//! 4. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
+//! 4. A slice that lasts `HANDOFF_SLICES` slices gets a spare worker, if one is free, to run
+//!    the actors that may move while this one is stuck (`spare.rs`).
+//! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
 //!    reported, not preempted: nothing can stop code that never reaches a safe point. The
 //!    report names the actor running at that moment by id and, if it has one, by name (see
@@ -57,9 +59,10 @@ use crate::actor::ActorId;
 use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::runtime::Shared;
+use crate::spare::HANDOFF_SLICES;
 use crate::worker::Remote;
 
-/// A slice that lasts this many time slices without a switch is reported (step 4).
+/// A slice that lasts this many time slices without a switch is reported (step 5).
 ///
 /// ```
 /// use std::time::Duration;
@@ -140,6 +143,9 @@ pub struct LongRun {
     /// across a safe point), one of these holds it; if this is empty, the lock, if any, is held
     /// elsewhere.
     pub stopped_here: Vec<(ActorId, Option<String>)>,
+    /// The spare worker brought in to run this worker's stealable actors meanwhile
+    /// (`Builder::spare_workers`), by its index (after the workers'), if one was.
+    pub spare: Option<usize>,
 }
 
 impl LongRun {
@@ -211,9 +217,13 @@ pub type LongRunHook = Arc<dyn Fn(&LongRun) + Send + Sync>;
 /// The default hook: one line on stderr.
 pub(crate) fn default_long_run_hook() -> LongRunHook {
     Arc::new(|r: &LongRun| {
+        let spare = match r.spare {
+            Some(s) => format!("; spare worker {s} runs its other actors that may move"),
+            None => String::new(),
+        };
         eprintln!(
             "threadlet: {r}: call threadlet::checkpoint() in its loops, or move blocking calls \
-             off the runtime; {}",
+             off the runtime; {}{spare}",
             r.lock_holders()
         )
     })
@@ -321,6 +331,8 @@ struct Sample {
     since: Instant,
     preempted: bool,
     reported: bool,
+    /// The spare brought in for this slice (`spare.rs`), if one was.
+    spare: Option<usize>,
 }
 
 /// The monitor thread's body. Holds the runtime weakly, so it never keeps it alive.
@@ -377,9 +389,9 @@ pub(crate) fn run(shared: Weak<Shared>) {
     }
 }
 
-/// Steps 2 and 4 for every worker. Returns whether any worker is running an actor.
+/// Steps 2, 4 and 5 for every worker. Returns whether any worker is running an actor.
 fn sample(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     samples: &mut Vec<Sample>,
     now: Instant,
     last_sample: Option<Instant>,
@@ -394,6 +406,7 @@ fn sample(
             since: now,
             preempted: false,
             reported: false,
+            spare: None,
         },
     );
     let mut any_running = false;
@@ -413,6 +426,7 @@ fn sample(
                 since: now,
                 preempted: false,
                 reported: false,
+                spare: None,
             };
             continue;
         }
@@ -420,6 +434,13 @@ fn sample(
         if ran >= slice && !s.preempted {
             remote.request_preempt();
             s.preempted = true;
+        }
+        // Handoff (`spare.rs`, step 1): a worker stuck this long gets a spare, once per slice.
+        if ran >= slice.saturating_mul(HANDOFF_SLICES)
+            && s.spare.is_none()
+            && index < shared.spares.first
+        {
+            s.spare = shared.spares.activate(shared, index, current);
         }
         // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
         if ran >= slice.saturating_mul(LONG_RUN_SLICES)
@@ -434,6 +455,7 @@ fn sample(
                 running_for: ran,
                 time_slice: slice,
                 stopped_here: stopped_on(shared, index, actor),
+                spare: s.spare,
             };
             let hook = &shared.config.long_run_hook;
             fault::contain("the long-run hook (Builder::on_long_run)", || hook(&report));

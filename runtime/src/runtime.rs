@@ -233,6 +233,7 @@ pub struct Builder {
     blocking_keep_alive: Duration,
     deadlock: DeadlockConfig,
     dump_signal: Option<c_int>,
+    spare_workers: Option<usize>,
 }
 
 impl Default for Builder {
@@ -248,6 +249,7 @@ impl Default for Builder {
             blocking_keep_alive: crate::blocking::DEFAULT_BLOCKING_KEEP_ALIVE,
             deadlock: DeadlockConfig::default(),
             dump_signal: None,
+            spare_workers: None,
         }
     }
 }
@@ -264,6 +266,7 @@ impl fmt::Debug for Builder {
             .field("blocking_keep_alive", &self.blocking_keep_alive)
             .field("panic_on_deadlock", &self.deadlock.panic_block_on)
             .field("dump_signal", &self.dump_signal)
+            .field("spare_workers", &self.spare_workers)
             .finish_non_exhaustive()
     }
 }
@@ -500,6 +503,33 @@ impl Builder {
         self
     }
 
+    /// The most spare worker threads the runtime brings in at once (default: one per worker;
+    /// 0 turns handoff off). When an actor holds its worker for two time slices without a safe
+    /// point (a blocking system call or a long C call made outside
+    /// [`blocking`](crate::blocking)), the monitor brings a spare in to run the actors that may
+    /// run anywhere (handler actors between messages, actors not started yet) until that worker
+    /// is back; the actors pinned to the stuck worker wait for it. Spares are started on first
+    /// need and sleep when not needed. Only the work-stealing scheduler has spares, and only
+    /// with time slices on (the monitor notices a stuck worker by its slice).
+    ///
+    /// ```
+    /// use threadlet_runtime::Runtime;
+    ///
+    /// let rt = Runtime::builder().workers(1).spare_workers(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// // Holds the only worker for 300 ms without a safe point...
+    /// let stuck = rt.spawn(|| std::thread::sleep(std::time::Duration::from_millis(300)));
+    /// std::thread::sleep(std::time::Duration::from_millis(50));
+    /// // ...yet an actor spawned meanwhile runs, on the spare.
+    /// rt.spawn(move || tx.send(threadlet_runtime::worker_index()).unwrap());
+    /// assert_eq!(rx.recv().unwrap(), Some(1)); // index 1: the first spare
+    /// stuck.join().unwrap();
+    /// ```
+    pub fn spare_workers(mut self, n: usize) -> Builder {
+        self.spare_workers = Some(n);
+        self
+    }
+
     /// Print the runtime's [`dump`](Runtime::dump) on stderr whenever the process receives
     /// `signal` (say `libc::SIGUSR1`; through `signal-hook`, which refuses signals that cannot
     /// be handled, such as `SIGKILL` or `SIGSEGV`). Off by default; setting the environment
@@ -553,10 +583,15 @@ impl Builder {
         }
         crate::guard::install_overflow_reporter();
 
-        let mut deques = Vec::with_capacity(workers);
-        let mut parkers = Vec::with_capacity(workers);
-        let mut remotes = Vec::with_capacity(workers);
-        for _ in 0..workers {
+        // Spares (`spare.rs`) only under work stealing, and never more than the workers' cap.
+        let spares = match self.scheduler {
+            Scheduler::WorkStealing => self.spare_workers.unwrap_or(workers).min(MAX_WORKERS),
+            _ => 0,
+        };
+        let mut deques = Vec::with_capacity(workers + spares);
+        let mut parkers = Vec::with_capacity(workers + spares);
+        let mut remotes = Vec::with_capacity(workers + spares);
+        for _ in 0..workers + spares {
             let deque = Deque::new_lifo();
             let parker = Parker::new();
             remotes.push(Remote::new(
@@ -594,6 +629,7 @@ impl Builder {
             io: crate::io::DriverSlot::default(),
             mailbox_totals: Default::default(),
             deadlock: crate::deadlock::DeadlockWatch::new(self.deadlock),
+            spares: crate::spare::Spares::new(workers, spares),
         });
         let dump_signal = match self.dump_signal.or_else(crate::dump::signal_from_env) {
             Some(signal) => Some(
@@ -611,6 +647,20 @@ impl Builder {
         // share of each; a worker that failed to start drops its shares with its closure.
         let meet = (WaitGroup::new(), WaitGroup::new());
         let mut failed = None;
+        // The spares' parts, with their shares of the meetings, wait for their first use.
+        let spare_deques = deques.split_off(workers);
+        let spare_parkers = parkers.split_off(workers);
+        shared.spares.install(
+            spare_deques
+                .into_iter()
+                .zip(spare_parkers)
+                .map(|(deque, parker)| crate::spare::SpareParts {
+                    deque,
+                    parker,
+                    meet: (meet.0.clone(), meet.1.clone()),
+                })
+                .collect(),
+        );
         for (index, (deque, parker)) in deques.into_iter().zip(parkers).enumerate() {
             let s = shared.clone();
             let meet = (meet.0.clone(), meet.1.clone());
@@ -656,6 +706,8 @@ pub(crate) struct Shared {
     pub(crate) monitor: Arc<MonitorSignal>,
     /// Live named actors, for reports that know only an id.
     pub(crate) names: ActorNames,
+    /// Spare workers for stuck ones (`spare.rs`); their remotes follow the workers'.
+    pub(crate) spares: crate::spare::Spares,
     /// Serialises the sweeps of the queues at shutdown (see `after_push`).
     sweep: Mutex<()>,
     /// Live handler actors, for shutdown (see `handler.rs`).
@@ -691,6 +743,8 @@ impl Shared {
         // SeqCst: pairs with the fence in `after_push` (a push either precedes this store or
         // sees the flag).
         self.shutdown.store(true, Ordering::SeqCst);
+        // Step 5 of `spare.rs`: a spare never started must not be waited for.
+        self.spares.drop_unstarted();
         for r in self.remotes.iter() {
             // An actor running now yields at its next safe point, so its worker reaches step 2
             // even with time slices off, or once the monitor (which exits now) stops asking.
@@ -1009,7 +1063,7 @@ impl Runtime {
     /// assert_eq!(rt.stats().workers.len(), 2);
     /// ```
     pub fn workers(&self) -> usize {
-        self.shared.remotes.len()
+        self.shared.spares.first
     }
 
     /// The scheduler running the actors.
@@ -1127,9 +1181,7 @@ impl Runtime {
     /// ```
     pub fn stats(&self) -> RuntimeStats {
         RuntimeStats {
-            workers: self
-                .shared
-                .remotes
+            workers: self.shared.remotes[..self.shared.spares.first]
                 .iter()
                 .map(|r| r.stats.snapshot())
                 .collect(),
@@ -1226,7 +1278,8 @@ impl Drop for Runtime {
         let on_own_thread = threads
             .iter()
             .chain(&monitor)
-            .any(|t| t.thread().id() == me);
+            .any(|t| t.thread().id() == me)
+            || self.shared.spares.runs_on(me);
         if !on_own_thread {
             shut_down(&self.shared, threads, monitor);
             return;
@@ -1262,6 +1315,10 @@ fn shut_down(
     for t in threads.into_iter().chain(monitor) {
         // A runtime thread never unwinds: user code it runs is contained, and a panic of its
         // own aborts the process (see `worker::run`), so joining cannot fail.
+        let _ = t.join();
+    }
+    // The monitor, which starts spares, has exited: no spare starts after this.
+    for t in shared.spares.take_threads() {
         let _ = t.join();
     }
     // Step 1's requests that no actor took (an idle worker, an actor that parked first) would

@@ -238,8 +238,7 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     messages += shared.mailbox_totals.messages.load(Relaxed);
     high_water = high_water.max(shared.mailbox_totals.high_water.load(Relaxed));
     Metrics {
-        workers: shared
-            .remotes
+        workers: shared.remotes[..shared.spares.first]
             .iter()
             .map(|r| WorkerMetrics {
                 counters: r.stats.snapshot(),

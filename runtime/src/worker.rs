@@ -179,6 +179,7 @@ use crate::idle::Searcher;
 use crate::io::Driver;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
+use crate::spare::{SpareParts, Spares};
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
@@ -218,10 +219,12 @@ const PLACE_PER_PARK: usize = 2;
 /// [`Remote::take_placed`]); `None`: in the spawner's own deque, the common case.
 pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     let remotes = &ctx.shared.remotes;
-    let n = remotes.len();
+    // The workers only: spares take no placed actors (`spare.rs`).
+    let n = ctx.shared.spares.first;
     // Handler and migratable actors are not pinned where they first run, so thieves balance
-    // them; once shutdown has begun nothing new should go to another worker's queues.
-    if n < 2 || actor.is_handler() || actor.migratable {
+    // them; once shutdown has begun nothing new should go to another worker's queues. A spare
+    // places nothing: what it starts stays with it.
+    if n < 2 || ctx.index >= n || actor.is_handler() || actor.migratable {
         return None;
     }
     let mine = remotes[ctx.index].load() + ctx.core.deque.len();
@@ -509,6 +512,32 @@ pub(crate) fn run(
     worker.shutdown(meet);
 }
 
+/// The body of a spare worker's thread (`spare.rs`): a worker of its own, outside the sleep
+/// protocol, that covers stuck workers while the monitor asks it to.
+pub(crate) fn run_spare(shared: Arc<Shared>, index: usize, parts: SpareParts) {
+    let ctx = WorkerContext {
+        core: Core::new(parts.deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+        shared,
+        index,
+        current: Cell::new(std::ptr::null()),
+        cancelling: Cell::new(false),
+        killing: Cell::new(false),
+        exit_hooks: Cell::new(0),
+    };
+    let _entered = context::enter(&ctx);
+    // As for a worker (`run`): the actors pinned to a spare may only run on its thread.
+    let _abort = AbortOnUnwind::new(
+        format!("spare worker {index}"),
+        "the actors pinned to it could only be unwound on another thread",
+    );
+    let worker = WorkerLoop {
+        ctx: &ctx,
+        parker: parts.parker,
+    };
+    worker.run_spare();
+    worker.shutdown(parts.meet);
+}
+
 struct WorkerLoop<'a> {
     ctx: &'a WorkerContext,
     parker: Parker,
@@ -554,6 +583,59 @@ impl WorkerLoop<'_> {
             self.remote().slice.store(0, Ordering::Relaxed);
             if let Some(actor) = self.search(false) {
                 self.run_actor(actor, false);
+            }
+        }
+    }
+
+    /// A spare's loop, steps 2 to 4 of the protocol in `spare.rs`.
+    fn run_spare(&self) {
+        let spares = &self.shared().spares;
+        let me = self.ctx.index;
+        while !self.shared().is_shutdown() {
+            let covering = spares.covered(self.shared(), me).is_some();
+            // Covering: anything it can take (the injector too). Not covering: only what is in
+            // its own queues, so that it never takes from the injector what it would put back.
+            let work = if covering {
+                self.core().next.take().or_else(|| self.next_local())
+            } else {
+                self.drain_inbox();
+                let core = self.core();
+                core.next
+                    .take()
+                    .or_else(|| core.local.borrow_mut().pop_front())
+                    .or_else(|| core.deque.pop())
+            };
+            if let Some(actor) = work {
+                if covering || actor.home() == Some(me) {
+                    self.run_actor(actor, false);
+                } else {
+                    // Step 3: no longer covering; what others may run goes back to them.
+                    self.shared().push_injector(actor);
+                }
+                continue;
+            }
+            self.remote().slice.store(0, Ordering::Relaxed);
+            if covering && let Some(actor) = self.steal() {
+                self.run_actor(actor, false);
+                continue;
+            }
+            let has_pinned = !self.core().live.borrow().is_empty();
+            if !covering && !has_pinned {
+                // Step 4: nothing queued here, nothing pinned: dormant until claimed again.
+                spares.retire(me);
+                if spares.is_claimed(me) {
+                    continue; // claimed again between the look and the retirement
+                }
+            }
+            let remote = self.remote();
+            remote.stats.bump(&remote.stats.parks);
+            match Spares::idle_sleep(covering, has_pinned) {
+                Some(d) => self.parker.park_timeout(d),
+                None => {
+                    if !spares.is_claimed(me) {
+                        self.parker.park();
+                    }
+                }
             }
         }
     }
@@ -1369,7 +1451,7 @@ mod tests {
 
     /// Each worker's (pinned, placed) figures.
     fn loads(shared: &Shared) -> Vec<(usize, usize)> {
-        let figures = shared.remotes.iter();
+        let figures = shared.remotes[..shared.spares.first].iter();
         figures
             .map(|r| {
                 (

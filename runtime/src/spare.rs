@@ -1,0 +1,255 @@
+//! Spare workers: threads the monitor brings in when a worker is stuck in one actor (a blocking
+//! system call or a long C call made outside `threadlet::blocking`), so that the actors that
+//! could run anywhere do not wait for it. Go hands a blocked thread's processor to another
+//! thread the same way.
+//!
+//! # What a spare may run
+//!
+//! The stuck worker's own state (`Core`: its next slot, its pinned queue, its stack pool) is in
+//! use by the thread that is stuck, and the actors pinned to it may only ever run on that
+//! thread: they wait. What any thread may take is the stealable work: actors that have not
+//! started and handler actors between messages, in the stuck worker's deque and everyone's, and
+//! the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
+//! `first..`, and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable
+//! work while it covers a stuck worker, and hands back what it holds once it no longer does.
+//! What it started (a process actor, or a handler actor suspended in `handle`) is pinned to it
+//! like to any worker, and it keeps running those until they end.
+//!
+//! # Protocol
+//!
+//! 1. The monitor sees a worker's time slice last `HANDOFF_SLICES` slices (`monitor.rs`, step
+//!    2). It looks for a dormant spare (its `covering` is `NONE`), writes the stuck slice's
+//!    number into its `covered_slice`, and claims it with a compare-and-swap of `covering` from
+//!    `NONE` to the stuck worker's index (release: the slice number is visible to whoever reads
+//!    the index). It starts the spare's thread the first time, else unparks it. With no dormant
+//!    spare left, there is no handoff this time; the monitor tries again at its next sample.
+//! 2. The spare, while the covered worker's slice number is still the covered one (it is
+//!    stuck), runs what is in its own queues and steals stealable work, polling every
+//!    `SPARE_POLL` when it finds none.
+//! 3. Once the covered worker has moved on, the spare stops taking work (it no longer looks at
+//!    the injector or steals): unpinned entries in its own queues go back to the injector (a
+//!    parked worker is woken for them), pinned ones it runs.
+//! 4. When its queues are empty and nothing is pinned to it, it retires: a compare-and-swap of
+//!    `covering` from the covered index back to `NONE` (a failed one cannot happen: only the
+//!    monitor writes any other value, and only over `NONE`), and it parks until the monitor
+//!    claims it again or shutdown wakes it. With actors still pinned to it, it parks until one
+//!    of them is woken (a wake of a pinned actor unparks its worker), or `SPARE_POLL_PINNED`.
+//! 5. Shutdown: every remote is unparked (`Shared::begin_shutdown`), so a started spare leaves
+//!    its loop and takes part in the workers' shutdown meetings like any worker; a spare that
+//!    never started gives up its shares of those meetings (`drop_unstarted`), so that nobody
+//!    waits for it.
+//!
+//! Nothing is lost by a handoff: an entry is only ever moved between queues (steal, hand-back),
+//! never dropped, and a wake of an actor pinned to a spare goes to the spare's inbox and unparks
+//! it, as for any worker.
+//!
+//! Spares exist only under the work-stealing scheduler (the baselines' queues and lock are per
+//! worker or global, and a stuck worker holding the global lock could not be helped anyway);
+//! their number is `Builder::spare_workers` (default: one per worker).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_deque::Worker as Deque;
+use crossbeam_utils::sync::{Parker, WaitGroup};
+use parking_lot::Mutex;
+
+use crate::actor::Runnable;
+use crate::runtime::Shared;
+
+/// A slice that lasts this many time slices gets a spare (step 1): long enough that an actor
+/// which only runs long now and then (a big computation between safe points) does not make
+/// threads come and go, short enough that the others wait at most about that long.
+pub(crate) const HANDOFF_SLICES: u32 = 2;
+
+/// How often a covering spare that found nothing to take looks again (step 2).
+const SPARE_POLL: Duration = Duration::from_millis(1);
+
+/// How long a spare that no longer covers anyone, but has actors pinned to it, sleeps before it
+/// looks whether it may retire (step 4; a wake of one of its actors comes sooner).
+const SPARE_POLL_PINNED: Duration = Duration::from_millis(100);
+
+/// `covering` of a dormant spare.
+const NONE: usize = usize::MAX;
+
+/// What a spare thread is started with.
+pub(crate) struct SpareParts {
+    pub(crate) deque: Deque<Runnable>,
+    pub(crate) parker: Parker,
+    /// Its shares of the workers' shutdown meetings (`worker.rs`, "Shutdown").
+    pub(crate) meet: (WaitGroup, WaitGroup),
+}
+
+enum Slot {
+    Unstarted(SpareParts),
+    Started(thread::JoinHandle<()>),
+    /// Its parts were given up at shutdown, or its thread could not be started.
+    Gone,
+}
+
+/// What the monitor and one spare share (steps 1 to 4).
+struct SpareState {
+    /// The worker it covers, or `NONE`.
+    covering: AtomicUsize,
+    /// That worker's slice number when it was found stuck.
+    covered_slice: AtomicU64,
+}
+
+/// The runtime's spares.
+pub(crate) struct Spares {
+    /// The index of the first spare in `Shared::remotes`: the number of workers.
+    pub(crate) first: usize,
+    states: Box<[SpareState]>,
+    slots: Mutex<Vec<Slot>>,
+}
+
+impl Spares {
+    pub(crate) fn new(first: usize, count: usize) -> Spares {
+        Spares {
+            first,
+            states: (0..count)
+                .map(|_| SpareState {
+                    covering: AtomicUsize::new(NONE),
+                    covered_slice: AtomicU64::new(0),
+                })
+                .collect(),
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The parts of every spare, once the shutdown meetings exist (`Builder::build`).
+    pub(crate) fn install(&self, parts: Vec<SpareParts>) {
+        *self.slots.lock() = parts.into_iter().map(Slot::Unstarted).collect();
+    }
+
+    /// Step 1: brings a spare in to cover `worker`, stuck in the slice numbered `slice`. Returns
+    /// the spare's index in `Shared::remotes`, or `None` if every spare is busy (or shutdown
+    /// has begun).
+    pub(crate) fn activate(
+        &self,
+        shared: &Arc<Shared>,
+        worker: usize,
+        slice: u64,
+    ) -> Option<usize> {
+        for (k, st) in self.states.iter().enumerate() {
+            if st.covering.load(Ordering::Relaxed) != NONE {
+                continue;
+            }
+            // Relaxed: published by the release of the claim below.
+            st.covered_slice.store(slice, Ordering::Relaxed);
+            // Release: pairs with the acquire load in `covered`, so the spare that sees the
+            // index sees the slice number written before it.
+            if st
+                .covering
+                .compare_exchange(NONE, worker, Ordering::Release, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let index = self.first + k;
+            let mut slots = self.slots.lock();
+            if shared.is_shutdown() {
+                st.covering.store(NONE, Ordering::Relaxed);
+                return None;
+            }
+            match std::mem::replace(&mut slots[k], Slot::Gone) {
+                Slot::Unstarted(parts) => {
+                    let s = shared.clone();
+                    let started = thread::Builder::new()
+                        .name(format!("threadlet-spare-{index}"))
+                        .spawn(move || crate::worker::run_spare(s, index, parts));
+                    match started {
+                        Ok(t) => slots[k] = Slot::Started(t),
+                        Err(_) => {
+                            // The parts went with the failed closure; this spare is lost for
+                            // good (it keeps its claim, so it is never tried again).
+                            return None;
+                        }
+                    }
+                }
+                started @ Slot::Started(_) => {
+                    slots[k] = started;
+                    shared.remotes[index].unpark();
+                }
+                Slot::Gone => return None,
+            }
+            return Some(index);
+        }
+        None
+    }
+
+    /// The worker spare `index` covers, if it covers one that is still stuck (step 2).
+    pub(crate) fn covered(&self, shared: &Shared, index: usize) -> Option<usize> {
+        let st = &self.states[index - self.first];
+        // Acquire: pairs with the claim's release (step 1).
+        let w = st.covering.load(Ordering::Acquire);
+        if w == NONE {
+            return None;
+        }
+        // Relaxed: a sample; a stale slice number only delays the hand-back by a poll.
+        let still = shared.remotes[w].slice.load(Ordering::Relaxed)
+            == st.covered_slice.load(Ordering::Relaxed);
+        still.then_some(w)
+    }
+
+    /// Step 4: spare `index` retires.
+    pub(crate) fn retire(&self, index: usize) {
+        let st = &self.states[index - self.first];
+        let w = st.covering.load(Ordering::Relaxed);
+        if w != NONE {
+            // Relaxed: nothing is published by retiring; the monitor's next claim writes anew.
+            let _ = st
+                .covering
+                .compare_exchange(w, NONE, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether spare `index` is claimed (covering someone, or about to).
+    pub(crate) fn is_claimed(&self, index: usize) -> bool {
+        self.states[index - self.first]
+            .covering
+            .load(Ordering::Relaxed)
+            != NONE
+    }
+
+    /// Step 5: spares never started give up their shares of the shutdown meetings.
+    pub(crate) fn drop_unstarted(&self) {
+        for slot in self.slots.lock().iter_mut() {
+            if let Slot::Unstarted(_) = slot {
+                *slot = Slot::Gone;
+            }
+        }
+    }
+
+    /// Whether `thread` is one of the started spares' threads (`Runtime::drop` must not join
+    /// the thread it runs on).
+    pub(crate) fn runs_on(&self, thread: thread::ThreadId) -> bool {
+        self.slots
+            .lock()
+            .iter()
+            .any(|slot| matches!(slot, Slot::Started(t) if t.thread().id() == thread))
+    }
+
+    /// The started spares' threads, for the shutdown to join.
+    pub(crate) fn take_threads(&self) -> Vec<thread::JoinHandle<()>> {
+        self.slots
+            .lock()
+            .iter_mut()
+            .filter_map(|slot| match std::mem::replace(slot, Slot::Gone) {
+                Slot::Started(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How long a spare with nothing to do sleeps (steps 2 and 4): `None` for good.
+    pub(crate) fn idle_sleep(covering: bool, has_pinned: bool) -> Option<Duration> {
+        match (covering, has_pinned) {
+            (true, _) => Some(SPARE_POLL),
+            (false, true) => Some(SPARE_POLL_PINNED),
+            (false, false) => None,
+        }
+    }
+}
