@@ -666,7 +666,7 @@ impl Builder {
             let meet = (meet.0.clone(), meet.1.clone());
             let spawned = thread::Builder::new()
                 .name(format!("threadlet-worker-{index}"))
-                .spawn(move || worker::run(s, index, deque, parker, meet));
+                .spawn(move || worker::run(s, index, deque, parker, meet, worker::Role::Worker));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {

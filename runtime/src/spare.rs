@@ -58,6 +58,7 @@ use parking_lot::Mutex;
 
 use crate::actor::Runnable;
 use crate::runtime::Shared;
+use crate::worker::Role;
 
 /// A slice that lasts this many time slices gets a spare (step 1): long enough that an actor
 /// which only runs long now and then (a big computation between safe points) does not make
@@ -159,7 +160,14 @@ impl Spares {
                     let s = shared.clone();
                     let started = thread::Builder::new()
                         .name(format!("threadlet-spare-{index}"))
-                        .spawn(move || crate::worker::run_spare(s, index, parts));
+                        .spawn(move || {
+                            let SpareParts {
+                                deque,
+                                parker,
+                                meet,
+                            } = parts;
+                            crate::worker::run(s, index, deque, parker, meet, Role::Spare)
+                        });
                     match started {
                         Ok(t) => slots[k] = Slot::Started(t),
                         Err(_) => {

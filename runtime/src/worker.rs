@@ -179,7 +179,7 @@ use crate::idle::Searcher;
 use crate::io::Driver;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
-use crate::spare::{SpareParts, Spares};
+use crate::spare::Spares;
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
@@ -482,12 +482,23 @@ impl Core {
 }
 
 /// The worker thread's entry point.
+/// Which loop a worker thread runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A worker: the run loop with the sleep protocol.
+    Worker,
+    /// A spare worker (`spare.rs`): covers stuck workers while the monitor asks it to.
+    Spare,
+}
+
+/// The body of a worker thread, or of a spare's.
 pub(crate) fn run(
     shared: Arc<Shared>,
     index: usize,
     deque: Deque<Runnable>,
     parker: Parker,
     meet: (WaitGroup, WaitGroup),
+    role: Role,
 ) {
     let ctx = WorkerContext {
         core: Core::new(deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
@@ -503,39 +514,20 @@ pub(crate) fn run(
     // in its own frames is a bug in the runtime, and going on would strand every actor pinned
     // to it. Declared after `ctx`, so dropped before it: the abort comes before `Core`'s
     // destructor could drop the registry of pinned actors on a dying thread.
+    let what = match role {
+        Role::Worker => "worker",
+        Role::Spare => "spare worker",
+    };
     let _abort = AbortOnUnwind::new(
-        format!("worker {index}"),
+        format!("{what} {index}"),
         "the actors pinned to it could only be unwound on another thread",
     );
     let worker = WorkerLoop { ctx: &ctx, parker };
-    worker.run();
+    match role {
+        Role::Worker => worker.run(),
+        Role::Spare => worker.run_spare(),
+    }
     worker.shutdown(meet);
-}
-
-/// The body of a spare worker's thread (`spare.rs`): a worker of its own, outside the sleep
-/// protocol, that covers stuck workers while the monitor asks it to.
-pub(crate) fn run_spare(shared: Arc<Shared>, index: usize, parts: SpareParts) {
-    let ctx = WorkerContext {
-        core: Core::new(parts.deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
-        shared,
-        index,
-        current: Cell::new(std::ptr::null()),
-        cancelling: Cell::new(false),
-        killing: Cell::new(false),
-        exit_hooks: Cell::new(0),
-    };
-    let _entered = context::enter(&ctx);
-    // As for a worker (`run`): the actors pinned to a spare may only run on its thread.
-    let _abort = AbortOnUnwind::new(
-        format!("spare worker {index}"),
-        "the actors pinned to it could only be unwound on another thread",
-    );
-    let worker = WorkerLoop {
-        ctx: &ctx,
-        parker: parts.parker,
-    };
-    worker.run_spare();
-    worker.shutdown(parts.meet);
 }
 
 struct WorkerLoop<'a> {
