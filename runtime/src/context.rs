@@ -529,8 +529,10 @@ pub fn current() -> Option<ActorId> {
     with_current(|cur| cur.map(|(_, a)| a.id))
 }
 
-/// The index of the worker running the caller (`0..workers`), or `None` on a plain thread. For
-/// diagnostics and tests: a handler actor may run on a different worker for every message.
+/// The index of the worker running the caller, or `None` on a plain thread: `0..workers` for
+/// a worker, and from `workers` on for a spare worker (`Builder::spare_workers`), so do not
+/// size per-worker arrays by `Runtime::workers` alone. For diagnostics and tests: a handler
+/// actor may run on a different worker for every message.
 ///
 /// ```
 /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();

@@ -13,8 +13,10 @@
 //! 3. The running actor reads the flag at its next safe point (`checkpoint`, `yield_now`, any
 //!    mailbox or channel operation) with one relaxed load, and yields: it goes to the back of
 //!    its worker's local queue, never to the next slot.
-//! 4. A slice that lasts `HANDOFF_SLICES` slices gets a spare worker, if one is free, to run
-//!    the actors that may move while this one is stuck (`spare.rs`).
+//! 4. A slice that lasts `HANDOFF_SLICES` slices, while its thread was mostly off the CPU
+//!    (blocked in the kernel: its thread CPU clock advanced less than half as much), gets a
+//!    spare worker, if one is free, to run the actors that may move while this one is stuck
+//!    (`spare.rs`).
 //! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
 //!    reported, not preempted: nothing can stop code that never reaches a safe point. The
@@ -242,6 +244,16 @@ fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<Strin
     Some((id, shared.names.get(id)))
 }
 
+/// Whether the worker's thread spent less than half of the `ran` since `cpu_at_start` on a CPU:
+/// blocked in the kernel (a sleep, a read), not computing. A busy thread gets no spare: one
+/// more thread on the same cores would only slow it down. Unreadable clocks say no.
+fn off_cpu(remote: &Remote, cpu_at_start: Option<Duration>, ran: Duration) -> bool {
+    match (cpu_at_start, remote.thread_cpu_time()) {
+        (Some(start), Some(now)) => now.saturating_sub(start) * 2 < ran,
+        _ => false,
+    }
+}
+
 /// Started actors pinned to worker `index`, other than `running`, that are runnable: stopped
 /// mid-run and waiting for that worker (`LongRun::stopped_here`). Walks the live actors, one
 /// shard lock at a time: a long-run report is rare.
@@ -333,6 +345,8 @@ struct Sample {
     reported: bool,
     /// The spare brought in for this slice (`spare.rs`), if one was.
     spare: Option<usize>,
+    /// The worker thread's CPU time when the slice was first seen, if readable.
+    cpu_at_start: Option<Duration>,
 }
 
 /// The monitor thread's body. Holds the runtime weakly, so it never keeps it alive.
@@ -407,6 +421,7 @@ fn sample(
             preempted: false,
             reported: false,
             spare: None,
+            cpu_at_start: None,
         },
     );
     let mut any_running = false;
@@ -427,6 +442,7 @@ fn sample(
                 preempted: false,
                 reported: false,
                 spare: None,
+                cpu_at_start: remote.thread_cpu_time(),
             };
             continue;
         }
@@ -439,6 +455,7 @@ fn sample(
         if ran >= slice.saturating_mul(HANDOFF_SLICES)
             && s.spare.is_none()
             && index < shared.spares.first
+            && off_cpu(remote, s.cpu_at_start, ran)
         {
             s.spare = shared.spares.activate(shared, index, current);
         }

@@ -1185,6 +1185,10 @@ impl Runtime {
                 .iter()
                 .map(|r| r.stats.snapshot())
                 .collect(),
+            spares: self.shared.remotes[self.shared.spares.first..]
+                .iter()
+                .map(|r| r.stats.snapshot())
+                .collect(),
             stacks_carved: self.shared.slab.carved(),
             madvise_guards: self.shared.slab.guard_kind() == crate::stack::GuardKind::Madvise,
             searching: self.shared.idle.num_searching(),

@@ -24,16 +24,19 @@
 //!    the index). It starts the spare's thread the first time, else unparks it. With no dormant
 //!    spare left, there is no handoff this time; the monitor tries again at its next sample.
 //! 2. The spare, while the covered worker's slice number is still the covered one (it is
-//!    stuck), runs what is in its own queues and steals stealable work, polling every
-//!    `SPARE_POLL` when it finds none.
-//! 3. Once the covered worker has moved on, the spare stops taking work (it no longer looks at
-//!    the injector or steals): unpinned entries in its own queues go back to the injector (a
-//!    parked worker is woken for them), pinned ones it runs.
-//! 4. When its queues are empty and nothing is pinned to it, it retires: a compare-and-swap of
-//!    `covering` from the covered index back to `NONE` (a failed one cannot happen: only the
-//!    monitor writes any other value, and only over `NONE`), and it parks until the monitor
-//!    claims it again or shutdown wakes it. With actors still pinned to it, it parks until one
-//!    of them is woken (a wake of a pinned actor unparks its worker), or `SPARE_POLL_PINNED`.
+//!    stuck), runs what is in its own queues and takes stealable work from the covered worker's
+//!    deque and the injector (not from healthy workers, whose actors would end up pinned to
+//!    it), polling when it finds none: every `SPARE_POLL_MIN` at first, backing off to
+//!    `SPARE_POLL_MAX` while nothing comes.
+//! 3. Once the covered worker has moved on, the spare gives its claim back at once: a
+//!    compare-and-swap of `covering` from the index it read back to `NONE` (failing only if
+//!    the monitor claimed it anew meanwhile, which then stands), so the monitor may claim it
+//!    again even while actors are pinned to it. It stops taking work (no injector, no steals):
+//!    unpinned entries in its own queues go back to the injector (a parked worker is woken for
+//!    them), pinned ones it runs.
+//! 4. With its queues empty, it parks until the monitor claims it again, one of its pinned
+//!    actors is woken (a wake of a pinned actor unparks its worker), or shutdown wakes it. With
+//!    nothing pinned to it either, it first gives its warm stacks back to the runtime's slab.
 //! 5. Shutdown: every remote is unparked (`Shared::begin_shutdown`), so a started spare leaves
 //!    its loop and takes part in the workers' shutdown meetings like any worker; a spare that
 //!    never started gives up its shares of those meetings (`drop_unstarted`), so that nobody
@@ -60,17 +63,20 @@ use crate::actor::Runnable;
 use crate::runtime::Shared;
 use crate::worker::Role;
 
-/// A slice that lasts this many time slices gets a spare (step 1): long enough that an actor
-/// which only runs long now and then (a big computation between safe points) does not make
-/// threads come and go, short enough that the others wait at most about that long.
+/// A slice that lasts this many time slices gets a spare (step 1), if its thread spent less
+/// than half of it on a CPU (`monitor.rs`: a long computation without a safe point is not
+/// helped by one more thread on the same cores). Long enough that an actor which blocks
+/// briefly now and then does not make threads come and go, short enough that the others wait
+/// at most about that long.
 pub(crate) const HANDOFF_SLICES: u32 = 2;
 
-/// How often a covering spare that found nothing to take looks again (step 2).
-const SPARE_POLL: Duration = Duration::from_millis(1);
+/// How soon a covering spare that found nothing to take looks again (step 2): soon, since
+/// what it covers for arrives from other threads without waking it.
+pub(crate) const SPARE_POLL_MIN: Duration = Duration::from_millis(1);
 
-/// How long a spare that no longer covers anyone, but has actors pinned to it, sleeps before it
-/// looks whether it may retire (step 4; a wake of one of its actors comes sooner).
-const SPARE_POLL_PINNED: Duration = Duration::from_millis(100);
+/// The longest it waits between looks once nothing has come for a while: a worker stuck for
+/// hours then costs its spare about 60 wake-ups a second, not a thousand.
+pub(crate) const SPARE_POLL_MAX: Duration = Duration::from_millis(16);
 
 /// `covering` of a dormant spare.
 const NONE: usize = usize::MAX;
@@ -188,7 +194,9 @@ impl Spares {
         None
     }
 
-    /// The worker spare `index` covers, if it covers one that is still stuck (step 2).
+    /// The worker spare `index` covers (steps 2 and 3): `Some(w)` while `w` is still stuck.
+    /// A claim whose worker has moved on is given back here (step 3): the swap is from the
+    /// index read, so a newer claim made meanwhile stands, and is seen at the next look.
     pub(crate) fn covered(&self, shared: &Shared, index: usize) -> Option<usize> {
         let st = &self.states[index - self.first];
         // Acquire: pairs with the claim's release (step 1).
@@ -199,19 +207,14 @@ impl Spares {
         // Relaxed: a sample; a stale slice number only delays the hand-back by a poll.
         let still = shared.remotes[w].slice.load(Ordering::Relaxed)
             == st.covered_slice.load(Ordering::Relaxed);
-        still.then_some(w)
-    }
-
-    /// Step 4: spare `index` retires.
-    pub(crate) fn retire(&self, index: usize) {
-        let st = &self.states[index - self.first];
-        let w = st.covering.load(Ordering::Relaxed);
-        if w != NONE {
-            // Relaxed: nothing is published by retiring; the monitor's next claim writes anew.
+        if !still {
+            // Relaxed: nothing is published by giving a claim back; the monitor's next claim
+            // writes its slice number anew before its release.
             let _ = st
                 .covering
                 .compare_exchange(w, NONE, Ordering::Relaxed, Ordering::Relaxed);
         }
+        still.then_some(w)
     }
 
     /// Whether spare `index` is claimed (covering someone, or about to).
@@ -250,14 +253,5 @@ impl Spares {
                 _ => None,
             })
             .collect()
-    }
-
-    /// How long a spare with nothing to do sleeps (steps 2 and 4): `None` for good.
-    pub(crate) fn idle_sleep(covering: bool, has_pinned: bool) -> Option<Duration> {
-        match (covering, has_pinned) {
-            (true, _) => Some(SPARE_POLL),
-            (false, true) => Some(SPARE_POLL_PINNED),
-            (false, false) => None,
-        }
     }
 }

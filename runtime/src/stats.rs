@@ -109,6 +109,9 @@ pub struct RuntimeStats {
     pub searching: usize,
     /// Workers parked now (idle protocol).
     pub parked: usize,
+    /// The spare workers' counters (`Builder::spare_workers`), by spare; included in
+    /// [`total`](RuntimeStats::total).
+    pub spares: Vec<WorkerSnapshot>,
 }
 
 impl RuntimeStats {
@@ -130,6 +133,7 @@ impl RuntimeStats {
     pub fn total(&self) -> WorkerSnapshot {
         self.workers
             .iter()
+            .chain(&self.spares)
             .fold(WorkerSnapshot::default(), |a, w| WorkerSnapshot {
                 actors_run: a.actors_run + w.actors_run,
                 spawns: a.spawns + w.spawns,
@@ -194,6 +198,9 @@ pub struct WorkerMetrics {
 pub struct Metrics {
     /// Per worker, by index.
     pub workers: Vec<WorkerMetrics>,
+    /// The spare workers, by spare (`Builder::spare_workers`); included in
+    /// [`total`](Metrics::total).
+    pub spares: Vec<WorkerMetrics>,
     /// Actors spawned from outside the runtime, not yet taken by a worker.
     pub injected: usize,
     /// Live process actors.
@@ -215,6 +222,7 @@ impl Metrics {
     pub fn total(&self) -> WorkerSnapshot {
         RuntimeStats {
             workers: self.workers.iter().map(|w| w.counters).collect(),
+            spares: self.spares.iter().map(|w| w.counters).collect(),
             ..Default::default()
         }
         .total()
@@ -240,11 +248,11 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     Metrics {
         workers: shared.remotes[..shared.spares.first]
             .iter()
-            .map(|r| WorkerMetrics {
-                counters: r.stats.snapshot(),
-                queued: r.stealer.len(),
-                inbox: r.inbox.len(),
-            })
+            .map(worker_metrics)
+            .collect(),
+        spares: shared.remotes[shared.spares.first..]
+            .iter()
+            .map(worker_metrics)
             .collect(),
         injected: shared.injector.len(),
         live_process: counts.live - live_handler,
@@ -253,5 +261,13 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
         ended: counts.removed,
         messages,
         mailbox_high_water: high_water,
+    }
+}
+
+fn worker_metrics(r: &crate::worker::Remote) -> WorkerMetrics {
+    WorkerMetrics {
+        counters: r.stats.snapshot(),
+        queued: r.stealer.len(),
+        inbox: r.inbox.len(),
     }
 }

@@ -158,7 +158,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -179,7 +179,7 @@ use crate::idle::Searcher;
 use crate::io::Driver;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
-use crate::spare::Spares;
+use crate::spare::{SPARE_POLL_MAX, SPARE_POLL_MIN};
 use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
@@ -248,6 +248,9 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     (theirs + PLACE_MARGIN <= mine).then_some(o)
 }
 
+/// `Remote::cpu_clock` before the thread has set it.
+const NO_CLOCK: i32 = i32::MIN;
+
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
@@ -279,6 +282,10 @@ pub(crate) struct Remote {
     polling: AtomicBool,
     /// The poller this worker polls, set the first time it does.
     poll_driver: OnceLock<Arc<Driver>>,
+    /// The CPU-time clock of the worker's thread (`pthread_getcpuclockid`), set when it starts;
+    /// `NO_CLOCK` before. The monitor reads it to tell a blocked thread from a busy one
+    /// (`spare.rs`, step 1).
+    cpu_clock: AtomicI32,
     pub(crate) stats: WorkerStats,
 }
 
@@ -297,6 +304,7 @@ impl Remote {
             parked: AtomicBool::new(true),
             polling: AtomicBool::new(false),
             poll_driver: OnceLock::new(),
+            cpu_clock: AtomicI32::new(NO_CLOCK),
             stats: WorkerStats::default(),
         }
     }
@@ -323,6 +331,23 @@ impl Remote {
             return None;
         }
         NonZeroU64::new(self.running_actor.load(Ordering::Relaxed)).map(ActorId)
+    }
+
+    /// CPU time the worker's thread has used so far, if it can be read.
+    pub(crate) fn thread_cpu_time(&self) -> Option<Duration> {
+        // Relaxed: a number written once by the thread itself before it runs anything.
+        let clock = self.cpu_clock.load(Ordering::Relaxed);
+        if clock == NO_CLOCK {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock_gettime` writes one `timespec` through a valid pointer; a clock whose
+        // thread has exited makes it fail (EINVAL), which is reported as `None`.
+        let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+        (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
     }
 
     /// Whether the worker sleeps (for reports).
@@ -481,7 +506,6 @@ impl Core {
     }
 }
 
-/// The worker thread's entry point.
 /// Which loop a worker thread runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -510,6 +534,15 @@ pub(crate) fn run(
         exit_hooks: Cell::new(0),
     };
     let _entered = context::enter(&ctx);
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `pthread_getcpuclockid` writes one clock id for the calling thread, which lives
+    // as long as the id is used by this runtime (the monitor stops before the workers end).
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+        // Relaxed: read by the monitor long after; a late read only delays a handoff.
+        ctx.shared.remotes[index]
+            .cpu_clock
+            .store(clock, Ordering::Relaxed);
+    }
     // A worker thread never dies: the user code it runs is contained (`fault.rs`), so a panic
     // in its own frames is a bug in the runtime, and going on would strand every actor pinned
     // to it. Declared after `ctx`, so dropped before it: the abort comes before `Core`'s
@@ -583,11 +616,12 @@ impl WorkerLoop<'_> {
     fn run_spare(&self) {
         let spares = &self.shared().spares;
         let me = self.ctx.index;
+        let mut poll = SPARE_POLL_MIN;
         while !self.shared().is_shutdown() {
-            let covering = spares.covered(self.shared(), me).is_some();
+            let covered = spares.covered(self.shared(), me);
             // Covering: anything it can take (the injector too). Not covering: only what is in
             // its own queues, so that it never takes from the injector what it would put back.
-            let work = if covering {
+            let work = if covered.is_some() {
                 self.core().next.take().or_else(|| self.next_local())
             } else {
                 self.drain_inbox();
@@ -598,38 +632,75 @@ impl WorkerLoop<'_> {
                     .or_else(|| core.deque.pop())
             };
             if let Some(actor) = work {
-                if covering || actor.home() == Some(me) {
+                if covered.is_some() || actor.home() == Some(me) {
                     self.run_actor(actor, false);
                 } else {
                     // Step 3: no longer covering; what others may run goes back to them.
                     self.shared().push_injector(actor);
                 }
+                poll = SPARE_POLL_MIN;
                 continue;
             }
             self.remote().slice.store(0, Ordering::Relaxed);
-            if covering && let Some(actor) = self.steal() {
+            if let Some(w) = covered
+                && let Some(actor) = self.steal_covered(w)
+            {
                 self.run_actor(actor, false);
+                poll = SPARE_POLL_MIN;
                 continue;
-            }
-            let has_pinned = !self.core().live.borrow().is_empty();
-            if !covering && !has_pinned {
-                // Step 4: nothing queued here, nothing pinned: dormant until claimed again.
-                spares.retire(me);
-                if spares.is_claimed(me) {
-                    continue; // claimed again between the look and the retirement
-                }
             }
             let remote = self.remote();
             remote.stats.bump(&remote.stats.parks);
-            match Spares::idle_sleep(covering, has_pinned) {
-                Some(d) => self.parker.park_timeout(d),
-                None => {
-                    if !spares.is_claimed(me) {
-                        self.parker.park();
-                    }
+            // Relaxed, both: a hint for the dump (placement never picks a spare).
+            remote.parked.store(true, Ordering::Relaxed);
+            if covered.is_some() {
+                self.parker.park_timeout(poll);
+                poll = (poll * 2).min(SPARE_POLL_MAX);
+            } else {
+                if self.core().live.borrow().is_empty() {
+                    // Step 4, dormant: nothing pinned here, so no carrier or stack is in use.
+                    self.give_back_stacks();
+                }
+                // A claim made after this look unparks it (the parker keeps that token).
+                if !spares.is_claimed(me) {
+                    self.parker.park();
                 }
             }
+            remote.parked.store(false, Ordering::Relaxed);
         }
+    }
+
+    /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque,
+    /// then the injector; never from a healthy worker, whose actors would be pinned to the
+    /// spare for good if they started there.
+    fn steal_covered(&self, w: usize) -> Option<Runnable> {
+        loop {
+            match self.shared().remotes[w]
+                .stealer
+                .steal_batch_and_pop(&self.core().deque)
+            {
+                Steal::Success(a) => {
+                    let stats = &self.remote().stats;
+                    stats.bump(&stats.steals);
+                    let taken = 1 + self.core().deque.len() as u64;
+                    stats.add(&stats.stolen, taken);
+                    crate::trace::stole(self.ctx.index, taken);
+                    return Some(a);
+                }
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        self.pop_injector()
+    }
+
+    /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
+    /// Its few carriers stay: they are unwound only at shutdown.
+    fn give_back_stacks(&self) {
+        self.core()
+            .pool
+            .borrow_mut()
+            .drain_into(&self.shared().slab);
     }
 
     /// Work this worker can take without stealing, other than its next slot (which `run`
@@ -1258,10 +1329,7 @@ impl WorkerLoop<'_> {
         for c in carriers {
             self.retire_carrier(c);
         }
-        self.core()
-            .pool
-            .borrow_mut()
-            .drain_into(&self.shared().slab);
+        self.give_back_stacks();
     }
 
     /// Drops this worker's queued unstarted actors and unwinds its pinned ones, until unwinding
