@@ -97,12 +97,7 @@ fn tokens_passed_while_the_worker_is_stuck(spares: usize) -> (u64, u64) {
     while passed.load(Ordering::Relaxed) < 5_000 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let sleeper = rt.spawn(move || {
-        started_tx.send(()).unwrap();
-        std::thread::sleep(Duration::from_secs(1)); // blocks the worker: no `blocking`
-    });
-    started_rx.recv().unwrap();
+    let sleeper = stick(&rt, 1000); // blocks the worker: no `blocking`
     // The spare comes after two time slices (20 ms): leave it that, then count.
     std::thread::sleep(Duration::from_millis(100));
     let (before, spare_before) = (
@@ -150,12 +145,7 @@ fn an_actor_started_on_a_spare_stays_on_it_until_it_ends() {
             .spare_workers(1)
             .build()
             .unwrap();
-        let (started_tx, started_rx) = std::sync::mpsc::channel();
-        let sleeper = rt.spawn(move || {
-            started_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(300));
-        });
-        started_rx.recv().unwrap();
+        let sleeper = stick(&rt, 300);
         std::thread::sleep(Duration::from_millis(50));
         let (tx, rx) = threadlet::channel::unbounded::<u32>();
         let h = rt.spawn(move || {
@@ -193,12 +183,7 @@ fn dropping_the_runtime_on_a_spare_does_not_join_itself() {
                 .build()
                 .unwrap(),
         );
-        let (started_tx, started_rx) = std::sync::mpsc::channel();
-        let sleeper = rt.spawn(move || {
-            started_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(200));
-        });
-        started_rx.recv().unwrap();
+        let sleeper = stick(&rt, 200);
         std::thread::sleep(Duration::from_millis(50));
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let last = rt.clone();

@@ -22,11 +22,12 @@
 //!
 //! # CPU time
 //!
-//! Reading a clock at every run would cost more than the rest of a short run. Instead the
-//! monitor charges each of its samples (every quarter of a time slice while any worker runs an
-//! actor) to the actor each worker is running then (`charge_cpu`), as a sampling profiler does.
-//! The figure is statistical, to the sample period (2.5 ms with the default slice), and stays 0
-//! with time slices off.
+//! Reading a clock at every run would cost more than the rest of a short run. Instead, at each
+//! of its samples (every quarter of a time slice while any worker runs an actor), the monitor
+//! charges the time since its previous sample, at most one sample period, to the actor each
+//! worker is running then (`charge_cpu`), as a sampling profiler does. The figure is
+//! statistical, to the sample period (2.5 ms with the default slice), counted in `CPU_TICK`s,
+//! and stays 0 with time slices off.
 
 use std::ffi::c_int;
 use std::fmt;

@@ -14,7 +14,7 @@
 //!    mailbox or channel operation) with one relaxed load, and yields: it goes to the back of
 //!    its worker's local queue, never to the next slot.
 //! 4. A slice that lasts `HANDOFF_SLICES` slices, while its thread was mostly off the CPU
-//!    (blocked in the kernel: its thread CPU clock advanced less than half as much), gets a
+//!    (blocked in the kernel: its thread CPU clock advanced less than an eighth as much), gets a
 //!    spare worker, if one is free, to run the actors that may move while this one is stuck
 //!    (`spare.rs`).
 //! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
@@ -244,12 +244,18 @@ fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<Strin
     Some((id, shared.names.get(id)))
 }
 
-/// Whether the worker's thread spent less than half of the `ran` since `cpu_at_start` on a CPU:
-/// blocked in the kernel (a sleep, a read), not computing. A busy thread gets no spare: one
-/// more thread on the same cores would only slow it down. Unreadable clocks say no.
+/// A thread that used less than this share of the time on a CPU is blocked, not computing:
+/// a thread blocked in the kernel uses next to nothing, while a busy one on a crowded machine
+/// may get much less than all of a core, but seldom less than an eighth.
+const OFF_CPU_SHARE: u32 = 8;
+
+/// Whether the worker's thread spent less than `1 / OFF_CPU_SHARE` of the `ran` since
+/// `cpu_at_start` on a CPU: blocked in the kernel (a sleep, a read), not computing. A busy
+/// thread gets no spare: one more thread on the same cores would only slow it down.
+/// Unreadable clocks say no.
 fn off_cpu(remote: &Remote, cpu_at_start: Option<Duration>, ran: Duration) -> bool {
     match (cpu_at_start, remote.thread_cpu_time()) {
-        (Some(start), Some(now)) => now.saturating_sub(start) * 2 < ran,
+        (Some(start), Some(now)) => now.saturating_sub(start) * OFF_CPU_SHARE < ran,
         _ => false,
     }
 }

@@ -674,24 +674,7 @@ impl WorkerLoop<'_> {
     /// then the injector; never from a healthy worker, whose actors would be pinned to the
     /// spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
-        loop {
-            match self.shared().remotes[w]
-                .stealer
-                .steal_batch_and_pop(&self.core().deque)
-            {
-                Steal::Success(a) => {
-                    let stats = &self.remote().stats;
-                    stats.bump(&stats.steals);
-                    let taken = 1 + self.core().deque.len() as u64;
-                    stats.add(&stats.stolen, taken);
-                    crate::trace::stole(self.ctx.index, taken);
-                    return Some(a);
-                }
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
-        }
-        self.pop_injector()
+        self.steal_from(w).or_else(|| self.pop_injector())
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -804,30 +787,31 @@ impl WorkerLoop<'_> {
             return None;
         }
         let start = self.core().rand() as usize % n;
-        for i in 0..n {
-            let victim = (start + i) % n;
-            if victim == self.ctx.index {
-                continue;
-            }
-            loop {
-                match remotes[victim]
-                    .stealer
-                    .steal_batch_and_pop(&self.core().deque)
-                {
-                    Steal::Success(a) => {
-                        let stats = &self.remote().stats;
-                        stats.bump(&stats.steals);
-                        let taken = 1 + self.core().deque.len() as u64;
-                        stats.add(&stats.stolen, taken);
-                        crate::trace::stole(self.ctx.index, taken);
-                        return Some(a);
-                    }
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
+        (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|&victim| victim != self.ctx.index)
+            .find_map(|victim| self.steal_from(victim))
+    }
+
+    /// Steals about half of `victim`'s deque into this worker's, returning one actor to run.
+    fn steal_from(&self, victim: usize) -> Option<Runnable> {
+        loop {
+            match self.shared().remotes[victim]
+                .stealer
+                .steal_batch_and_pop(&self.core().deque)
+            {
+                Steal::Success(a) => {
+                    let stats = &self.remote().stats;
+                    stats.bump(&stats.steals);
+                    let taken = 1 + self.core().deque.len() as u64;
+                    stats.add(&stats.stolen, taken);
+                    crate::trace::stole(self.ctx.index, taken);
+                    return Some(a);
                 }
+                Steal::Retry => continue,
+                Steal::Empty => return None,
             }
         }
-        None
     }
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
