@@ -103,6 +103,8 @@ use std::time::{Duration, Instant};
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{ActorId, Wait, Waiter, checkpoint, park_on, park_on_until};
 
+use crate::on_plain_thread;
+
 /// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
 ///
 /// ```
@@ -533,25 +535,14 @@ impl<T> State<T> {
         }
         self.outside[end] += 1;
         if self.outside[end] == 1 {
-            let (waiting, kind) = if end == SENDERS {
-                (
-                    &self.waiting_receivers,
-                    Wait::ChannelRecv {
-                        channel: 0,
-                        outside: true,
-                    },
-                )
+            // Those parked on the other end of this channel.
+            let waiting = if end == SENDERS {
+                &self.waiting_receivers
             } else {
-                (
-                    &self.waiting_senders,
-                    Wait::ChannelSend {
-                        channel: 0,
-                        outside: true,
-                    },
-                )
+                &self.waiting_senders
             };
             for slot in waiting {
-                threadlet_runtime::__private::mark_wait_outside(&slot.waiter, kind);
+                threadlet_runtime::__private::mark_wait_outside(&slot.waiter);
             }
         }
     }
@@ -588,12 +579,6 @@ impl<T> Chan<T> {
             Err(theirs) => theirs,
         }
     }
-}
-
-/// Whether the caller is a plain thread, not an actor (for `State::outside`).
-#[inline]
-fn on_plain_thread() -> bool {
-    threadlet_runtime::current().is_none()
 }
 
 fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
@@ -1172,14 +1157,21 @@ impl<T> Receiver<T> {
 
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
+        Receiver::of(&self.chan)
+    }
+}
+
+impl<T> Receiver<T> {
+    /// One more receiver of `chan`, counted (as made outside if made on a plain thread).
+    fn of(chan: &Arc<Chan<T>>) -> Receiver<T> {
         let outside = on_plain_thread();
         {
-            let mut st = self.chan.state.lock();
+            let mut st = chan.state.lock();
             st.receivers += 1;
             st.count_outside(RECEIVERS, outside);
         }
         Receiver {
-            chan: self.chan.clone(),
+            chan: chan.clone(),
             outside,
         }
     }
@@ -1290,16 +1282,7 @@ impl<T> Sender<T> {
     /// A new receiver of this channel (for a channel whose first receiver was handed out and
     /// may be gone; a channel whose receivers were all dropped takes values again).
     pub(crate) fn receiver(&self) -> Receiver<T> {
-        let outside = on_plain_thread();
-        {
-            let mut st = self.chan.state.lock();
-            st.receivers += 1;
-            st.count_outside(RECEIVERS, outside);
-        }
-        Receiver {
-            chan: self.chan.clone(),
-            outside,
-        }
+        Receiver::of(&self.chan)
     }
 
     pub(crate) fn watch(&self, w: &Waiter) {

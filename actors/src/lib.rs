@@ -44,6 +44,14 @@ pub mod select;
 pub mod supervisor;
 mod timers;
 
+/// Whether the caller is a plain thread, not an actor: addresses and channel ends made there
+/// are counted as held outside the runtime (the deadlock check, `threadlet-runtime`'s
+/// `deadlock.rs`).
+#[inline]
+pub(crate) fn on_plain_thread() -> bool {
+    threadlet_runtime::current().is_none()
+}
+
 use std::io;
 
 pub use handler::{Actor, BATCH, Context, start};

@@ -103,6 +103,7 @@ use threadlet_runtime::{
 };
 
 use crate::monitor::{ExitHook, Monitor};
+use crate::on_plain_thread;
 
 use crate::channel::{
     self, Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError,
@@ -1214,12 +1215,6 @@ pub struct Addr<M> {
     /// Made or cloned on a plain thread: counted in the mailbox's `outside` until dropped
     /// (`State::outside`). An address moved to a plain thread later is not counted.
     outside: bool,
-}
-
-/// Whether the caller is a plain thread, not an actor (for `State::outside`).
-#[inline]
-fn on_plain_thread() -> bool {
-    threadlet_runtime::current().is_none()
 }
 
 impl<M> Addr<M> {

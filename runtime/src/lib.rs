@@ -112,12 +112,12 @@ pub mod __private {
     };
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
-    /// A plain thread took hold of the other end of the channel this waiter waits on (`wait`:
-    /// the kind of that wait): the deadlock check must count the wait as one the outside may
-    /// end (`wait.rs`, `WaitWord::mark_outside`).
-    pub fn mark_wait_outside(waiter: &crate::Waiter, wait: crate::Wait) {
+    /// A plain thread took hold of the other end of the channel this waiter waits on: the
+    /// deadlock check must count the wait as one the outside may end (`wait.rs`,
+    /// `WaitWord::mark_outside`).
+    pub fn mark_wait_outside(waiter: &crate::Waiter) {
         if let crate::Waiter::Actor(cell) = waiter {
-            cell.wait.mark_outside(wait);
+            cell.wait.mark_outside();
         }
     }
 

@@ -213,14 +213,9 @@ impl WaitWord {
     /// A plain thread now holds the other end of the channel this actor waits on: sets the
     /// word's `outside` bit if the word is a channel wait (`Wait::ChannelRecv::outside`). A
     /// compare-and-swap, so that a newer wait stored meanwhile is left alone.
-    pub(crate) fn mark_outside(&self, expected_kind: Wait) {
-        let want = match expected_kind {
-            Wait::ChannelRecv { .. } => CHANNEL_RECV,
-            Wait::ChannelSend { .. } => CHANNEL_SEND,
-            _ => return,
-        };
+    pub(crate) fn mark_outside(&self) {
         let word = self.0.load(Ordering::Relaxed);
-        if word >> KIND_SHIFT == want {
+        if matches!(word >> KIND_SHIFT, CHANNEL_RECV | CHANNEL_SEND) {
             // Relaxed, both: the word is read only for reports; a failure means the actor
             // moved on to another wait, which recorded its own flag.
             let _ =
