@@ -62,6 +62,14 @@ impl ActorId {
         self.0.get()
     }
 
+    /// `#42 "name"`, or `#42` for an unnamed actor: how reports name an actor.
+    pub(crate) fn labelled(self, name: Option<&str>) -> String {
+        match name {
+            Some(n) => format!("{self} {n:?}"),
+            None => self.to_string(),
+        }
+    }
+
     pub(crate) fn next() -> ActorId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -159,10 +159,7 @@ impl ActorDump {
 
     /// `#42 "name"` or `#42`.
     pub(crate) fn label(&self) -> String {
-        match &self.name {
-            Some(n) => format!("{} {n:?}", self.id),
-            None => self.id.to_string(),
-        }
+        self.id.labelled(self.name.as_deref())
     }
 }
 
@@ -441,20 +438,18 @@ pub(crate) fn mailbox_of(id: ActorId, entry: &LiveEntry) -> Option<MailboxStats>
 /// is not rounded away, coarse enough that 32 bits hold 119 hours.
 pub(crate) const CPU_TICK: Duration = Duration::from_micros(100);
 
-/// Charges `elapsed` of CPU time to the actor running on each worker in `running` (the
-/// monitor's sample; see "CPU time" in the module docs).
-pub(crate) fn charge_cpu(shared: &Shared, running: &[ActorId], elapsed: Duration) {
+/// Charges `elapsed` of CPU time to the actor `id`, running on a worker at the monitor's
+/// sample (see "CPU time" in the module docs).
+pub(crate) fn charge_cpu(shared: &Shared, id: ActorId, elapsed: Duration) {
     let ticks = u32::try_from(elapsed.as_micros() / CPU_TICK.as_micros()).unwrap_or(u32::MAX);
     if ticks == 0 {
         return;
     }
-    for &id in running {
-        if let Some((cell, _)) = shared.live.get(id) {
-            // One writer (the monitor); relaxed: a counter.
-            let v = cell.cpu_ticks.load(Ordering::Relaxed);
-            cell.cpu_ticks
-                .store(v.wrapping_add(ticks), Ordering::Relaxed);
-        }
+    if let Some((cell, _)) = shared.live.get(id) {
+        // One writer (the monitor); relaxed: a counter.
+        let v = cell.cpu_ticks.load(Ordering::Relaxed);
+        cell.cpu_ticks
+            .store(v.wrapping_add(ticks), Ordering::Relaxed);
     }
 }
 

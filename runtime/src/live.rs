@@ -117,9 +117,14 @@ impl LiveTable {
         })
     }
 
+    /// The entry of actor `id`, copied out of its shard.
+    fn entry(&self, id: ActorId) -> Option<LiveEntry> {
+        self.shard(id).lock().entries.get(&id).cloned()
+    }
+
     /// The live actor `id`, with its entry.
     pub(crate) fn get(&self, id: ActorId) -> Option<(Arc<ActorCell>, LiveEntry)> {
-        let entry = self.shard(id).lock().entries.get(&id).cloned()?;
+        let entry = self.entry(id)?;
         Some((entry.actor.upgrade()?, entry))
     }
 
@@ -153,13 +158,7 @@ impl LiveTable {
     /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none, or if its end
     /// is recorded already (its worker may still be tidying up after it).
     pub(crate) fn kill(&self, id: ActorId) -> bool {
-        let entry = self
-            .shard(id)
-            .lock()
-            .entries
-            .get(&id)
-            .map(|e| (e.actor.clone(), e.exit.clone()));
-        let Some((actor, exit)) = entry else {
+        let Some(LiveEntry { actor, exit }) = self.entry(id) else {
             return false;
         };
         if exit.upgrade().is_none_or(|p| p.is_ended()) {
@@ -170,13 +169,8 @@ impl LiveTable {
 
     /// The exit watch of the live actor `id`, if there is one.
     pub(crate) fn exit_watch(&self, id: ActorId) -> Option<ExitWatch> {
-        let exit = self
-            .shard(id)
-            .lock()
-            .entries
-            .get(&id)
-            .map(|e| e.exit.clone());
-        exit.and_then(|e| e.upgrade()).map(|p| p.exit_watch())
+        let exit = self.entry(id)?.exit;
+        exit.upgrade().map(|p| p.exit_watch())
     }
 }
 

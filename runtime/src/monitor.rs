@@ -161,10 +161,7 @@ impl LongRun {
         let names: Vec<String> = self
             .stopped_here
             .iter()
-            .map(|(id, name)| match name {
-                Some(n) => format!("{id} {n:?}"),
-                None => id.to_string(),
-            })
+            .map(|(id, name)| id.labelled(name.as_deref()))
             .collect();
         format!(
             "if it waits for a lock, the holder is one of the actors stopped mid-run on this \
@@ -431,7 +428,11 @@ fn sample(
         },
     );
     let mut any_running = false;
-    let mut running = Vec::new();
+    // CPU time, by sampling (`dump.rs`): each running actor is charged the time since the
+    // previous sample, at most one period (the monitor also wakes for timers and kicks, and
+    // after sleeping through an idle spell it must not charge that).
+    let since = last_sample.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+    let cpu = since.min(sample_period(Some(slice)));
     for (index, (remote, s)) in shared.remotes.iter().zip(samples.iter_mut()).enumerate() {
         // Relaxed: a sample of a number; a stale one only delays a preemption (see step 2).
         let current = remote.slice.load(Ordering::Relaxed);
@@ -440,7 +441,9 @@ fn sample(
             continue;
         }
         any_running = true;
-        running.extend(remote.running());
+        if let Some(actor) = remote.running() {
+            crate::dump::charge_cpu(shared, actor, cpu);
+        }
         if current != s.slice {
             *s = Sample {
                 slice: current,
@@ -484,11 +487,5 @@ fn sample(
             fault::contain("the long-run hook (Builder::on_long_run)", || hook(&report));
         }
     }
-    // CPU time, by sampling (`dump.rs`): each running actor is charged one sample period.
-    // The time since the previous sample, at most one period: the monitor also wakes for
-    // timers and kicks, and after sleeping through an idle spell it must not charge that.
-    let period = sample_period(Some(slice));
-    let since = last_sample.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-    crate::dump::charge_cpu(shared, &running, since.min(period));
     any_running
 }

@@ -967,6 +967,16 @@ impl Shared {
         Registry::STARTED.remove(&mut self.migratable_live.lock(), actor);
     }
 
+    /// The workers' remotes (the spares' follow them).
+    pub(crate) fn worker_remotes(&self) -> &[Remote] {
+        &self.remotes[..self.spares.first]
+    }
+
+    /// The spare workers' remotes (`spare.rs`).
+    pub(crate) fn spare_remotes(&self) -> &[Remote] {
+        &self.remotes[self.spares.first..]
+    }
+
     /// Live handler actors (the length of their registry).
     pub(crate) fn live_handlers(&self) -> usize {
         self.handlers.lock().len()
@@ -1181,14 +1191,8 @@ impl Runtime {
     /// ```
     pub fn stats(&self) -> RuntimeStats {
         RuntimeStats {
-            workers: self.shared.remotes[..self.shared.spares.first]
-                .iter()
-                .map(|r| r.stats.snapshot())
-                .collect(),
-            spares: self.shared.remotes[self.shared.spares.first..]
-                .iter()
-                .map(|r| r.stats.snapshot())
-                .collect(),
+            workers: snapshots(self.shared.worker_remotes()),
+            spares: snapshots(self.shared.spare_remotes()),
             stacks_carved: self.shared.slab.carved(),
             madvise_guards: self.shared.slab.guard_kind() == crate::stack::GuardKind::Madvise,
             searching: self.shared.idle.num_searching(),
@@ -1343,6 +1347,11 @@ fn shut_down(
     // allocated (the entry holds the actor, which holds `Shared`).
     let late = std::mem::take(&mut *shared.handlers.lock());
     drop(late);
+}
+
+/// The counters of these workers.
+fn snapshots(remotes: &[Remote]) -> Vec<crate::WorkerSnapshot> {
+    remotes.iter().map(|r| r.stats.snapshot()).collect()
 }
 
 /// Validates per-actor options.

@@ -131,21 +131,23 @@ impl RuntimeStats {
     /// assert_eq!((total.spawns, total.parks, total.steals), (5, 1, 0));
     /// ```
     pub fn total(&self) -> WorkerSnapshot {
-        self.workers
-            .iter()
-            .chain(&self.spares)
-            .fold(WorkerSnapshot::default(), |a, w| WorkerSnapshot {
-                actors_run: a.actors_run + w.actors_run,
-                spawns: a.spawns + w.spawns,
-                placed: a.placed + w.placed,
-                steals: a.steals + w.steals,
-                stolen: a.stolen + w.stolen,
-                parks: a.parks + w.parks,
-                wakeups: a.wakeups + w.wakeups,
-                remote_wakes: a.remote_wakes + w.remote_wakes,
-                preemptions: a.preemptions + w.preemptions,
-            })
+        sum(self.workers.iter().chain(&self.spares))
     }
+}
+
+/// The sum of some workers' counters.
+fn sum<'a>(counters: impl Iterator<Item = &'a WorkerSnapshot>) -> WorkerSnapshot {
+    counters.fold(WorkerSnapshot::default(), |a, w| WorkerSnapshot {
+        actors_run: a.actors_run + w.actors_run,
+        spawns: a.spawns + w.spawns,
+        placed: a.placed + w.placed,
+        steals: a.steals + w.steals,
+        stolen: a.stolen + w.stolen,
+        parks: a.parks + w.parks,
+        wakeups: a.wakeups + w.wakeups,
+        remote_wakes: a.remote_wakes + w.remote_wakes,
+        preemptions: a.preemptions + w.preemptions,
+    })
 }
 
 /// What ended mailboxes received, reported as their actors end (`mailbox_ended`), so that the
@@ -220,12 +222,7 @@ pub struct Metrics {
 impl Metrics {
     /// The sum of every worker's counters.
     pub fn total(&self) -> WorkerSnapshot {
-        RuntimeStats {
-            workers: self.workers.iter().map(|w| w.counters).collect(),
-            spares: self.spares.iter().map(|w| w.counters).collect(),
-            ..Default::default()
-        }
-        .total()
+        sum(self.workers.iter().chain(&self.spares).map(|w| &w.counters))
     }
 }
 
@@ -246,14 +243,8 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     messages += shared.mailbox_totals.messages.load(Relaxed);
     high_water = high_water.max(shared.mailbox_totals.high_water.load(Relaxed));
     Metrics {
-        workers: shared.remotes[..shared.spares.first]
-            .iter()
-            .map(worker_metrics)
-            .collect(),
-        spares: shared.remotes[shared.spares.first..]
-            .iter()
-            .map(worker_metrics)
-            .collect(),
+        workers: shared.worker_remotes().iter().map(worker_metrics).collect(),
+        spares: shared.spare_remotes().iter().map(worker_metrics).collect(),
         injected: shared.injector.len(),
         live_process: counts.live - live_handler,
         live_handler,
