@@ -309,7 +309,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// let h = rt
 ///     .spawn_with(opts, || match Waiter::current() {
 ///         Waiter::Actor(cell) => {
-///             (Some(cell.id()) == threadlet_runtime::current(), cell.name().map(str::to_owned))
+///             (Some(cell.id()) == threadlet_runtime::current(), cell.name().map(|n| n.to_string()))
 ///         }
 ///         Waiter::Thread(_) => unreachable!("called inside an actor"),
 ///     })
@@ -318,7 +318,9 @@ const NO_SLOT: u32 = u32::MAX;
 /// ```
 pub struct ActorCell {
     pub(crate) id: ActorId,
-    pub(crate) name: Option<Arc<str>>,
+    /// Spawned with a name, which the runtime's `ActorNames` holds while the actor lives (a
+    /// flag, not the name: unnamed actors, most of them, keep 16 bytes; see `actor_cell_size`).
+    pub(crate) named: bool,
     /// A custom stack size; `None`: the runtime's.
     pub(crate) stack_size: Option<NonZeroUsize>,
     pub(crate) migratable: bool,
@@ -371,7 +373,7 @@ pub struct ActorCell {
     pub(crate) shared: Arc<Shared>,
 }
 
-// SAFETY: the fields other threads touch are atomics or immutable (`id`, `name`, `stack_size`,
+// SAFETY: the fields other threads touch are atomics or immutable (`id`, `named`, `stack_size`,
 // `migratable`, `shared`). `body` and `yielder` are touched only by the worker that holds the
 // actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a
 // time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
@@ -435,15 +437,15 @@ impl ActorCell {
         // Only the span needs the kind; the handler slot records it for everything else.
         #[cfg(feature = "tracing")]
         let handler = matches!(body, Body::Idle(_));
-        let name: Option<Arc<str>> = opts.name.map(Arc::from);
         #[cfg(feature = "tracing")]
-        let span = crate::trace::spawned(id.as_u64(), name.as_deref(), handler);
-        if let Some(name) = &name {
-            shared.names.insert(id, name.clone());
+        let span = crate::trace::spawned(id.as_u64(), opts.name.as_deref(), handler);
+        let named = opts.name.is_some();
+        if let Some(name) = opts.name {
+            shared.names.insert(id, Arc::from(name));
         }
         Arc::new(ActorCell {
             id,
-            name,
+            named,
             // 0 is no size: `check_stack_size` refuses it before a spawn gets here.
             stack_size: opts.stack_size.and_then(NonZeroUsize::new),
             migratable: opts.migratable,
@@ -507,20 +509,21 @@ impl ActorCell {
         self.id
     }
 
-    /// The actor's name, if it was given one.
+    /// The actor's name, if it was given one, while it lives (looked up in the runtime's table
+    /// of named actors).
     ///
     /// ```
     /// use threadlet_runtime::{Runtime, Waiter};
     ///
     /// let rt = Runtime::builder().workers(1).build().unwrap();
     /// let name = rt.block_on(|| match Waiter::current() {
-    ///     Waiter::Actor(cell) => cell.name().map(str::to_owned),
+    ///     Waiter::Actor(cell) => cell.name(),
     ///     Waiter::Thread(_) => unreachable!("called inside an actor"),
     /// });
     /// assert_eq!(name, None); // `block_on` actors are unnamed
     /// ```
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
+    pub fn name(&self) -> Option<Arc<str>> {
+        self.named.then(|| self.shared.names.get(self.id)).flatten()
     }
 
     /// The usable size of the actor's stack (valid once started).
@@ -589,7 +592,7 @@ impl ActorCell {
         self.unplace();
         self.state.complete();
         self.shared.live.remove(self.id);
-        if self.name.is_some() {
+        if self.named {
             self.shared.names.remove(self.id);
         }
         if self.reserved {
@@ -667,13 +670,14 @@ impl Drop for ActorCell {
 }
 
 /// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
-/// 176-byte class (glibc: a 16-byte multiple with 8 bytes of header; it was 160 before the
-/// diagnostic fields: the wait word, runs, CPU time and age, `dump.rs`). Kept here so that a
-/// field added without thought shows up (`docs/benchmarks.md`, "Memory").
+/// 160-byte class (glibc: a 16-byte multiple with 8 bytes of header). The diagnostic fields
+/// (the wait word, runs, CPU time and age, `dump.rs`) took it to 176 until the name left the
+/// cell for the runtime's table of names. Kept here so that a field added without thought
+/// shows up (`docs/benchmarks.md`, "Memory").
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
-    assert!(std::mem::size_of::<ActorCell>() <= 152);
+    assert!(std::mem::size_of::<ActorCell>() <= 136);
     assert_eq!(std::mem::size_of::<Body>(), 48);
 }
 
@@ -681,14 +685,16 @@ impl fmt::Debug for ActorCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ActorCell")
             .field("id", &self.id)
-            .field("name", &self.name)
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }
 
 /// The names of a runtime's live named actors, by id: how the monitor names an actor it only
-/// knows by id (the long-run report). Only named actors pay for it: one short lock when they
-/// are spawned and one when they end; unnamed ones never touch it.
+/// knows by id (the long-run report), and where a cell finds its own name. Only named actors
+/// pay for it: one short lock when they are spawned and one when they end; unnamed ones never
+/// touch it. Its lock is innermost: taken under a live-table shard's lock (the dump), never
+/// held around another.
 #[derive(Default)]
 pub(crate) struct ActorNames(Mutex<HashMap<ActorId, Arc<str>>>);
 
@@ -702,8 +708,15 @@ impl ActorNames {
     }
 
     /// The name of a live actor, if it has one.
-    pub(crate) fn get(&self, id: ActorId) -> Option<String> {
-        self.0.lock().get(&id).map(|n| n.to_string())
+    pub(crate) fn get(&self, id: ActorId) -> Option<Arc<str>> {
+        self.0.lock().get(&id).cloned()
+    }
+
+    /// Calls `f` with the name of a live actor, without allocating or waiting: `None` if it
+    /// has none, or if the lock is held (the stack overflow report, in a signal handler, may
+    /// have interrupted its holder).
+    pub(crate) fn try_with<T>(&self, id: ActorId, f: impl FnOnce(&str) -> T) -> Option<T> {
+        self.0.try_lock()?.get(&id).map(|n| f(n))
     }
 }
 

@@ -556,7 +556,7 @@ pub fn worker_index() -> Option<usize> {
 /// assert_eq!(current_name(), None); // not an actor
 /// ```
 pub fn current_name() -> Option<String> {
-    with_current(|cur| cur.and_then(|(_, a)| a.name.as_deref().map(str::to_owned)))
+    with_current(|cur| cur.and_then(|(_, a)| a.name().map(|n| n.to_string())))
 }
 
 /// `actor #42 "name" on worker 1` for the actor running on this thread, if any (for the panic
@@ -564,7 +564,7 @@ pub fn current_name() -> Option<String> {
 pub(crate) fn running_actor_label() -> Option<String> {
     let worker = worker_index()?;
     with_current(|cur| {
-        cur.map(|(_, a)| match a.name.as_deref() {
+        cur.map(|(_, a)| match a.name() {
             Some(name) => format!("actor {} {name:?} on worker {worker}", a.id),
             None => format!("actor {} on worker {worker}", a.id),
         })

@@ -411,7 +411,7 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
     };
     ActorDump {
         id: cell.id,
-        name: cell.name.as_deref().map(str::to_owned),
+        name: cell.name().map(|n| n.to_string()),
         kind,
         state,
         mailbox: mailbox_of(cell.id, entry),

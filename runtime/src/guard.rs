@@ -153,10 +153,14 @@ fn report(actor: &crate::actor::ActorCell) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
     buf.push_num(actor.id.as_u64());
-    if let Some(name) = actor.name.as_deref() {
-        buf.push(b" '");
-        buf.push(name.as_bytes());
-        buf.push(b"'");
+    if actor.named {
+        // Without waiting: the overflow may have interrupted the holder of the names' lock
+        // (a spawn of a named actor), and then the report goes without the name.
+        actor.shared.names.try_with(actor.id, |name| {
+            buf.push(b" '");
+            buf.push(name.as_bytes());
+            buf.push(b"'");
+        });
     }
     buf.push(b" overflowed its stack of ");
     buf.push_num((actor.stack_bytes() / 1024) as u64);

@@ -238,7 +238,7 @@ fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<Strin
     let id = ActorId(NonZeroU64::new(
         remote.running_actor.load(Ordering::Relaxed),
     )?);
-    Some((id, shared.names.get(id)))
+    Some((id, shared.names.get(id).map(|n| n.to_string())))
 }
 
 /// A thread that used less than this share of the time on a CPU is blocked, not computing:
@@ -267,7 +267,7 @@ fn stopped_on(shared: &Shared, index: usize, running: ActorId) -> Vec<(ActorId, 
             && cell.home() == Some(index)
             && cell.state.phase() == crate::wake::Phase::Scheduled
         {
-            found.push((cell.id, cell.name.as_deref().map(str::to_owned)));
+            found.push((cell.id, cell.name().map(|n| n.to_string())));
         }
     });
     found.sort_unstable_by_key(|(id, _)| *id);
