@@ -104,6 +104,7 @@ use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{ActorId, Wait, Waiter, checkpoint, park_on, park_on_until};
 
 use crate::on_plain_thread;
+use crate::tagged::TaggedArc;
 
 /// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
 ///
@@ -600,10 +601,11 @@ fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     });
     (
         Sender {
-            chan: chan.clone(),
-            outside,
+            chan: TaggedArc::new(chan.clone(), outside),
         },
-        Receiver { chan, outside },
+        Receiver {
+            chan: TaggedArc::new(chan, outside),
+        },
     )
 }
 
@@ -667,9 +669,9 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 /// assert_eq!(got, [0, 1, 2]);
 /// ```
 pub struct Sender<T> {
-    chan: Arc<Chan<T>>,
-    /// Made or cloned on a plain thread: counted in `State::outside` until dropped.
-    outside: bool,
+    /// Flagged if made or cloned on a plain thread: then counted in `State::outside` until
+    /// dropped. One word with its flag (`tagged.rs`).
+    chan: TaggedArc<Chan<T>>,
 }
 
 impl<T> Sender<T> {
@@ -862,8 +864,7 @@ impl<T> Clone for Sender<T> {
             st.count_outside(SENDERS, outside);
         }
         Sender {
-            chan: self.chan.clone(),
-            outside,
+            chan: self.chan.clone_with(outside),
         }
     }
 }
@@ -873,7 +874,7 @@ impl<T> Drop for Sender<T> {
         let woken = {
             let mut st = self.chan.state.lock();
             st.senders -= 1;
-            st.outside[SENDERS] -= u32::from(self.outside);
+            st.outside[SENDERS] -= u32::from(self.chan.flag());
             if st.senders > 0 {
                 return;
             }
@@ -918,9 +919,8 @@ impl<T> fmt::Debug for Sender<T> {
 /// assert_eq!(all, [1, 2, 3, 4, 5, 6]);
 /// ```
 pub struct Receiver<T> {
-    chan: Arc<Chan<T>>,
-    /// Made or cloned on a plain thread: counted in `State::outside` until dropped.
-    outside: bool,
+    /// As a `Sender`'s.
+    chan: TaggedArc<Chan<T>>,
 }
 
 impl<T> Receiver<T> {
@@ -1163,7 +1163,7 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Receiver<T> {
     /// One more receiver of `chan`, counted (as made outside if made on a plain thread).
-    fn of(chan: &Arc<Chan<T>>) -> Receiver<T> {
+    fn of(chan: &TaggedArc<Chan<T>>) -> Receiver<T> {
         let outside = on_plain_thread();
         {
             let mut st = chan.state.lock();
@@ -1171,8 +1171,7 @@ impl<T> Receiver<T> {
             st.count_outside(RECEIVERS, outside);
         }
         Receiver {
-            chan: chan.clone(),
-            outside,
+            chan: chan.clone_with(outside),
         }
     }
 }
@@ -1299,7 +1298,7 @@ impl<T> Drop for Receiver<T> {
         let woken_left = {
             let mut st = self.chan.state.lock();
             st.receivers -= 1;
-            st.outside[RECEIVERS] -= u32::from(self.outside);
+            st.outside[RECEIVERS] -= u32::from(self.chan.flag());
             if st.receivers > 0 {
                 return;
             }

@@ -178,9 +178,9 @@ struct Program<A: Actor> {
     completion: Option<Completion<A>>,
     started: bool,
     /// Told once `started` has returned (or panicked): a supervisor starting its children in
-    /// order waits for it (`supervisor.rs`). Boxed: only supervised children have one, and a
-    /// `Sender` is two words, which would push every program into the next allocation class.
-    on_started: Option<Box<crate::channel::Sender<()>>>,
+    /// order waits for it (`supervisor.rs`). One word: a `Sender` keeps its flag in its
+    /// pointer (`tagged.rs`), so programs without one pay no more than a pointer.
+    on_started: Option<crate::channel::Sender<()>>,
 }
 
 impl<A: Actor> Program<A> {
@@ -278,7 +278,7 @@ pub(crate) fn start_lent<A: Actor>(
     actor: A,
     on_started: crate::channel::Sender<()>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_in(actor, (addr, mailbox), Some(Box::new(on_started)), |make| {
+    start_in(actor, (addr, mailbox), Some(on_started), |make| {
         handle.start_handler(SpawnOptions::new().name(name), make)
     })
 }
@@ -287,7 +287,7 @@ pub(crate) fn start_lent<A: Actor>(
 fn start_in<A: Actor>(
     actor: A,
     (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
-    on_started: Option<Box<crate::channel::Sender<()>>>,
+    on_started: Option<crate::channel::Sender<()>>,
     start: impl FnOnce(
         Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
     ) -> io::Result<JoinHandle<A>>,

@@ -42,6 +42,7 @@ mod monitor;
 mod names;
 pub mod select;
 pub mod supervisor;
+mod tagged;
 mod timers;
 
 /// Whether the caller is a plain thread, not an actor: addresses and channel ends made there

@@ -104,6 +104,7 @@ use threadlet_runtime::{
 
 use crate::monitor::{ExitHook, Monitor};
 use crate::on_plain_thread;
+use crate::tagged::TaggedArc;
 
 use crate::channel::{
     self, Cell, RecvTimeoutError, SendError, SendTimeoutError, Slot, TryRecvError, TrySendError,
@@ -457,8 +458,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
     });
     (
         Addr {
-            shared: shared.clone(),
-            outside: on_plain_thread(),
+            shared: TaggedArc::new(shared.clone(), on_plain_thread()),
         },
         Mailbox {
             shared,
@@ -759,8 +759,7 @@ impl<M> Mailbox<M> {
         let outside = on_plain_thread();
         self.shared.state.lock().count_addr(outside);
         Addr {
-            shared: self.shared.clone(),
-            outside,
+            shared: TaggedArc::new(self.shared.clone(), outside),
         }
     }
 
@@ -965,8 +964,7 @@ impl<M> UncountedAddr<M> {
         let outside = on_plain_thread();
         self.shared.state.lock().count_addr(outside);
         Addr {
-            shared: self.shared.clone(),
-            outside,
+            shared: TaggedArc::new(self.shared.clone(), outside),
         }
     }
 }
@@ -1211,10 +1209,10 @@ impl std::error::Error for AskError {}
 /// assert_eq!(err.into_inner(), "late");
 /// ```
 pub struct Addr<M> {
-    shared: Arc<Shared<M>>,
-    /// Made or cloned on a plain thread: counted in the mailbox's `outside` until dropped
-    /// (`State::outside`). An address moved to a plain thread later is not counted.
-    outside: bool,
+    /// Flagged if made or cloned on a plain thread: then counted in the mailbox's `outside`
+    /// until dropped (`State::outside`); an address moved to a plain thread later is not
+    /// counted. One word with its flag (`tagged.rs`): applications hold many addresses.
+    shared: TaggedArc<Shared<M>>,
 }
 
 impl<M> Addr<M> {
@@ -1678,7 +1676,7 @@ impl<M> Addr<M> {
             }
         };
         // Told at once if the actor has ended already.
-        set_exit_sink(h, Arc::downgrade(&self.shared) as Weak<dyn ExitSink>);
+        set_exit_sink(h, self.shared.downgrade() as Weak<dyn ExitSink>);
         if killed {
             // Killed (by `Addr::kill` or a link) before the spawner got here.
             self.shared.kill();
@@ -1730,13 +1728,13 @@ impl<M> Addr<M> {
     /// address is gone), for the name registry.
     pub(crate) fn uncounted(&self) -> UncountedAddr<M> {
         UncountedAddr {
-            shared: self.shared.clone(),
+            shared: self.shared.arc(),
         }
     }
 
     /// The mailbox's identity, for comparing without holding it.
     pub(crate) fn mailbox_key(&self) -> usize {
-        Arc::as_ptr(&self.shared) as *const () as usize
+        self.shared.as_ptr() as *const () as usize
     }
 
     /// Links the actor behind this address with the one behind `other`, both ways (Erlang's
@@ -1765,8 +1763,8 @@ impl<M> Addr<M> {
     where
         M: Send + 'static,
     {
-        let me: Arc<dyn ExitSignal> = self.shared.clone();
-        let them: Arc<dyn ExitSignal> = other.shared.clone();
+        let me: Arc<dyn ExitSignal> = self.shared.arc();
+        let them: Arc<dyn ExitSignal> = other.shared.arc();
         other.on_exit(Box::new(move |down| {
             if !down.reason.is_normal() {
                 me.exit_signal(down);
@@ -1813,7 +1811,7 @@ impl<M> Addr<M> {
     /// assert_eq!((ha.join().unwrap(), hb.join().unwrap()), (None, None));
     /// ```
     pub fn same_mailbox(&self, other: &Addr<M>) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
+        self.shared.ptr_eq(&other.shared)
     }
 }
 
@@ -1822,8 +1820,7 @@ impl<M> Clone for Addr<M> {
         let outside = on_plain_thread();
         self.shared.state.lock().count_addr(outside);
         Addr {
-            shared: self.shared.clone(),
-            outside,
+            shared: self.shared.clone_with(outside),
         }
     }
 }
@@ -1833,7 +1830,7 @@ impl<M> Drop for Addr<M> {
         let waiter = {
             let mut st = self.shared.state.lock();
             st.addrs -= 1;
-            st.outside -= u32::from(self.outside);
+            st.outside -= u32::from(self.shared.flag());
             if st.addrs == 0 {
                 st.waiter.take()
             } else {
@@ -1861,4 +1858,12 @@ impl<M> fmt::Debug for Addr<M> {
 #[test]
 fn state_size() {
     assert!(std::mem::size_of::<State<u64>>() <= 96);
+}
+
+/// An address is one word, its flag included (`tagged.rs`), and an optional one too.
+#[cfg(all(test, target_pointer_width = "64"))]
+#[test]
+fn addr_size() {
+    assert_eq!(std::mem::size_of::<Addr<u64>>(), 8);
+    assert_eq!(std::mem::size_of::<Option<Addr<u64>>>(), 8);
 }
