@@ -56,7 +56,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,7 @@ use parking_lot::Mutex;
 use slab::Slab;
 
 use crate::context::{self, Waiter};
+use crate::poll_right::PollRight;
 use crate::wait::Wait;
 
 /// The token of the poller's own waker (shutdown); sockets get their slab index.
@@ -136,19 +137,17 @@ impl DriverSlot {
 pub(crate) struct Driver {
     registry: mio::Registry,
     waker: mio::Waker,
-    poll: Mutex<PollState>,
+    /// Held by whichever thread polls, handed over to a parked worker when released without
+    /// waiting (`poll_right.rs`).
+    poll: PollRight<PollState>,
     sources: Mutex<Slab<Arc<IoState>>>,
     gone: AtomicBool,
-    /// Raised by an idle worker that found the poll taken and parks instead; whoever then
-    /// releases a poll without waiting in it wakes a parked worker to take over (`worker.rs`,
-    /// "Polling for I/O", step 1).
-    wanted: AtomicBool,
     /// An error of the poll itself has been reported (once).
     poll_failed: AtomicBool,
 }
 
 /// The right to poll a runtime's I/O: one thread at a time.
-pub(crate) struct PollGuard<'a>(parking_lot::MutexGuard<'a, PollState>);
+pub(crate) struct PollGuard<'a>(crate::sync::MutexGuard<'a, PollState>);
 
 /// What the polling thread uses, kept between polls.
 struct PollState {
@@ -164,7 +163,7 @@ impl Driver {
         Ok(Arc::new(Driver {
             registry: poll.registry().try_clone()?,
             waker: mio::Waker::new(poll.registry(), WAKER)?,
-            poll: Mutex::new(PollState {
+            poll: PollRight::new(PollState {
                 poll,
                 events: Events::with_capacity(EVENTS_PER_POLL),
                 ready: Vec::new(),
@@ -172,7 +171,6 @@ impl Driver {
             }),
             sources: Mutex::new(Slab::new()),
             gone: AtomicBool::new(false),
-            wanted: AtomicBool::new(false),
             poll_failed: AtomicBool::new(false),
         }))
     }
@@ -192,29 +190,20 @@ impl Driver {
 
     /// The right to poll, if no other thread has it.
     pub(crate) fn try_lock_poll(&self) -> Option<PollGuard<'_>> {
-        self.poll.try_lock().map(PollGuard)
+        self.poll.try_take().map(PollGuard)
     }
 
     /// For an idle worker that is about to sleep: the right to poll, or else `None` with the
     /// wish recorded, so that the thread holding the right hands it over when it lets go
     /// without waiting (`take_wanted`).
     pub(crate) fn lock_poll_or_want(&self) -> Option<PollGuard<'_>> {
-        if let Some(g) = self.try_lock_poll() {
-            return Some(g);
-        }
-        self.wanted.store(true, Ordering::Relaxed);
-        // SeqCst: pairs with the fence in `take_wanted`: either the holder sees `wanted` after
-        // its release, or this second try comes after that release and succeeds.
-        fence(Ordering::SeqCst);
-        self.try_lock_poll()
+        self.poll.take_or_want().map(PollGuard)
     }
 
     /// After releasing the right without waiting in the poll: whether an idle worker wanted
     /// it meanwhile (then the caller wakes a parked worker to take it).
     pub(crate) fn take_wanted(&self) -> bool {
-        // SeqCst: pairs with the fence in `lock_poll_or_want`.
-        fence(Ordering::SeqCst);
-        self.wanted.load(Ordering::Relaxed) && self.wanted.swap(false, Ordering::Relaxed)
+        self.poll.take_wanted()
     }
 
     /// Polls once with the right to (see `try_poll`).

@@ -28,6 +28,7 @@
 //! | `dump` | [`Dump`]: every live actor and worker, gathered without stopping them |
 //! | `deadlock` | the monitor's deadlock check and its report, [`Deadlock`] |
 //! | `trace` | `tracing` spans and events, behind the optional `tracing` feature |
+//! | `poll_right` | the right to poll I/O and its hand-over between workers |
 //! | `sync` | the std/loom switch used by the protocol code |
 //!
 //! `docs/architecture.md` in the repository walks through the design.
@@ -63,6 +64,7 @@ mod join;
 mod live;
 mod monitor;
 pub mod net;
+mod poll_right;
 mod runtime;
 mod safepoint;
 mod spare;
@@ -110,6 +112,7 @@ pub mod __private {
         ExitSink, actor_of, call_exit_hook, join_cancelled, join_take_now, join_unwatch,
         join_watch, kill_actor, set_exit_sink,
     };
+    pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
     /// A plain thread took hold of the other end of the channel this waiter waits on: the

@@ -3,7 +3,7 @@
 //! Normal builds use `std` atomics and `parking_lot`; under `RUSTFLAGS="--cfg loom"` the same
 //! code runs against `loom`'s model-checked versions, so the models in `tests/loom_*.rs` test the
 //! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`,
-//! `context`'s parking)
+//! `poll_right`, `context`'s parking)
 //! and the mailbox and channel state in the `threadlet` crate go through this shim.
 //!
 //! ```
@@ -97,6 +97,23 @@ impl<T> Mutex<T> {
         return self.inner.lock().unwrap();
         #[cfg(not(loom))]
         return self.inner.lock();
+    }
+
+    /// Locks if no other thread holds the lock, without waiting.
+    ///
+    /// ```
+    /// let m = threadlet_runtime::sync::Mutex::new(1);
+    /// let held = m.lock();
+    /// assert!(m.try_lock().is_none());
+    /// drop(held);
+    /// assert_eq!(m.try_lock().map(|g| *g), Some(1));
+    /// ```
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        #[cfg(loom)]
+        return self.inner.try_lock().ok();
+        #[cfg(not(loom))]
+        return self.inner.try_lock();
     }
 }
 

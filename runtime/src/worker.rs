@@ -99,7 +99,8 @@
 //!
 //! 1. A worker about to sleep (step 4 of the sleep protocol in `idle.rs`) takes the right to
 //!    poll if no other thread holds it (`poll_instead_of_park`); else it parks on its `Parker`
-//!    as usual, leaving word (`Driver::lock_poll_or_want`) so that a holder that lets go
+//!    as usual, leaving word (`Driver::lock_poll_or_want`; the hand-over protocol and why it
+//!    loses no hand-over are in `poll_right.rs`) so that a holder that lets go
 //!    without waiting in the poll (step 5) wakes a parked worker to take over: with every
 //!    worker parked, one of them is always in the poll.
 //! 2. With the right, it raises its `polling` flag, then a `SeqCst` fence, then takes any
