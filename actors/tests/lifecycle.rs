@@ -854,3 +854,34 @@ fn deep_recursion_fits_in_a_one_mib_stack() {
     assert!(used >= 200 * 1024, "used only {used} bytes of stack");
     assert!(used < 1 << 20);
 }
+
+/// Records the running actor's name when dropped.
+struct NameAtDrop(std::sync::mpsc::Sender<Option<String>>);
+
+impl Drop for NameAtDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(threadlet::current_name());
+    }
+}
+
+/// A named actor unwound at shutdown still has its name while its destructors run (they run
+/// as that actor: a panic or an overflow there is reported under its name).
+#[test]
+fn a_named_actor_keeps_its_name_while_shutdown_unwinds_it() {
+    let rt = runtime(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stay_tx, stay_rx) = channel::unbounded::<()>();
+    let h = ActorBuilder::new()
+        .name("named")
+        .spawn_on(&rt, move || {
+            let _guard = NameAtDrop(tx.clone());
+            let _ = tx.send(threadlet::current_name());
+            let _ = stay_rx.recv(); // until shutdown unwinds it
+        })
+        .unwrap();
+    assert_eq!(rx.recv().unwrap().as_deref(), Some("named"));
+    drop(rt);
+    assert_eq!(rx.recv().unwrap().as_deref(), Some("named"));
+    assert!(h.join().unwrap_err().is_cancelled());
+    drop(stay_tx);
+}

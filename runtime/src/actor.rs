@@ -587,16 +587,28 @@ impl ActorCell {
     /// The actor has finished, was cancelled, or could not start: wakes become no-ops and its
     /// stack reservation goes back. Called exactly once, by whoever holds its body.
     pub(crate) fn end(&self) {
+        self.end_keeping_name();
+        self.forget_name();
+    }
+
+    /// `end`, but the name stays readable (`current_name`, panic and overflow reports) until
+    /// `forget_name`: for shutdown, which ends an actor before unwinding its stack, where its
+    /// destructors still run as that actor.
+    pub(crate) fn end_keeping_name(&self) {
         // An actor placed on a worker but never started (dropped at shutdown, or refused a
         // stack) leaves that worker's count here.
         self.unplace();
         self.state.complete();
         self.shared.live.remove(self.id);
-        if self.named {
-            self.shared.names.remove(self.id);
-        }
         if self.reserved {
             self.shared.slab.unreserve();
+        }
+    }
+
+    /// The last step of `end`: the runtime's table of names lets go of its name.
+    pub(crate) fn forget_name(&self) {
+        if self.named {
+            self.shared.names.remove(self.id);
         }
     }
 
@@ -712,11 +724,16 @@ impl ActorNames {
         self.0.lock().get(&id).cloned()
     }
 
-    /// Calls `f` with the name of a live actor, without allocating or waiting: `None` if it
-    /// has none, or if the lock is held (the stack overflow report, in a signal handler, may
-    /// have interrupted its holder).
-    pub(crate) fn try_with<T>(&self, id: ActorId, f: impl FnOnce(&str) -> T) -> Option<T> {
-        self.0.try_lock()?.get(&id).map(|n| f(n))
+    /// For the stack overflow report only, in a signal handler, after which the process dies:
+    /// calls `f` with the name of a live actor without allocating or waiting (`None` if it has
+    /// none, or if the lock is held: the fault may have interrupted its holder), and leaves
+    /// the lock held. Unlocking could wake a thread waiting for it, which is not
+    /// async-signal-safe; nobody needs the lock again.
+    pub(crate) fn read_while_dying<T>(&self, id: ActorId, f: impl FnOnce(&str) -> T) -> Option<T> {
+        let names = self.0.try_lock()?;
+        let found = names.get(&id).map(|n| f(n));
+        std::mem::forget(names);
+        found
     }
 }
 

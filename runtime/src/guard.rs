@@ -10,9 +10,11 @@
 //!
 //! The handler runs on the thread's alternate signal stack, which the standard library sets up
 //! for every thread it spawns (worker threads included); it only reads a thread-local pointer
-//! and fields of the actor that do not change while it runs (its id, name, stack size, and the
-//! guard range written before its first resume), formats into a fixed buffer and calls `write(2)`, all of
-//! which are async-signal-safe.
+//! and fields of the actor that do not change while it runs (its id, stack size, and the guard
+//! range written before its first resume), looks a named actor's name up in the runtime's
+//! table of names if that table's lock is free (a compare-and-swap; the lock is then left
+//! held, since the process dies right after and unlocking could wake a waiter), formats into
+//! a fixed buffer and calls `write(2)`, all of which are async-signal-safe.
 
 use std::mem::MaybeUninit;
 use std::sync::Once;
@@ -156,7 +158,7 @@ fn report(actor: &crate::actor::ActorCell) {
     if actor.named {
         // Without waiting: the overflow may have interrupted the holder of the names' lock
         // (a spawn of a named actor), and then the report goes without the name.
-        actor.shared.names.try_with(actor.id, |name| {
+        actor.shared.names.read_while_dying(actor.id, |name| {
             buf.push(b" '");
             buf.push(name.as_bytes());
             buf.push(b"'");
