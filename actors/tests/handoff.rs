@@ -56,9 +56,13 @@ impl Actor for Member {
 /// many on a spare) in 500 ms of that second.
 ///
 /// What a spare can reach is what may move and sits where other threads can take it: actors
-/// woken from outside (the injector), those in the stuck worker's stealable deque. The few
-/// handler actors left in its private queues when it got stuck wait for it.
-fn tokens_passed_while_the_worker_is_stuck(spares: usize) -> (u64, u64) {
+/// woken from outside (the injector), those in the stuck worker's stealable deque and free
+/// FIFO. Only the one actor in its next slot, if any, waits for it.
+///
+/// With `feed` false, one token (with hops enough for the whole test) goes round a closed
+/// ring instead: nothing comes from outside, so only what the spare takes from the stuck
+/// worker's own queues can move.
+fn tokens_passed_while_the_worker_is_stuck(spares: usize, feed: bool) -> (u64, u64) {
     const RING: usize = 1000;
     let rt = Runtime::builder()
         .workers(1)
@@ -87,13 +91,16 @@ fn tokens_passed_while_the_worker_is_stuck(spares: usize) -> (u64, u64) {
         let (ring, stop) = (ring.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && feed {
                 let _ = ring[i % RING].send(Msg::Token(100));
                 i += 7;
                 std::thread::sleep(Duration::from_millis(1));
             }
         })
     };
+    if !feed {
+        ring[0].send(Msg::Token(u32::MAX)).unwrap();
+    }
     while passed.load(Ordering::Relaxed) < 5_000 {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -117,8 +124,9 @@ fn tokens_passed_while_the_worker_is_stuck(spares: usize) -> (u64, u64) {
 
 #[test]
 fn handler_actors_keep_going_on_a_spare_while_the_only_worker_is_stuck() {
-    let (during, on_spare) =
-        within_watchdog("handoff", || tokens_passed_while_the_worker_is_stuck(1));
+    let (during, on_spare) = within_watchdog("handoff", || {
+        tokens_passed_while_the_worker_is_stuck(1, true)
+    });
     println!(
         "tokens passed while the worker was stuck (500 ms): {during}, on the spare: {on_spare}"
     );
@@ -130,7 +138,34 @@ fn handler_actors_keep_going_on_a_spare_while_the_only_worker_is_stuck() {
 /// above can fail.)
 #[test]
 fn without_spares_nothing_moves_while_the_only_worker_is_stuck() {
-    let (during, _) = within_watchdog("no handoff", || tokens_passed_while_the_worker_is_stuck(0));
+    let (during, _) = within_watchdog("no handoff", || {
+        tokens_passed_while_the_worker_is_stuck(0, true)
+    });
+    assert_eq!(during, 0);
+}
+
+/// A closed ring: the token's holder, between two runs, waits for its turn in the stuck
+/// worker's free FIFO (a chain of wakes through the next slot is cut after a few runs, and the
+/// blocking actor, spawned from outside, starts only from an empty next slot), where the spare
+/// takes it; from there the chain runs on the spare.
+#[test]
+fn a_closed_ring_keeps_going_on_a_spare() {
+    let (during, on_spare) = within_watchdog("closed ring", || {
+        tokens_passed_while_the_worker_is_stuck(1, false)
+    });
+    println!("hops while the worker was stuck (500 ms): {during}, on the spare: {on_spare}");
+    assert!(
+        during > 1000 && on_spare > 1000,
+        "{during} hops, {on_spare} on the spare"
+    );
+}
+
+/// Its control: the closed ring stands still without a spare.
+#[test]
+fn without_spares_a_closed_ring_stands_still() {
+    let (during, _) = within_watchdog("closed ring, no spare", || {
+        tokens_passed_while_the_worker_is_stuck(0, false)
+    });
     assert_eq!(during, 0);
 }
 
@@ -269,4 +304,75 @@ fn a_busy_worker_gets_no_spare() {
         assert_eq!(probe.join().unwrap(), Some(0));
         busy.join().unwrap();
     });
+}
+
+/// Counts its messages, and those it handled on a spare.
+struct Tally {
+    handled: Arc<AtomicU64>,
+    on_spare: Arc<AtomicU64>,
+}
+
+impl Actor for Tally {
+    type Msg = u32;
+    fn handle(&mut self, _: u32, _: &mut Context<Self>) {
+        self.handled.fetch_add(1, Ordering::Relaxed);
+        if threadlet::worker_index().is_some_and(|w| w >= 1) {
+            self.on_spare.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A handler actor with a long mailbox runs it a batch at a time; between batches it waits for
+/// its turn in its worker's free FIFO. The actor that then blocks the only worker (here the one
+/// that filled the mailbox, in `std::thread::sleep`) leaves it there, where a spare can take it.
+/// Returns the messages handled while the worker was stuck, and how many of all on a spare.
+fn handled_while_stuck_after_a_batch(spares: usize) -> (u64, u64) {
+    const MESSAGES: u32 = 200_000;
+    let rt = Runtime::builder()
+        .workers(1)
+        .spare_workers(spares)
+        .build()
+        .unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let on_spare = Arc::new(AtomicU64::new(0));
+    let (h, o) = (handled.clone(), on_spare.clone());
+    let during = rt.block_on(move || {
+        let (tally, _) = threadlet::start(Tally {
+            handled: h.clone(),
+            on_spare: o,
+        });
+        for i in 0..MESSAGES {
+            tally.send(i).unwrap();
+        }
+        // Lets the tally run a few batches: when this actor runs again, the tally is between
+        // two batches (far from done), waiting for its turn.
+        threadlet::sleep(Duration::from_millis(1));
+        let before = h.load(Ordering::Relaxed);
+        assert!(
+            before < u64::from(MESSAGES),
+            "the tally ran out of messages"
+        );
+        std::thread::sleep(Duration::from_millis(500)); // blocks the worker: no `blocking`
+        h.load(Ordering::Relaxed) - before
+    });
+    (during, on_spare.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_handler_actor_between_batches_moves_to_the_spare() {
+    let (during, on_spare) =
+        within_watchdog("between batches", || handled_while_stuck_after_a_batch(1));
+    assert!(
+        during > 0 && on_spare > 0,
+        "{during} handled, {on_spare} on the spare"
+    );
+}
+
+/// The control: without a spare, the tally waits for its worker.
+#[test]
+fn without_a_spare_a_handler_actor_between_batches_waits() {
+    let (during, on_spare) = within_watchdog("between batches, no spare", || {
+        handled_while_stuck_after_a_batch(0)
+    });
+    assert_eq!((during, on_spare), (0, 0));
 }

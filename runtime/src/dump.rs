@@ -219,7 +219,7 @@ pub struct WorkerDump {
     pub spare: bool,
     /// What it was doing.
     pub state: WorkerState,
-    /// Actors in its stealable queue.
+    /// Actors in its stealable queues (its deque and its free FIFO).
     pub queued: usize,
     /// Actors handed to it by other threads, not yet taken in (woken pinned actors, placed
     /// unstarted ones).
@@ -365,7 +365,7 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
                 None if r.is_parked() => WorkerState::Parked,
                 None => WorkerState::Searching,
             },
-            queued: r.stealer.len(),
+            queued: r.stealable_len(),
             inbox: r.inbox.len(),
         })
         .collect::<Vec<_>>();

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::thread;
 use std::time::Duration;
 
-use crossbeam_deque::{Injector, Steal, Worker as Deque};
+use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::{Mutex, RwLock};
 
@@ -47,7 +47,7 @@ use crate::stack::{
 };
 use crate::stats::RuntimeStats;
 use crate::timer::Timers;
-use crate::worker::{self, Remote};
+use crate::worker::{self, Remote, StealableQueues};
 
 /// Which scheduler runs the actors. The two baselines exist to be measured against; see
 /// `baseline.rs`.
@@ -592,14 +592,14 @@ impl Builder {
         let mut parkers = Vec::with_capacity(workers + spares);
         let mut remotes = Vec::with_capacity(workers + spares);
         for _ in 0..workers + spares {
-            let deque = Deque::new_lifo();
+            let queues = StealableQueues::new();
             let parker = Parker::new();
             remotes.push(Remote::new(
-                deque.stealer(),
+                &queues,
                 parker.unparker().clone(),
                 self.preempt_ticks.is_some(),
             ));
-            deques.push(deque);
+            deques.push(queues);
             parkers.push(parker);
         }
         let shared = Arc::new(Shared {
@@ -654,19 +654,19 @@ impl Builder {
             spare_deques
                 .into_iter()
                 .zip(spare_parkers)
-                .map(|(deque, parker)| crate::spare::SpareParts {
-                    deque,
+                .map(|(queues, parker)| crate::spare::SpareParts {
+                    queues,
                     parker,
                     meet: (meet.0.clone(), meet.1.clone()),
                 })
                 .collect(),
         );
-        for (index, (deque, parker)) in deques.into_iter().zip(parkers).enumerate() {
+        for (index, (queues, parker)) in deques.into_iter().zip(parkers).enumerate() {
             let s = shared.clone();
             let meet = (meet.0.clone(), meet.1.clone());
             let spawned = thread::Builder::new()
                 .name(format!("threadlet-worker-{index}"))
-                .spawn(move || worker::run(s, index, deque, parker, meet, worker::Role::Worker));
+                .spawn(move || worker::run(s, index, queues, parker, meet, worker::Role::Worker));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
@@ -954,7 +954,11 @@ impl Shared {
         match &self.policy {
             Policy::GlobalQueue(gq) => gq.has_shared_work(),
             Policy::WorkStealing | Policy::Gil(_) => {
-                !self.injector.is_empty() || self.remotes.iter().any(|r| !r.stealer.is_empty())
+                !self.injector.is_empty()
+                    || self
+                        .remotes
+                        .iter()
+                        .any(|r| !r.stealer.is_empty() || !r.free_stealer.is_empty())
             }
         }
     }

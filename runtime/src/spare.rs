@@ -8,8 +8,8 @@
 //! The stuck worker's own state (`Core`: its next slot, its pinned queue, its stack pool) is in
 //! use by the thread that is stuck, and the actors pinned to it may only ever run on that
 //! thread: they wait. What any thread may take is the stealable work: actors that have not
-//! started and handler actors between messages, in the stuck worker's deque and everyone's, and
-//! the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
+//! started and handler actors between messages, in the stuck worker's deque and free FIFO and
+//! everyone's, and the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
 //! `first..`, and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable
 //! work while it covers a stuck worker, and hands back what it holds once it no longer does.
 //! What it started (a process actor, or a handler actor suspended in `handle`) is pinned to it
@@ -25,8 +25,8 @@
 //!    spare left, there is no handoff this time; the monitor tries again at its next sample.
 //! 2. The spare, while the covered worker's slice number is still the covered one (it is
 //!    stuck), runs what is in its own queues and takes stealable work from the covered worker's
-//!    deque and the injector (not from healthy workers, whose actors would end up pinned to
-//!    it), polling when it finds none: every `SPARE_POLL_MIN` at first, backing off to
+//!    deque and free FIFO and the injector (not from healthy workers, whose actors would end up
+//!    pinned to it), polling when it finds none: every `SPARE_POLL_MIN` at first, backing off to
 //!    `SPARE_POLL_MAX` while nothing comes.
 //! 3. Once the covered worker has moved on, the spare gives its claim back at once: a
 //!    compare-and-swap of `covering` from the index it read back to `NONE` (failing only if
@@ -55,13 +55,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use crossbeam_deque::Worker as Deque;
 use crossbeam_utils::sync::{Parker, WaitGroup};
 use parking_lot::Mutex;
 
-use crate::actor::Runnable;
 use crate::runtime::Shared;
-use crate::worker::Role;
+use crate::worker::{Role, StealableQueues};
 
 /// A slice that lasts this many time slices gets a spare (step 1), if its thread spent less
 /// than an eighth of it on a CPU (`monitor.rs`: a long computation without a safe point is not
@@ -83,7 +81,7 @@ const NONE: usize = usize::MAX;
 
 /// What a spare thread is started with.
 pub(crate) struct SpareParts {
-    pub(crate) deque: Deque<Runnable>,
+    pub(crate) queues: StealableQueues,
     pub(crate) parker: Parker,
     /// Its shares of the workers' shutdown meetings (`worker.rs`, "Shutdown").
     pub(crate) meet: (WaitGroup, WaitGroup),
@@ -168,11 +166,11 @@ impl Spares {
                         .name(format!("threadlet-spare-{index}"))
                         .spawn(move || {
                             let SpareParts {
-                                deque,
+                                queues,
                                 parker,
                                 meet,
                             } = parts;
-                            crate::worker::run(s, index, deque, parker, meet, Role::Spare)
+                            crate::worker::run(s, index, queues, parker, meet, Role::Spare)
                         });
                     match started {
                         Ok(t) => slots[k] = Slot::Started(t),

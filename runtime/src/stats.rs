@@ -173,7 +173,7 @@ impl MailboxTotals {
 pub struct WorkerMetrics {
     /// Its counters: runs, steals, parks, preemptions...
     pub counters: WorkerSnapshot,
-    /// Actors in its stealable queue now.
+    /// Actors in its stealable queues now (its deque and its free FIFO).
     pub queued: usize,
     /// Actors in its inbox now (woken pinned actors, placed unstarted ones).
     pub inbox: usize,
@@ -258,7 +258,7 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
 fn worker_metrics(r: &crate::worker::Remote) -> WorkerMetrics {
     WorkerMetrics {
         counters: r.stats.snapshot(),
-        queued: r.stealer.len(),
+        queued: r.stealable_len(),
         inbox: r.inbox.len(),
     }
 }

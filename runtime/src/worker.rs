@@ -16,17 +16,19 @@
 //! | `next` slot | the actor just woken by the running one | this worker | this worker |
 //! | `local` FIFO | pinned actors that are runnable (woken here, displaced from `next`, yielded) | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
-//! | `deque` (LIFO) | actors not started yet, migratable actors | this worker | this worker, thieves |
+//! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
+//! | `deque` (LIFO) | actors not started yet, free actors displaced from `next` by another wake | this worker | this worker, thieves, a covering spare |
 //! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
 //!
 //! # Finding work
 //!
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
-//! not started); otherwise the inbox (moved to the back of `local`), `local`, `deque`, a batch
-//! from the injector. With none, the worker runs the sleep protocol (`Idle::search` in
-//! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque,
-//! for up to `idle::SEARCH_ROUNDS` rounds, then parks.
+//! not started); otherwise the inbox (moved to the back of `local`), `local` and `free_fifo`
+//! (taking turns: the free FIFO first on every other turn), `deque`, a batch from the injector.
+//! With none, the worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this
+//! worker's `Searcher` impl): it steals half of a random victim's deque (or else of its free
+//! FIFO), for up to `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
@@ -249,12 +251,25 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     (theirs + PLACE_MARGIN <= mine).then_some(o)
 }
 
+/// Steals about half of `from` into `into`, returning one actor to run.
+fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<Runnable> {
+    loop {
+        match from.steal_batch_and_pop(into) {
+            Steal::Success(a) => return Some(a),
+            Steal::Retry => continue,
+            Steal::Empty => return None,
+        }
+    }
+}
+
 /// `Remote::cpu_clock` before the thread has set it.
 const NO_CLOCK: i32 = i32::MIN;
 
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
+    /// The stealer end of `Core::free_fifo`.
+    pub(crate) free_stealer: Stealer<Runnable>,
     /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
     /// (`drain_inbox` moves the latter to the stealable deque).
     pub(crate) inbox: Injector<Runnable>,
@@ -291,9 +306,15 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(stealer: Stealer<Runnable>, unparker: Unparker, ticks: bool) -> Remote {
+    /// Actors in this worker's stealable queues now (for the dump and the metrics).
+    pub(crate) fn stealable_len(&self) -> usize {
+        self.stealer.len() + self.free_stealer.len()
+    }
+
+    pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {
         Remote {
-            stealer,
+            stealer: queues.deque.stealer(),
+            free_stealer: queues.free_fifo.stealer(),
             inbox: Injector::new(),
             inbox_hint: AtomicBool::new(false),
             unparker,
@@ -432,11 +453,29 @@ impl std::fmt::Display for ActivationOf {
     }
 }
 
+/// The owner ends of a worker's two stealable queues (their stealer ends go to its `Remote`).
+pub(crate) struct StealableQueues {
+    /// LIFO for its owner: actors not started yet, free actors displaced from the next slot.
+    pub(crate) deque: Deque<Runnable>,
+    /// FIFO: free actors waiting for their turn here (see the module docs' table).
+    pub(crate) free_fifo: Deque<Runnable>,
+}
+
+impl StealableQueues {
+    pub(crate) fn new() -> StealableQueues {
+        StealableQueues {
+            deque: Deque::new_lifo(),
+            free_fifo: Deque::new_fifo(),
+        }
+    }
+}
+
 /// What only the worker thread touches; see the module docs.
 pub(crate) struct Core {
     next: Cell<Option<Runnable>>,
     local: RefCell<VecDeque<Runnable>>,
     deque: Deque<Runnable>,
+    free_fifo: Deque<Runnable>,
     pool: RefCell<StackPool>,
     /// Started pinned actors, for shutdown. Each knows its slot (`registry_slot`).
     live: RefCell<Vec<ActorRef>>,
@@ -452,11 +491,12 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(deque: Deque<Runnable>, seed: u64) -> Core {
+    pub(crate) fn new(queues: StealableQueues, seed: u64) -> Core {
         Core {
             next: Cell::new(None),
             local: RefCell::new(VecDeque::new()),
-            deque,
+            deque: queues.deque,
+            free_fifo: queues.free_fifo,
             pool: RefCell::new(StackPool::new()),
             live: RefCell::new(Vec::new()),
             carriers: RefCell::new(Vec::new()),
@@ -491,6 +531,18 @@ impl Core {
         }
     }
 
+    /// A runnable actor that waits for its turn here: to the back of the local queue if it is
+    /// pinned here, else to the back of the free FIFO, where thieves and a spare covering this
+    /// worker (`spare.rs`) may take it.
+    #[inline]
+    fn push_turn(&self, actor: Runnable) {
+        if actor.home().is_none() {
+            self.free_fifo.push(actor);
+        } else {
+            self.local.borrow_mut().push_back(actor);
+        }
+    }
+
     /// A new actor, stealable until it starts.
     pub(crate) fn push_spawned(&self, actor: Runnable) {
         self.deque.push(actor);
@@ -520,13 +572,13 @@ pub(crate) enum Role {
 pub(crate) fn run(
     shared: Arc<Shared>,
     index: usize,
-    deque: Deque<Runnable>,
+    queues: StealableQueues,
     parker: Parker,
     meet: (WaitGroup, WaitGroup),
     role: Role,
 ) {
     let ctx = WorkerContext {
-        core: Core::new(deque, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+        core: Core::new(queues, 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
         shared,
         index,
         current: Cell::new(std::ptr::null()),
@@ -597,9 +649,8 @@ impl WorkerLoop<'_> {
                     self.run_actor(actor, true);
                     continue;
                 }
-                // A long chain of wakes through the next slot: let the queues have a turn. (A
-                // chain is one actor at a time: it stays on this worker, whatever its kind.)
-                self.core().local.borrow_mut().push_back(actor);
+                // A long chain of wakes through the next slot: let the queues have a turn.
+                self.core().push_turn(actor);
             }
             next_runs = 0;
             if let Some(actor) = self.next_local() {
@@ -630,6 +681,7 @@ impl WorkerLoop<'_> {
                 core.next
                     .take()
                     .or_else(|| core.local.borrow_mut().pop_front())
+                    .or_else(|| core.free_fifo.pop())
                     .or_else(|| core.deque.pop())
             };
             if let Some(actor) = work {
@@ -718,7 +770,20 @@ impl WorkerLoop<'_> {
             return Some(a);
         }
         self.drain_inbox();
+        // Pinned and free actors waiting for their turn take turns: on every other tick the
+        // free FIFO goes first, so that neither queue can starve the other.
+        // (`is_empty` first: two loads inline, where `pop` is a call.)
+        let free_first = tick.is_multiple_of(2) && !core.free_fifo.is_empty();
+        if free_first && let Some(a) = core.free_fifo.pop() {
+            return Some(a);
+        }
         if let Some(a) = core.local.borrow_mut().pop_front() {
+            return Some(a);
+        }
+        if !free_first
+            && !core.free_fifo.is_empty()
+            && let Some(a) = core.free_fifo.pop()
+        {
             return Some(a);
         }
         core.deque.pop().or_else(|| self.pop_injector())
@@ -794,25 +859,21 @@ impl WorkerLoop<'_> {
             .find_map(|victim| self.steal_from(victim))
     }
 
-    /// Steals about half of `victim`'s deque into this worker's, returning one actor to run.
+    /// Steals about half of `victim`'s deque into this worker's, or else about half of its
+    /// free FIFO into this worker's, returning one actor to run.
     fn steal_from(&self, victim: usize) -> Option<Runnable> {
-        loop {
-            match self.shared().remotes[victim]
-                .stealer
-                .steal_batch_and_pop(&self.core().deque)
-            {
-                Steal::Success(a) => {
-                    let stats = &self.remote().stats;
-                    stats.bump(&stats.steals);
-                    let taken = 1 + self.core().deque.len() as u64;
-                    stats.add(&stats.stolen, taken);
-                    crate::trace::stole(self.ctx.index, taken);
-                    return Some(a);
-                }
-                Steal::Retry => continue,
-                Steal::Empty => return None,
-            }
-        }
+        let (theirs, mine) = (&self.shared().remotes[victim], self.core());
+        let (a, into) = steal_half(&theirs.stealer, &mine.deque)
+            .map(|a| (a, &mine.deque))
+            .or_else(|| {
+                steal_half(&theirs.free_stealer, &mine.free_fifo).map(|a| (a, &mine.free_fifo))
+            })?;
+        let stats = &self.remote().stats;
+        stats.bump(&stats.steals);
+        let taken = 1 + into.len() as u64;
+        stats.add(&stats.stolen, taken);
+        crate::trace::stole(self.ctx.index, taken);
+        Some(a)
     }
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
@@ -926,7 +987,7 @@ impl WorkerLoop<'_> {
                         core.preempted.set(true);
                         // The chain of wakes this actor was part of loses the slice too.
                         if let Some(woken) = core.next.take() {
-                            core.local.borrow_mut().push_back(woken);
+                            core.push_turn(woken);
                         }
                     }
                     actor.state.yielded();
@@ -1041,15 +1102,14 @@ impl WorkerLoop<'_> {
     }
 
     /// A handler actor whose batch ended with messages left goes to the back of this worker's
-    /// local queue (FIFO: the deque is LIFO for its owner, which would pick the same actor
-    /// again and starve the others), or, under the global-queue baseline, its shared queue.
+    /// free FIFO (not the deque: LIFO for its owner, it would pick the same actor again and
+    /// starve the others), where idle workers may steal it, or, under the global-queue
+    /// baseline, to its shared queue.
     fn push_yielded_handler(&self, actor: Runnable) {
         match &self.shared().policy {
             // Unpinned when its activation ended: any worker may run it.
             Policy::GlobalQueue(gq) => gq.push_any(actor),
-            Policy::WorkStealing | Policy::Gil(_) => {
-                self.core().local.borrow_mut().push_back(actor);
-            }
+            Policy::WorkStealing | Policy::Gil(_) => self.core().push_turn(actor),
         }
     }
 
@@ -1347,8 +1407,15 @@ impl WorkerLoop<'_> {
 
     /// Force-unwinds a started actor's stack on this thread, running its destructors.
     fn unwind(&self, actor: &ActorRef) {
-        // In a registry, so started and not ended yet: this is its one `end`.
-        actor.end();
+        // In a registry, so started and not ended yet: this is its one `end`. Its name goes
+        // only after the unwind: its destructors run as that actor.
+        actor.end_keeping_name();
+        self.unwind_stack(actor);
+        actor.forget_name();
+    }
+
+    /// The stack unwinding of `unwind`.
+    fn unwind_stack(&self, actor: &ActorRef) {
         // SAFETY: nobody else can be running or unwinding this actor. A pinned actor is in its
         // home worker's registry only (this worker's), and only its home worker runs it; this
         // worker runs no actor any more. A migratable actor is unwound only after every worker
@@ -1427,6 +1494,7 @@ impl WorkerLoop<'_> {
             || has_next
             || mine
             || !core.local.borrow().is_empty()
+            || !core.free_fifo.is_empty()
             || !core.deque.is_empty()
             || !self.remote().inbox.is_empty()
             || !shared.idle.is_sleeping(self.ctx.index)
