@@ -535,3 +535,50 @@ fn a_busy_worker_polls_io_under_every_scheduler() {
         echo.join().unwrap();
     }
 }
+
+/// A socket first waited on in one runtime's actor, then handed to another runtime's actor:
+/// its waits go through the first runtime's poller while that runtime runs, and move to the
+/// second's once the first has shut down (before, they failed from then on).
+#[test]
+fn a_socket_moves_to_another_runtime_when_the_first_shuts_down() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        for b in [b"1", b"2", b"3"] {
+            // Late enough that each read below waits for it.
+            std::thread::sleep(Duration::from_millis(50));
+            s.write_all(b).unwrap();
+        }
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        rest
+    });
+    let read_one = |conn: &mut TcpStream| {
+        let mut b = [0; 1];
+        conn.read_exact(&mut b).map(|()| b[0])
+    };
+    let first = Runtime::builder().workers(1).build().unwrap();
+    let mut conn = first.block_on(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        assert_eq!(read_one(&mut conn).unwrap(), b'1'); // registered with `first`
+        conn
+    });
+    let second = Runtime::builder().workers(1).build().unwrap();
+    let (conn, got) = second.block_on(move || {
+        let got = read_one(&mut conn); // waits through `first`'s poller
+        (conn, got)
+    });
+    assert_eq!(got.unwrap(), b'2');
+    drop(first);
+    let mut conn = conn;
+    let got = within_watchdog("a read after the first runtime shut down", move || {
+        second.block_on(move || {
+            let got = read_one(&mut conn);
+            conn.write_all(b"ok").unwrap();
+            got
+        })
+    });
+    assert_eq!(got.unwrap(), b'3');
+    assert_eq!(client.join().unwrap(), b"ok");
+}

@@ -51,9 +51,21 @@
 //!
 //! When its runtime shuts down (after every actor ended), every socket still registered with
 //! its poller (one moved to a plain thread, say) is marked gone: its waiters are woken and its
-//! later waits in actors fail with an error. A socket is deregistered when dropped: an actor
-//! killed or cancelled mid-read unwinds and drops (closes) the sockets it owns.
+//! later waits in that runtime's actors fail with an error. A socket is deregistered when
+//! dropped: an actor killed or cancelled mid-read unwinds and drops (closes) the sockets it
+//! owns.
+//!
+//! # A socket that moves
+//!
+//! A socket handed to an actor of another runtime keeps waiting through the poller it was
+//! first registered with while that runtime runs: a poller wakes actors of any runtime. Once
+//! that runtime has shut down, the next wait of an actor of another runtime registers the
+//! socket with its own runtime's poller (the later registration, under a lock that only moved
+//! sockets take), and an actor parked on the stopped poller when it stopped is woken and
+//! waits again there. Registering reports the socket's current readiness as a first event,
+//! so nothing that arrived meanwhile is missed.
 
+use std::borrow::Cow;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -269,6 +281,12 @@ impl Driver {
         }
     }
 
+    /// Its runtime has shut down (`mark_all_gone`).
+    fn is_gone(&self) -> bool {
+        // Acquire: pairs with the release store in `mark_all_gone`.
+        self.gone.load(Ordering::Acquire)
+    }
+
     fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Registration> {
         let state = Arc::new(IoState::default());
         let token = self.sources.lock().insert(state.clone());
@@ -422,12 +440,26 @@ struct Registration {
     token: usize,
 }
 
+impl Registration {
+    /// Takes `fd` out of the poller (errors ignored: the poller may be closed already).
+    fn deregister(&self, fd: RawFd) {
+        let _ = self.driver.registry.deregister(&mut SourceFd(&fd));
+        self.driver.sources.lock().try_remove(self.token);
+    }
+}
+
 /// A non-blocking socket and its registration (module docs).
 pub(crate) struct PollSource<S: AsRawFd> {
     io: S,
     /// Made on the first wait inside an actor, with that actor's runtime; an error if the
     /// socket could not be registered (kept, so that every wait reports it).
     registration: OnceLock<Result<Registration, io::ErrorKind>>,
+    /// A registration with a later runtime, made when an actor of that runtime waits on the
+    /// socket after the first one's poller stopped (module docs, "A socket that moves").
+    moved: Mutex<Option<Registration>>,
+    /// Raised (release) once `moved` has been set: until then, operations take the first
+    /// registration without the lock.
+    is_moved: AtomicBool,
 }
 
 impl<S: AsRawFd> PollSource<S> {
@@ -435,6 +467,8 @@ impl<S: AsRawFd> PollSource<S> {
         PollSource {
             io,
             registration: OnceLock::new(),
+            moved: Mutex::new(None),
+            is_moved: AtomicBool::new(false),
         }
     }
 
@@ -467,11 +501,8 @@ impl<S: AsRawFd> PollSource<S> {
     ) -> io::Result<R> {
         loop {
             // Step 1.
-            let registered = match self.registration.get() {
-                Some(Ok(r)) => Some(r),
-                _ => None,
-            };
-            let (seen, known_drained) = registered.map_or((0, false), |r| r.state.events(dir));
+            let registered = self.current_state();
+            let (seen, known_drained) = registered.as_ref().map_or((0, false), |s| s.events(dir));
             // Step 2, unless known to be futile for an actor (a plain thread does not wait
             // through the poller, so it always tries).
             let skip = known_drained && context::current().is_some();
@@ -480,10 +511,10 @@ impl<S: AsRawFd> PollSource<S> {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Ok(r) => {
-                        if let Some(reg) = registered
+                        if let Some(state) = registered
                             && drained(&r)
                         {
-                            reg.state.mark_drained(dir, seen);
+                            state.mark_drained(dir, seen);
                         }
                         return Ok(r);
                     }
@@ -499,35 +530,95 @@ impl<S: AsRawFd> PollSource<S> {
                 // Steps 3 and 4.
                 Some(driver) => {
                     let fd = self.io.as_raw_fd();
-                    self.registration(driver)?
-                        .state
-                        .wait(fd, dir, seen, deadline)?
+                    let (state, theirs) = self.registration(driver)?;
+                    match state.wait(fd, dir, seen, deadline) {
+                        // Another runtime's poller, which stopped meanwhile: the next round
+                        // moves the socket to this actor's runtime.
+                        Err(e) if theirs && is_driver_gone(&e) => {}
+                        waited => waited?,
+                    }
                 }
             }
         }
     }
 
-    fn registration(&self, driver: io::Result<Arc<Driver>>) -> io::Result<&Registration> {
-        let reg = self.registration.get_or_init(|| {
-            driver
-                .and_then(|d| d.register(self.io.as_raw_fd()))
-                .map_err(|e| e.kind())
+    /// The readiness state operations use now: the first registration's, or the later one's
+    /// once the socket has moved; `None` before any.
+    fn current_state(&self) -> Option<Cow<'_, Arc<IoState>>> {
+        // Acquire: pairs with the release store in `registration` (`moved` is set).
+        if self.is_moved.load(Ordering::Acquire) {
+            return self
+                .moved
+                .lock()
+                .as_ref()
+                .map(|r| Cow::Owned(r.state.clone()));
+        }
+        match self.registration.get() {
+            Some(Ok(r)) => Some(Cow::Borrowed(&r.state)),
+            _ => None,
+        }
+    }
+
+    /// Step 3's registration, made now if this is the first wait in an actor, for an actor of
+    /// the runtime whose poller is `driver`: the state to wait on, and whether it belongs to
+    /// another runtime's poller (module docs, "A socket that moves").
+    fn registration(
+        &self,
+        driver: io::Result<Arc<Driver>>,
+    ) -> io::Result<(Cow<'_, Arc<IoState>>, bool)> {
+        let fd = self.io.as_raw_fd();
+        let mut driver = Some(driver);
+        let first = self.registration.get_or_init(|| {
+            let d = driver.take().expect("the first registration is made once");
+            d.and_then(|d| d.register(fd)).map_err(|e| e.kind())
         });
-        reg.as_ref().map_err(|&kind| {
+        let first = first.as_ref().map_err(|&kind| {
             io::Error::new(
                 kind,
                 "the socket could not be registered with the I/O poller",
             )
-        })
+        })?;
+        // Just registered with this actor's runtime; or this actor's runtime has no poller to
+        // offer (shutting down): the first registration answers.
+        let Some(Ok(mine)) = driver else {
+            return Ok((Cow::Borrowed(&first.state), false));
+        };
+        let theirs = |r: &Registration| !Arc::ptr_eq(&r.driver, &mine);
+        // Registered here, or with another runtime whose poller still runs: that poller wakes
+        // actors of any runtime.
+        if !self.is_moved.load(Ordering::Acquire) && (!theirs(first) || !first.driver.is_gone()) {
+            return Ok((Cow::Borrowed(&first.state), theirs(first)));
+        }
+        let mut moved = self.moved.lock();
+        if let Some(r) = moved.as_ref()
+            && (!theirs(r) || !r.driver.is_gone())
+        {
+            return Ok((Cow::Owned(r.state.clone()), theirs(r)));
+        }
+        if self.is_moved.load(Ordering::Relaxed) || theirs(first) {
+            // The poller it waits on stopped, and this actor's runtime takes the socket over.
+            let r = mine.register(fd)?;
+            let state = r.state.clone();
+            if let Some(old) = moved.replace(r) {
+                old.deregister(fd);
+            }
+            // Release: pairs with the acquire loads in `current_state` and above.
+            self.is_moved.store(true, Ordering::Release);
+            return Ok((Cow::Owned(state), false));
+        }
+        // The first registration's poller is this actor's own, stopped: its waits fail.
+        Ok((Cow::Borrowed(&first.state), false))
     }
 }
 
 impl<S: AsRawFd> Drop for PollSource<S> {
     fn drop(&mut self) {
+        let fd = self.io.as_raw_fd();
         if let Some(Ok(r)) = self.registration.get() {
-            let fd = self.io.as_raw_fd();
-            let _ = r.driver.registry.deregister(&mut SourceFd(&fd));
-            r.driver.sources.lock().try_remove(r.token);
+            r.deregister(fd);
+        }
+        if let Some(r) = self.moved.get_mut().take() {
+            r.deregister(fd);
         }
         // Then `io` drops, closing the socket.
     }
@@ -579,5 +670,22 @@ pub(crate) fn timed_out() -> io::Error {
 }
 
 fn driver_gone() -> io::Error {
-    io::Error::other("the runtime whose I/O poller this socket waits on has shut down")
+    io::Error::other(DriverGone)
 }
+
+/// Whether `e` is `driver_gone`'s error.
+fn is_driver_gone(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<DriverGone>())
+}
+
+/// The error of a wait on the poller of a runtime that has shut down.
+#[derive(Debug)]
+struct DriverGone;
+
+impl std::fmt::Display for DriverGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the runtime whose I/O poller this socket waits on has shut down")
+    }
+}
+
+impl std::error::Error for DriverGone {}
