@@ -575,3 +575,70 @@ fn a_migratable_handler_actor_still_keeps_its_carrier_while_suspended() {
     });
     assert_eq!(total, 8 * 50);
 }
+
+/// Counts its messages; sends itself the next one until told to stop (so its mailbox is never
+/// empty: every batch ends with messages left).
+struct SelfFeeder {
+    handled: Arc<AtomicUsize>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Actor for SelfFeeder {
+    type Msg = ();
+    fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+        self.handled.fetch_add(1, SeqCst);
+        if self.stop.load(SeqCst) {
+            ctx.stop();
+        } else {
+            let _ = ctx.addr().send(());
+        }
+    }
+}
+
+/// Pinned actors that yield and a handler actor whose batches keep running out share one
+/// worker turn by turn, each in the order it became runnable: a yielder gets about as many
+/// turns as the handler actor gets batches (not a share of half the turns split among all the
+/// yielders, as when the two queues simply alternated).
+#[test]
+fn pinned_and_free_actors_get_a_turn_each() {
+    const YIELDERS: usize = 4;
+    const BATCHES: usize = 200;
+    let rt = runtime(1);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let yielders: Vec<_> = (0..YIELDERS)
+        .map(|_| {
+            let stop = stop.clone();
+            rt.spawn(move || {
+                let mut turns = 0usize;
+                while !stop.load(SeqCst) {
+                    threadlet::yield_now();
+                    turns += 1;
+                }
+                turns
+            })
+        })
+        .collect();
+    let (feeder, f) = rt.start(SelfFeeder {
+        handled: handled.clone(),
+        stop: stop.clone(),
+    });
+    feeder.send(()).unwrap();
+    drop(feeder);
+    let h = handled.clone();
+    within_watchdog("turns", move || {
+        while h.load(SeqCst) < BATCHES * threadlet::BATCH {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    stop.store(true, SeqCst);
+    f.join().unwrap();
+    let batches = handled.load(SeqCst) / threadlet::BATCH;
+    for y in yielders {
+        let turns = y.join().unwrap();
+        assert!(
+            turns >= batches / 2,
+            "{turns} turns for a yielder, {batches} batches"
+        );
+    }
+}

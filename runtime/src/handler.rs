@@ -32,8 +32,9 @@
 //!      wake displaces from the slot goes to the stealable deque, and a parked worker is woken
 //!      to take it), else through the injector;
 //!    * [`Step::Yield`]: `run` spent its batch budget with messages left; the actor goes to the
-//!      back of this worker's local queue (FIFO, so that the others queued here run first; the
-//!      deque is LIFO for its owner);
+//!      back of this worker's free FIFO, its turn marked at the back of the local queue (so that
+//!      the others queued here run first; the deque is LIFO for its owner), where idle workers
+//!      may steal it;
 //!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
 //!
 //! So the common case costs one switch pair per batch of messages, on a carrier that stays

@@ -48,7 +48,10 @@
 //! The same holds for any parking worker W and the producer's read of `unparked`: either the
 //! producer sees W parked (and, nobody searching, wakes a sleeper), or W's decrement comes after
 //! the push and W's re-check sees the work. So work never sits in a stealable queue while the
-//! workers that could take it sleep. (An earlier version re-checked only in the last searcher;
+//! workers that could take it sleep. (One exception, by design: a worker's free FIFO (`worker.rs`)
+//! is pushed only by its own worker, which is awake and runs what it holds, so its pushes wake
+//! nobody; thieves take from it when they search anyway, and a stuck worker's is covered by a
+//! spare, `spare.rs`. An earlier version re-checked only in the last searcher;
 //! a worker that was awake but not searching when the last searcher found work and stopped
 //! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) Work for a
 //! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the

@@ -8,8 +8,8 @@
 //! The stuck worker's own state (`Core`: its next slot, its pinned queue, its stack pool) is in
 //! use by the thread that is stuck, and the actors pinned to it may only ever run on that
 //! thread: they wait. What any thread may take is the stealable work: actors that have not
-//! started and handler actors between messages, in the stuck worker's deque and free FIFO and
-//! everyone's, and the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
+//! started, handler actors between messages and migratable actors, in the stuck worker's deque
+//! and free FIFO and everyone's, and the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
 //! `first..`, and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable
 //! work while it covers a stuck worker, and hands back what it holds once it no longer does.
 //! What it started (a process actor, or a handler actor suspended in `handle`) is pinned to it

@@ -2,19 +2,21 @@
 //!
 //! # State, split by who may touch it
 //!
-//! * [`Core`]: owned by the worker thread alone (its next slot, its pinned run queue, the
-//!   owner end of its stealable deque, its stack pool, its registry of started actors). Actor
+//! * [`Core`]: owned by the worker thread alone (its next slot, its local queue of turns, the
+//!   owner ends of its stealable deque and free FIFO, its stack pool, its registry of started
+//!   actors). Actor
 //!   code running on the worker reaches it through the thread's context, so every field is a
 //!   `Cell`/`RefCell` and no borrow is held across a resume.
-//! * [`Remote`]: what other threads may touch (the stealer end of the deque, the inbox for
-//!   wakes of pinned actors, the unparker, the preempt flag, the counters). Lives in `Shared`.
+//! * [`Remote`]: what other threads may touch (the stealer ends of the deque and the free
+//!   FIFO, the inbox for wakes of pinned actors, the unparker, the preempt flag, the
+//!   counters). Lives in `Shared`.
 //!
 //! # Run queues of one worker
 //!
 //! | queue | holds | who pushes | who pops |
 //! |---|---|---|---|
 //! | `next` slot | the actor just woken by the running one | this worker | this worker |
-//! | `local` FIFO | pinned actors that are runnable (woken here, displaced from `next`, yielded) | this worker | this worker |
+//! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
 //! | `deque` (LIFO) | actors not started yet, free actors displaced from `next` by another wake | this worker | this worker, thieves, a covering spare |
@@ -198,6 +200,15 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 /// their shared time slice ends, or forever with time slices off). Tokio caps its LIFO slot at
 /// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
 const MAX_NEXT_RUNS: u32 = 3;
+
+/// The fewest actors a worker's free FIFO must hold for an idle worker to steal from it. A
+/// lone actor there is mostly a chain of wakes cut by `MAX_NEXT_RUNS` (or by a preemption),
+/// which its worker runs again in a moment: taken by an idle worker, the chain would hop to
+/// the other core at every cut (a ring of handler actors passing one token ran 12% slower per
+/// hop on 2 workers that way). Go's thieves likewise leave a running P's `runnext` alone. Two
+/// or more are a backlog worth sharing. A spare covering a stuck worker takes even a lone one:
+/// the stuck worker will not run it.
+pub(crate) const FREE_STEAL_MIN: usize = 2;
 
 /// The load (see "Placement") the spawning worker must have before a spawn may be placed on
 /// another worker. The spawner counts itself, so on a worker that holds nothing else, 3 keeps
@@ -470,10 +481,21 @@ impl StealableQueues {
     }
 }
 
+/// One turn in a worker's local queue. Free actors wait in the stealable free FIFO, and their
+/// turns in the local queue, so that pinned and free actors run in the order they became
+/// runnable here, while thieves can still take the free ones (leaving marks behind, which are
+/// skipped).
+enum Turn {
+    Pinned(Runnable),
+    Free,
+}
+
 /// What only the worker thread touches; see the module docs.
 pub(crate) struct Core {
     next: Cell<Option<Runnable>>,
-    local: RefCell<VecDeque<Runnable>>,
+    /// The turns of the actors that wait here, in order: a pinned actor itself, or a mark
+    /// for a free actor in `free_fifo` (see `Turn`).
+    local: RefCell<VecDeque<Turn>>,
     deque: Deque<Runnable>,
     free_fifo: Deque<Runnable>,
     pool: RefCell<StackPool>,
@@ -526,20 +548,41 @@ impl Core {
             self.deque.push(actor);
             true
         } else {
-            self.local.borrow_mut().push_back(actor);
+            self.local.borrow_mut().push_back(Turn::Pinned(actor));
             false
         }
     }
 
     /// A runnable actor that waits for its turn here: to the back of the local queue if it is
     /// pinned here, else to the back of the free FIFO, where thieves and a spare covering this
-    /// worker (`spare.rs`) may take it.
+    /// worker (`spare.rs`) may take it, with a mark for its turn at the back of the local
+    /// queue.
     #[inline]
     fn push_turn(&self, actor: Runnable) {
         if actor.home().is_none() {
             self.free_fifo.push(actor);
+            self.local.borrow_mut().push_back(Turn::Free);
         } else {
-            self.local.borrow_mut().push_back(actor);
+            self.local.borrow_mut().push_back(Turn::Pinned(actor));
+        }
+    }
+
+    /// The next actor whose turn it is: the local queue's first pinned actor or, for a mark,
+    /// the free FIFO's first actor (a mark whose actor a thief took is skipped); with the local
+    /// queue empty, the free FIFO's first (one stolen into it past its marks).
+    fn pop_turn(&self) -> Option<Runnable> {
+        loop {
+            // The borrow ends with the statement: `pop` runs no actor code.
+            let turn = self.local.borrow_mut().pop_front();
+            match turn {
+                Some(Turn::Pinned(a)) => return Some(a),
+                Some(Turn::Free) => {
+                    if let Some(a) = self.free_fifo.pop() {
+                        return Some(a);
+                    }
+                }
+                None => return self.free_fifo.pop(),
+            }
         }
     }
 
@@ -680,8 +723,7 @@ impl WorkerLoop<'_> {
                 let core = self.core();
                 core.next
                     .take()
-                    .or_else(|| core.local.borrow_mut().pop_front())
-                    .or_else(|| core.free_fifo.pop())
+                    .or_else(|| core.pop_turn())
                     .or_else(|| core.deque.pop())
             };
             if let Some(actor) = work {
@@ -723,11 +765,12 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque,
-    /// then the injector; never from a healthy worker, whose actors would be pinned to the
-    /// spare for good if they started there.
+    /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque and
+    /// free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
+    /// to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
-        self.steal_from(w).or_else(|| self.pop_injector())
+        // Its free FIFO too when it holds a single actor: the stuck worker will not run it.
+        self.steal_from(w, 1).or_else(|| self.pop_injector())
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -770,23 +813,9 @@ impl WorkerLoop<'_> {
             return Some(a);
         }
         self.drain_inbox();
-        // Pinned and free actors waiting for their turn take turns: on every other tick the
-        // free FIFO goes first, so that neither queue can starve the other.
-        // (`is_empty` first: two loads inline, where `pop` is a call.)
-        let free_first = tick.is_multiple_of(2) && !core.free_fifo.is_empty();
-        if free_first && let Some(a) = core.free_fifo.pop() {
-            return Some(a);
-        }
-        if let Some(a) = core.local.borrow_mut().pop_front() {
-            return Some(a);
-        }
-        if !free_first
-            && !core.free_fifo.is_empty()
-            && let Some(a) = core.free_fifo.pop()
-        {
-            return Some(a);
-        }
-        core.deque.pop().or_else(|| self.pop_injector())
+        core.pop_turn()
+            .or_else(|| core.deque.pop())
+            .or_else(|| self.pop_injector())
     }
 
     /// Moves every pinned actor woken from another thread to the back of the local queue.
@@ -806,7 +835,7 @@ impl WorkerLoop<'_> {
                     self.core().deque.push(a);
                     stealable = true;
                 }
-                Steal::Success(a) => local.push_back(a),
+                Steal::Success(a) => local.push_back(Turn::Pinned(a)),
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
@@ -856,17 +885,28 @@ impl WorkerLoop<'_> {
         (0..n)
             .map(|i| (start + i) % n)
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim))
+            .find_map(|victim| self.steal_from(victim, FREE_STEAL_MIN))
     }
 
     /// Steals about half of `victim`'s deque into this worker's, or else about half of its
-    /// free FIFO into this worker's, returning one actor to run.
-    fn steal_from(&self, victim: usize) -> Option<Runnable> {
+    /// free FIFO into this worker's if that holds at least `free_min` actors, returning one
+    /// actor to run.
+    fn steal_from(&self, victim: usize, free_min: usize) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
         let (a, into) = steal_half(&theirs.stealer, &mine.deque)
             .map(|a| (a, &mine.deque))
             .or_else(|| {
-                steal_half(&theirs.free_stealer, &mine.free_fifo).map(|a| (a, &mine.free_fifo))
+                if theirs.free_stealer.len() < free_min {
+                    return None;
+                }
+                let before = mine.free_fifo.len();
+                let a = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
+                // Their turns, after what waits here already.
+                let stolen = mine.free_fifo.len().saturating_sub(before);
+                mine.local
+                    .borrow_mut()
+                    .extend((0..stolen).map(|_| Turn::Free));
+                Some((a, &mine.free_fifo))
             })?;
         let stats = &self.remote().stats;
         stats.bump(&stats.steals);
@@ -1096,7 +1136,10 @@ impl WorkerLoop<'_> {
                 self.shared().push_injector(actor);
             }
             Policy::WorkStealing | Policy::Gil(_) => {
-                self.core().local.borrow_mut().push_back(actor);
+                self.core()
+                    .local
+                    .borrow_mut()
+                    .push_back(Turn::Pinned(actor));
             }
         }
     }
