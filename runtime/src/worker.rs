@@ -686,17 +686,18 @@ impl WorkerLoop<'_> {
         }
         let mut next_runs = 0;
         while !self.shared().is_shutdown() {
-            if let Some(actor) = self.core().next.take() {
-                if next_runs < MAX_NEXT_RUNS {
+            let found = match self.core().next.take() {
+                Some(actor) if next_runs < MAX_NEXT_RUNS => {
                     next_runs += 1;
                     self.run_actor(actor, true);
                     continue;
                 }
                 // A long chain of wakes through the next slot: let the queues have a turn.
-                self.core().push_turn(actor);
-            }
+                Some(actor) => self.turn_after_chain(actor),
+                None => self.next_local(),
+            };
             next_runs = 0;
-            if let Some(actor) = self.next_local() {
+            if let Some(actor) = found {
                 self.run_actor(actor, false);
                 continue;
             }
@@ -705,6 +706,28 @@ impl WorkerLoop<'_> {
                 self.run_actor(actor, false);
             }
         }
+    }
+
+    /// What runs after the next slot's occupant has run `MAX_NEXT_RUNS` times in a row: it
+    /// waits for its turn behind what is queued here (`push_turn`, then `next_local`). When
+    /// nothing is queued and no look at the injector is due, its turn is now, and it runs
+    /// again without the trip through the queues (for a free actor, the free FIFO's
+    /// read-modify-write): the order queuing would give, as a new time slice. The inbox is
+    /// drained at the next turn instead, behind it either way.
+    fn turn_after_chain(&self, actor: Runnable) -> Option<Runnable> {
+        let core = self.core();
+        let tick = core.tick.get().wrapping_add(1);
+        if matches!(self.shared().policy, Policy::WorkStealing | Policy::Gil(_))
+            && !tick.is_multiple_of(GLOBAL_POLL_INTERVAL)
+            && !core.preempted.get()
+            && core.local.borrow().is_empty()
+            && core.free_fifo.is_empty()
+        {
+            core.tick.set(tick);
+            return Some(actor);
+        }
+        core.push_turn(actor);
+        self.next_local()
     }
 
     /// A spare's loop, steps 2 to 4 of the protocol in `spare.rs`.
