@@ -531,6 +531,12 @@ impl<S: AsRawFd> PollSource<S> {
                 Some(driver) => {
                     let fd = self.io.as_raw_fd();
                     let (state, theirs) = self.registration(driver)?;
+                    // A registration other than the one step 1 read (the socket just moved to
+                    // this runtime's poller): `seen` counts the old one's events, so start
+                    // over at step 1 with the new one.
+                    if registered.is_some_and(|r| !Arc::ptr_eq(&r, &state)) {
+                        continue;
+                    }
                     match state.wait(fd, dir, seen, deadline) {
                         // Another runtime's poller, which stopped meanwhile: the next round
                         // moves the socket to this actor's runtime.
@@ -601,6 +607,10 @@ impl<S: AsRawFd> PollSource<S> {
             let state = r.state.clone();
             if let Some(old) = moved.replace(r) {
                 old.deregister(fd);
+                // Its poller stopped, but may not have marked it gone yet (`mark_all_gone`
+                // collects its sockets after raising `gone`), and it is out of that poller's
+                // list now: wake whoever still waits on it, to wait again here.
+                old.state.mark_gone();
             }
             // Release: pairs with the acquire loads in `current_state` and above.
             self.is_moved.store(true, Ordering::Release);

@@ -47,7 +47,7 @@ use crate::stack::{
 };
 use crate::stats::RuntimeStats;
 use crate::timer::Timers;
-use crate::worker::{self, FREE_STEAL_MIN, Remote, StealableQueues};
+use crate::worker::{self, Remote, StealableQueues};
 
 /// Which scheduler runs the actors. The two baselines exist to be measured against; see
 /// `baseline.rs`.
@@ -949,8 +949,7 @@ impl Shared {
         }
     }
 
-    /// Whether any queue that thieves can reach holds work (a free FIFO from
-    /// `FREE_STEAL_MIN` actors, as thieves take from it; its worker runs the rest).
+    /// Whether any queue that thieves can reach holds work.
     pub(crate) fn any_stealable_work(&self) -> bool {
         match &self.policy {
             Policy::GlobalQueue(gq) => gq.has_shared_work(),
@@ -959,7 +958,7 @@ impl Shared {
                     || self
                         .remotes
                         .iter()
-                        .any(|r| !r.stealer.is_empty() || r.free_stealer.len() >= FREE_STEAL_MIN)
+                        .any(|r| !r.stealer.is_empty() || !r.free_stealer.is_empty())
             }
         }
     }

@@ -26,11 +26,12 @@
 //!
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
-//! not started); otherwise the inbox (moved to the back of `local`), `local` and `free_fifo`
-//! (taking turns: the free FIFO first on every other turn), `deque`, a batch from the injector.
-//! With none, the worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this
-//! worker's `Searcher` impl): it steals half of a random victim's deque (or else of its free
-//! FIFO), for up to `idle::SEARCH_ROUNDS` rounds, then parks.
+//! not started); otherwise the inbox (moved to the back of `local`), `local` (a pinned actor,
+//! or for a mark the front of `free_fifo`), `deque`, a batch from the injector. A chain cut
+//! by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
+//! worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this worker's
+//! `Searcher` impl): it steals half of a random victim's deque (or else of its free FIFO), for
+//! up to `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
@@ -200,15 +201,6 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 /// their shared time slice ends, or forever with time slices off). Tokio caps its LIFO slot at
 /// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
 const MAX_NEXT_RUNS: u32 = 3;
-
-/// The fewest actors a worker's free FIFO must hold for an idle worker to steal from it. A
-/// lone actor there is mostly a chain of wakes cut by `MAX_NEXT_RUNS` (or by a preemption),
-/// which its worker runs again in a moment: taken by an idle worker, the chain would hop to
-/// the other core at every cut (a ring of handler actors passing one token ran 12% slower per
-/// hop on 2 workers that way). Go's thieves likewise leave a running P's `runnext` alone. Two
-/// or more are a backlog worth sharing. A spare covering a stuck worker takes even a lone one:
-/// the stuck worker will not run it.
-pub(crate) const FREE_STEAL_MIN: usize = 2;
 
 /// The load (see "Placement") the spawning worker must have before a spawn may be placed on
 /// another worker. The spawner counts itself, so on a worker that holds nothing else, 3 keeps
@@ -397,6 +389,11 @@ impl Remote {
     /// Whether the inbox may hold actors; lowers the hint. A push that lands after the hint is
     /// lowered raises it again (and unparks the owner), so none is missed for long: the owner
     /// looks again at its next turn.
+    /// Whether the hint is up (a look that leaves it so).
+    fn has_inbox_hint(&self) -> bool {
+        self.inbox_hint.load(Ordering::Relaxed)
+    }
+
     fn take_inbox_hint(&self) -> bool {
         self.inbox_hint.load(Ordering::Relaxed) && self.inbox_hint.swap(false, Ordering::Acquire)
     }
@@ -710,16 +707,17 @@ impl WorkerLoop<'_> {
 
     /// What runs after the next slot's occupant has run `MAX_NEXT_RUNS` times in a row: it
     /// waits for its turn behind what is queued here (`push_turn`, then `next_local`). When
-    /// nothing is queued and no look at the injector is due, its turn is now, and it runs
+    /// nothing is queued (its local queue, its free FIFO and its inbox are empty), no look at
+    /// the injector is due and the last run was not preempted, its turn is now, and it runs
     /// again without the trip through the queues (for a free actor, the free FIFO's
-    /// read-modify-write): the order queuing would give, as a new time slice. The inbox is
-    /// drained at the next turn instead, behind it either way.
+    /// read-modify-write): the order queuing would give, as a new time slice. (The next slot
+    /// is never filled under the global-queue baseline, so only the other two get here.)
     fn turn_after_chain(&self, actor: Runnable) -> Option<Runnable> {
         let core = self.core();
         let tick = core.tick.get().wrapping_add(1);
-        if matches!(self.shared().policy, Policy::WorkStealing | Policy::Gil(_))
-            && !tick.is_multiple_of(GLOBAL_POLL_INTERVAL)
+        if !tick.is_multiple_of(GLOBAL_POLL_INTERVAL)
             && !core.preempted.get()
+            && !self.remote().has_inbox_hint()
             && core.local.borrow().is_empty()
             && core.free_fifo.is_empty()
         {
@@ -792,8 +790,7 @@ impl WorkerLoop<'_> {
     /// free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
     /// to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
-        // Its free FIFO too when it holds a single actor: the stuck worker will not run it.
-        self.steal_from(w, 1).or_else(|| self.pop_injector())
+        self.steal_from(w).or_else(|| self.pop_injector())
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -908,20 +905,17 @@ impl WorkerLoop<'_> {
         (0..n)
             .map(|i| (start + i) % n)
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim, FREE_STEAL_MIN))
+            .find_map(|victim| self.steal_from(victim))
     }
 
     /// Steals about half of `victim`'s deque into this worker's, or else about half of its
-    /// free FIFO into this worker's if that holds at least `free_min` actors, returning one
-    /// actor to run.
-    fn steal_from(&self, victim: usize, free_min: usize) -> Option<Runnable> {
+    /// free FIFO into this worker's, returning one actor to run.
+    fn steal_from(&self, victim: usize) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
-        let (a, into) = steal_half(&theirs.stealer, &mine.deque)
-            .map(|a| (a, &mine.deque))
+        let before = mine.deque.len();
+        let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
+            .map(|a| (a, mine.deque.len().saturating_sub(before)))
             .or_else(|| {
-                if theirs.free_stealer.len() < free_min {
-                    return None;
-                }
                 let before = mine.free_fifo.len();
                 let a = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
                 // Their turns, after what waits here already.
@@ -929,11 +923,11 @@ impl WorkerLoop<'_> {
                 mine.local
                     .borrow_mut()
                     .extend((0..stolen).map(|_| Turn::Free));
-                Some((a, &mine.free_fifo))
+                Some((a, stolen))
             })?;
         let stats = &self.remote().stats;
         stats.bump(&stats.steals);
-        let taken = 1 + into.len() as u64;
+        let taken = 1 + queued as u64;
         stats.add(&stats.stolen, taken);
         crate::trace::stole(self.ctx.index, taken);
         Some(a)
