@@ -642,3 +642,89 @@ fn pinned_and_free_actors_get_a_turn_each() {
         );
     }
 }
+
+enum Pass {
+    Peer(Addr<Pass>),
+    Ball,
+}
+
+/// One of two handler actors that pass a ball back and forth until told to stop (a chain of
+/// wakes through the next slot), counting the passes.
+struct Passer {
+    peer: Option<Addr<Pass>>,
+    passes: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Actor for Passer {
+    type Msg = Pass;
+    fn handle(&mut self, msg: Pass, ctx: &mut Context<Self>) {
+        match msg {
+            Pass::Peer(p) => self.peer = Some(p),
+            Pass::Ball if self.stop.load(SeqCst) => {
+                self.peer = None; // the peer's last address: it stops too, once idle
+                ctx.stop();
+            }
+            Pass::Ball => {
+                self.passes.fetch_add(1, SeqCst);
+                if let Some(p) = &self.peer {
+                    let _ = p.send(Pass::Ball);
+                }
+            }
+        }
+    }
+}
+
+/// A pinned actor woken from outside (its wake goes through its worker's inbox) runs within a
+/// few passes of a chain that keeps its only worker busy: a chain cut by `MAX_NEXT_RUNS` goes
+/// through the queues whenever the inbox holds something, instead of running again at once
+/// until the next look at the injector, 61 cuts (about 180 passes) later.
+#[test]
+fn a_wake_from_outside_does_not_wait_behind_a_chain() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    let rt = runtime(1);
+    let passes = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let passer = || Passer {
+        peer: None,
+        passes: passes.clone(),
+        stop: stop.clone(),
+    };
+    let (a, ha) = rt.start(passer());
+    let (b, hb) = rt.start(passer());
+    a.send(Pass::Peer(b.clone())).unwrap();
+    b.send(Pass::Peer(a.clone())).unwrap();
+    a.send(Pass::Ball).unwrap();
+    drop((a, b));
+    // A pinned actor that waits on a channel fed by this (plain) thread, and reports how many
+    // passes went by between each send and its wake.
+    let (tx, rx) = channel::unbounded::<u64>();
+    let (seen_tx, seen_rx) = mpsc::channel::<u64>();
+    let p = passes.clone();
+    let waiter = rt.spawn(move || {
+        while let Ok(sent_at) = rx.recv() {
+            let _ = seen_tx.send(p.load(SeqCst) - sent_at);
+        }
+    });
+    let worst = within_watchdog("wakes beside a chain", move || {
+        let mut worst = 0;
+        for _ in 0..50 {
+            while passes.load(SeqCst) < 1000 {
+                std::thread::yield_now(); // the chain is going
+            }
+            tx.send(passes.load(SeqCst)).unwrap();
+            worst = worst.max(seen_rx.recv().unwrap());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(tx);
+        worst
+    });
+    stop.store(true, SeqCst);
+    waiter.join().unwrap();
+    ha.join().unwrap();
+    hb.join().unwrap();
+    assert!(
+        worst <= 40,
+        "{worst} passes between a send and the wake it caused"
+    );
+}
