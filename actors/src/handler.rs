@@ -257,13 +257,46 @@ impl<A: Actor> Activation for Program<A> {
     }
 }
 
+/// What a new handler actor's program is made of, until the runtime names the actor and
+/// gives it its join completion (`into_fn`): passed to the runtime's `start_handler` as a plain
+/// closure, with no allocation of its own.
+struct Make<A: Actor> {
+    actor: A,
+    mailbox: Mailbox<A::Msg>,
+    on_started: Option<crate::channel::Sender<()>>,
+}
+
+impl<A: Actor> Make<A> {
+    /// The `make` argument of the runtime's `start_handler`.
+    fn into_fn(self) -> impl FnOnce(ActorId, Completion<A>) -> Program<A> {
+        move |id, completion| {
+            let Make {
+                actor,
+                mailbox,
+                on_started,
+            } = self;
+            mailbox.set_actor(id);
+            Program {
+                actor: Some(actor),
+                ctx: Context {
+                    addr: mailbox.uncounted(),
+                    id,
+                    stopping: false,
+                },
+                mailbox,
+                completion: Some(completion),
+                started: false,
+                on_started,
+            }
+        }
+    }
+}
+
 /// Builds the program of a new handler actor and starts it with `start`.
 fn start_with<A: Actor>(
     actor: A,
     capacity: Option<usize>,
-    start: impl FnOnce(
-        Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
-    ) -> io::Result<JoinHandle<A>>,
+    start: impl FnOnce(Make<A>) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
     start_in(actor, mailbox::mailbox_with(capacity), None, start)
 }
@@ -279,7 +312,7 @@ pub(crate) fn start_lent<A: Actor>(
     on_started: crate::channel::Sender<()>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
     start_in(actor, (addr, mailbox), Some(on_started), |make| {
-        handle.start_handler(SpawnOptions::new().name(name), make)
+        handle.start_handler(SpawnOptions::new().name(name), make.into_fn())
     })
 }
 
@@ -288,25 +321,13 @@ fn start_in<A: Actor>(
     actor: A,
     (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
     on_started: Option<crate::channel::Sender<()>>,
-    start: impl FnOnce(
-        Box<dyn FnOnce(ActorId, Completion<A>) -> Program<A>>,
-    ) -> io::Result<JoinHandle<A>>,
+    start: impl FnOnce(Make<A>) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    let handle = start(Box::new(move |id, completion| {
-        mailbox.set_actor(id);
-        Program {
-            actor: Some(actor),
-            ctx: Context {
-                addr: mailbox.uncounted(),
-                id,
-                stopping: false,
-            },
-            mailbox,
-            completion: Some(completion),
-            started: false,
-            on_started,
-        }
-    }))?;
+    let handle = start(Make {
+        actor,
+        mailbox,
+        on_started,
+    })?;
     addr.attach(&handle);
     Ok((addr, handle))
 }
@@ -349,7 +370,7 @@ pub(crate) fn start_here<A: Actor>(
     actor: A,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
     start_with(actor, capacity, |make| {
-        threadlet_runtime::start_handler(opts, make)
+        threadlet_runtime::start_handler(opts, make.into_fn())
     })
 }
 
@@ -360,7 +381,9 @@ pub(crate) fn start_on_handle<A: Actor>(
     capacity: Option<usize>,
     actor: A,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_with(actor, capacity, |make| handle.start_handler(opts, make))
+    start_with(actor, capacity, |make| {
+        handle.start_handler(opts, make.into_fn())
+    })
 }
 
 /// Starts a handler actor with `opts` on `rt`, from any thread (`RuntimeExt::start`,
@@ -371,7 +394,9 @@ pub(crate) fn start_on<A: Actor>(
     capacity: Option<usize>,
     actor: A,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_with(actor, capacity, |make| rt.start_handler(opts, make))
+    start_with(actor, capacity, |make| {
+        rt.start_handler(opts, make.into_fn())
+    })
 }
 
 /// An idle handler actor is mostly its program: 72 bytes for a value of one word with a niche
