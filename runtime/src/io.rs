@@ -590,34 +590,32 @@ impl<S: AsRawFd> PollSource<S> {
             return Ok((Cow::Borrowed(&first.state), false));
         };
         let theirs = |r: &Registration| !Arc::ptr_eq(&r.driver, &mine);
-        // Registered here, or with another runtime whose poller still runs: that poller wakes
-        // actors of any runtime.
-        if !self.is_moved.load(Ordering::Acquire) && (!theirs(first) || !first.driver.is_gone()) {
+        // Registered here (its waits fail once this runtime has stopped), or with another
+        // runtime whose poller still runs: that poller wakes actors of any runtime.
+        let usable = |r: &Registration| !theirs(r) || !r.driver.is_gone();
+        if !self.is_moved.load(Ordering::Acquire) && usable(first) {
             return Ok((Cow::Borrowed(&first.state), theirs(first)));
         }
         let mut moved = self.moved.lock();
         if let Some(r) = moved.as_ref()
-            && (!theirs(r) || !r.driver.is_gone())
+            && usable(r)
         {
             return Ok((Cow::Owned(r.state.clone()), theirs(r)));
         }
-        if self.is_moved.load(Ordering::Relaxed) || theirs(first) {
-            // The poller it waits on stopped, and this actor's runtime takes the socket over.
-            let r = mine.register(fd)?;
-            let state = r.state.clone();
-            if let Some(old) = moved.replace(r) {
-                old.deregister(fd);
-                // Its poller stopped, but may not have marked it gone yet (`mark_all_gone`
-                // collects its sockets after raising `gone`), and it is out of that poller's
-                // list now: wake whoever still waits on it, to wait again here.
-                old.state.mark_gone();
-            }
-            // Release: pairs with the acquire loads in `current_state` and above.
-            self.is_moved.store(true, Ordering::Release);
-            return Ok((Cow::Owned(state), false));
+        // The poller it waits on is another runtime's, which stopped: this actor's runtime
+        // takes the socket over.
+        let r = mine.register(fd)?;
+        let state = r.state.clone();
+        if let Some(old) = moved.replace(r) {
+            old.deregister(fd);
+            // Its poller stopped, but may not have marked it gone yet (`mark_all_gone`
+            // collects its sockets after raising `gone`), and it is out of that poller's list
+            // now: wake whoever still waits on it, to wait again here.
+            old.state.mark_gone();
         }
-        // The first registration's poller is this actor's own, stopped: its waits fail.
-        Ok((Cow::Borrowed(&first.state), false))
+        // Release: pairs with the acquire loads in `current_state` and above.
+        self.is_moved.store(true, Ordering::Release);
+        Ok((Cow::Owned(state), false))
     }
 }
 
