@@ -4,9 +4,8 @@
 //!
 //! * [`Core`]: owned by the worker thread alone (its next slot, its local queue of turns, the
 //!   owner ends of its stealable deque and free FIFO, its stack pool, its registry of started
-//!   actors). Actor
-//!   code running on the worker reaches it through the thread's context, so every field is a
-//!   `Cell`/`RefCell` and no borrow is held across a resume.
+//!   actors). Actor code running on the worker reaches it through the thread's context, so
+//!   every field is a `Cell`/`RefCell` and no borrow is held across a resume.
 //! * [`Remote`]: what other threads may touch (the stealer ends of the deque and the free
 //!   FIFO, the inbox for wakes of pinned actors, the unparker, the preempt flag, the
 //!   counters). Lives in `Shared`.
@@ -386,16 +385,16 @@ impl Remote {
         self.safe_point.request_preempt();
     }
 
-    /// Whether the inbox may hold actors; lowers the hint. A push that lands after the hint is
-    /// lowered raises it again (and unparks the owner), so none is missed for long: the owner
-    /// looks again at its next turn.
-    /// Whether the hint is up (a look that leaves it so).
+    /// Whether the inbox may hold actors, leaving the hint as it is.
     fn has_inbox_hint(&self) -> bool {
         self.inbox_hint.load(Ordering::Relaxed)
     }
 
+    /// Whether the inbox may hold actors; lowers the hint. A push that lands after the hint is
+    /// lowered raises it again (and unparks the owner), so none is missed for long: the owner
+    /// looks again at its next turn.
     fn take_inbox_hint(&self) -> bool {
-        self.inbox_hint.load(Ordering::Relaxed) && self.inbox_hint.swap(false, Ordering::Acquire)
+        self.has_inbox_hint() && self.inbox_hint.swap(false, Ordering::Acquire)
     }
 
     /// Hands a woken pinned actor to this worker from another thread.
@@ -545,9 +544,14 @@ impl Core {
             self.deque.push(actor);
             true
         } else {
-            self.local.borrow_mut().push_back(Turn::Pinned(actor));
+            self.push_pinned(actor);
             false
         }
+    }
+
+    /// A pinned actor to the back of the local queue.
+    fn push_pinned(&self, actor: Runnable) {
+        self.local.borrow_mut().push_back(Turn::Pinned(actor));
     }
 
     /// A runnable actor that waits for its turn here: to the back of the local queue if it is
@@ -560,7 +564,7 @@ impl Core {
             self.free_fifo.push(actor);
             self.local.borrow_mut().push_back(Turn::Free);
         } else {
-            self.local.borrow_mut().push_back(Turn::Pinned(actor));
+            self.push_pinned(actor);
         }
     }
 
@@ -1152,12 +1156,7 @@ impl WorkerLoop<'_> {
             Policy::WorkStealing | Policy::Gil(_) if actor.migratable => {
                 self.shared().push_injector(actor);
             }
-            Policy::WorkStealing | Policy::Gil(_) => {
-                self.core()
-                    .local
-                    .borrow_mut()
-                    .push_back(Turn::Pinned(actor));
-            }
+            Policy::WorkStealing | Policy::Gil(_) => self.core().push_pinned(actor),
         }
     }
 
