@@ -756,11 +756,7 @@ impl<M> Mailbox<M> {
     /// drop(addr);
     /// ```
     pub fn addr(&self) -> Addr<M> {
-        let outside = on_plain_thread();
-        self.shared.state.lock().count_addr(outside);
-        Addr {
-            shared: TaggedArc::new(self.shared.clone(), outside),
-        }
+        Addr::counted(&self.shared)
     }
 
     /// Messages waiting now.
@@ -961,11 +957,7 @@ impl<M> UncountedAddr<M> {
 
     /// A new (counted) address of the mailbox.
     pub(crate) fn addr(&self) -> Addr<M> {
-        let outside = on_plain_thread();
-        self.shared.state.lock().count_addr(outside);
-        Addr {
-            shared: TaggedArc::new(self.shared.clone(), outside),
-        }
+        Addr::counted(&self.shared)
     }
 }
 
@@ -1216,6 +1208,16 @@ pub struct Addr<M> {
 }
 
 impl<M> Addr<M> {
+    /// A new address of `shared`'s mailbox, counted (as held outside if made on a plain
+    /// thread).
+    fn counted(shared: &Arc<Shared<M>>) -> Addr<M> {
+        let outside = on_plain_thread();
+        shared.state.lock().count_addr(outside);
+        Addr {
+            shared: TaggedArc::new(shared.clone(), outside),
+        }
+    }
+
     /// Puts `msg` into the mailbox and wakes the actor if it waits. Never blocks on an unbounded
     /// mailbox; on a full bounded one it suspends the calling actor (blocks a plain thread)
     /// until there is room, or until the mailbox closes. Fails, handing `msg` back, if the
