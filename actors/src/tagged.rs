@@ -28,11 +28,8 @@ unsafe impl<T: Send + Sync> Send for TaggedArc<T> {}
 unsafe impl<T: Send + Sync> Sync for TaggedArc<T> {}
 
 impl<T> TaggedArc<T> {
-    const ALIGNED: () = assert!(std::mem::align_of::<T>() >= 2, "bit 0 must be free");
-
     pub(crate) fn new(arc: Arc<T>, flag: bool) -> TaggedArc<T> {
-        #[allow(clippy::let_unit_value)]
-        let () = Self::ALIGNED;
+        const { assert!(std::mem::align_of::<T>() >= 2, "bit 0 must be free") };
         let raw = Arc::into_raw(arc).cast_mut();
         let tagged = NonNull::new(raw.map_addr(|a| a | usize::from(flag)))
             .expect("Arc::into_raw is never null");
