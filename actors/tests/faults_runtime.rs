@@ -590,6 +590,7 @@ fn every_join_reports_an_outcome_whatever_panics() {
 fn b6_the_long_run_report_names_the_actor_that_holds_the_worker() {
     let reports: Arc<Mutex<Vec<threadlet::LongRun>>> = Arc::default();
     let r = reports.clone();
+    let seen = reports.clone();
     let slice = Duration::from_millis(2);
     let rt = Runtime::builder()
         .workers(1)
@@ -602,9 +603,18 @@ fn b6_the_long_run_report_names_the_actor_that_holds_the_worker() {
             .name("slow-consumer")
             .spawn_actor(move |mb: Mailbox<u64>| {
                 let first = mb.recv();
-                // Holds the worker, with no safe point, for many slices.
+                // Holds the worker, with no safe point, until a report names it (a mutex is
+                // no safe point). Spinning for a fixed time instead failed on a crowded CI
+                // machine, where the monitor thread itself went without a CPU for most of the
+                // spin; the deadline only keeps a broken monitor from hanging the test.
                 let start = std::time::Instant::now();
-                while start.elapsed() < slice * (threadlet::LONG_RUN_SLICES + 10) {
+                let named_me = || {
+                    let reports = seen.lock().unwrap();
+                    reports
+                        .iter()
+                        .any(|lr| lr.name.as_deref() == Some("slow-consumer"))
+                };
+                while !named_me() && start.elapsed() < Duration::from_secs(60) {
                     std::hint::spin_loop();
                 }
                 let mut n = u64::from(first.is_some());

@@ -205,12 +205,18 @@ fn long_runs_are_reported_once() {
         .on_long_run(move |r| r2.lock().unwrap().push(r.clone()))
         .build()
         .unwrap();
+    let seen = reports.clone();
     let id = rt.block_on(|| {
-        let h = threadlet::spawn(|| {
+        let h = threadlet::spawn(move || {
+            // Blocking the worker on purpose, with no safe point (a mutex is none): until the
+            // first report (the deadline only keeps a broken monitor from hanging the test),
+            // then 100 ms (50 slices) more, in which no second report may come.
             let t = std::time::Instant::now();
-            // Blocking the worker on purpose: no safe point for 300 ms (150 slices), long
-            // enough for the monitor to see it even on a loaded machine.
-            while t.elapsed() < Duration::from_millis(300) {
+            while seen.lock().unwrap().is_empty() && t.elapsed() < Duration::from_secs(60) {
+                std::hint::spin_loop();
+            }
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(100) {
                 std::hint::spin_loop();
             }
             threadlet::current().unwrap()

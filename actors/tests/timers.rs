@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 use threadlet::channel::{self, RecvTimeoutError};
 use threadlet::{Mailbox, Runtime, RuntimeExt, Scheduler};
 
+mod common;
+use common::within_watchdog;
+
 #[test]
 fn a_hundred_thousand_sleepers_wake_no_earlier_than_their_deadlines() {
     for s in [
@@ -48,18 +51,17 @@ fn sleepers(scheduler: Scheduler) {
 
 #[test]
 fn sleeping_actors_hold_no_worker() {
-    // One worker: while one actor sleeps for a long time, others run.
-    let rt = Runtime::builder().workers(1).build().unwrap();
-    rt.block_on(|| {
-        let sleeper = threadlet::spawn(|| threadlet::sleep(Duration::from_millis(200)));
-        let t = Instant::now();
-        let quick = threadlet::spawn(|| 1 + 1);
-        assert_eq!(quick.join().unwrap(), 2);
-        assert!(
-            t.elapsed() < Duration::from_millis(200),
-            "the sleeper blocked the worker"
-        );
-        sleeper.join().unwrap();
+    // One worker: while one actor sleeps (for an hour), others run; were the sleeper holding the
+    // worker, the quick actor would never finish and the watchdog would fail the test.
+    within_watchdog("sleeper and quick actor", || {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        rt.block_on(|| {
+            let sleeper = threadlet::spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+            let quick = threadlet::spawn(|| 1 + 1);
+            assert_eq!(quick.join().unwrap(), 2);
+            assert!(sleeper.abort(), "the sleeper ended before its hour was up");
+            assert!(sleeper.join().unwrap_err().is_killed());
+        });
     });
 }
 
