@@ -337,8 +337,10 @@ pub struct ActorCell {
     /// Touched only by whoever holds the body (the spawner, then the one queue entry's holder),
     /// so relaxed accesses suffice: the queue push and pop that hand the body over order them.
     pub(crate) placed_on: AtomicU32,
-    /// A handler actor (`handler.rs`): its index in the runtime's registry of handler actors;
-    /// `NO_SLOT` for a process actor.
+    /// A handler actor (`handler.rs`), not a process actor.
+    pub(crate) handler: bool,
+    /// A handler actor's index in its live-table shard's registry of handler actors
+    /// (`live.rs`); `NO_SLOT` in none.
     pub(crate) handler_slot: AtomicU32,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
@@ -434,8 +436,6 @@ impl ActorCell {
         body: Body,
         reserved: bool,
     ) -> Arc<ActorCell> {
-        // Only the span needs the kind; the handler slot records it for everything else.
-        #[cfg(feature = "tracing")]
         let handler = matches!(body, Body::Idle(_));
         #[cfg(feature = "tracing")]
         let span = crate::trace::spawned(id.as_u64(), opts.name.as_deref(), handler);
@@ -453,6 +453,7 @@ impl ActorCell {
             home: Home::new(),
             registry_slot: AtomicU32::new(NO_SLOT),
             placed_on: AtomicU32::new(NO_HOME),
+            handler,
             handler_slot: AtomicU32::new(NO_SLOT),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new(0),
@@ -599,7 +600,7 @@ impl ActorCell {
         // stack) leaves that worker's count here.
         self.unplace();
         self.state.complete();
-        self.shared.live.remove(self.id);
+        self.shared.live.remove(self);
         if self.reserved {
             self.shared.slab.unreserve();
         }
@@ -643,9 +644,9 @@ impl ActorCell {
         }
     }
 
-    /// Whether this is a handler actor (`handler.rs`), registered as one when it was created.
+    /// Whether this is a handler actor (`handler.rs`).
     pub(crate) fn is_handler(&self) -> bool {
-        self.handler_slot.load(Ordering::Relaxed) != NO_SLOT
+        self.handler
     }
 
     /// The pinned home worker, if the actor has started and is not migratable.
@@ -737,8 +738,9 @@ impl ActorNames {
     }
 }
 
-/// A registry of actors (a worker's started pinned actors, the runtime's migratable or handler
-/// actors) with O(1) removal: each actor keeps its index in the field that `slot` names.
+/// A registry of actors (a worker's started pinned actors, the runtime's migratable actors, a
+/// live-table shard's handler actors) with O(1) removal: each actor keeps its index in the
+/// field that `slot` names.
 pub(crate) struct Registry {
     slot: fn(&ActorCell) -> &AtomicU32,
 }
@@ -748,28 +750,42 @@ impl Registry {
     pub(crate) const STARTED: Registry = Registry {
         slot: |a| &a.registry_slot,
     };
-    /// The registry whose index lives in `ActorCell::handler_slot`.
+    /// The registry whose index lives in `ActorCell::handler_slot` (`live.rs`).
     pub(crate) const HANDLERS: Registry = Registry {
         slot: |a| &a.handler_slot,
     };
 
-    // Relaxed, the slot's loads and stores in `insert` and `remove`: they happen only while
-    // holding the registry (`&mut Vec`: a worker's own, or a shared one under its lock), which
-    // orders them; they pair with nothing else. (`is_handler` only tells `NO_SLOT` from an
-    // index, and the first index is stored before the actor is queued anywhere.)
+    // Relaxed, the slot's loads and stores in `insert`, `remove` and `forget`: they happen
+    // only while holding the registry (`&mut Vec`: a worker's own, or a shared one under its
+    // lock), which orders them; they pair with nothing else.
     pub(crate) fn insert(&self, live: &mut Vec<ActorRef>, actor: ActorRef) {
         // Below `NO_SLOT`: see `registry_slot`.
         (self.slot)(&actor).store(live.len() as u32, Ordering::Relaxed);
         live.push(actor);
     }
 
-    pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorRef) {
-        let slot = (self.slot)(actor).load(Ordering::Relaxed) as usize;
-        debug_assert!(Arc::ptr_eq(&live[slot], actor));
-        live.swap_remove(slot);
+    /// Takes `actor` out and returns the registry's reference to it, for the caller to drop
+    /// where it may; `None` for one that `forget` let go of.
+    pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorCell) -> Option<ActorRef> {
+        let slot = (self.slot)(actor).swap(NO_SLOT, Ordering::Relaxed);
+        if slot == NO_SLOT {
+            return None;
+        }
+        let slot = slot as usize;
+        debug_assert!(std::ptr::eq(Arc::as_ptr(&live[slot]), actor));
+        let removed = live.swap_remove(slot);
         if let Some(moved) = live.get(slot) {
             (self.slot)(moved).store(slot as u32, Ordering::Relaxed);
         }
+        Some(removed)
+    }
+
+    /// Empties the registry, leaving its actors in none.
+    pub(crate) fn forget(&self, live: &mut Vec<ActorRef>) -> Vec<ActorRef> {
+        for a in live.iter() {
+            (self.slot)(a).store(NO_SLOT, Ordering::Relaxed);
+        }
+        std::mem::take(live)
     }
 }
 
@@ -828,8 +844,8 @@ impl Runnable {
         }
         // SAFETY: the actor has not started (the acquire load pairs with the release store of
         // `started` in `WorkerLoop::start`/`activate`), so it cannot be woken (only a started
-        // actor parks) and is in no registry but, for a handler actor, the handler registry,
-        // which shutdown step 4 emptied before the workers were joined; this runs only after
+        // actor parks) and is in no registry but, for a handler actor, its live-table shard's,
+        // which shutdown step 4 swept before the workers were joined; this runs only after
         // that (`Shared::drain_injector`). This entry is its only one, which gives us its
         // body as in `body`. An unstarted body is a `Send` closure (and maybe a stack no code
         // ran on), or a handler actor's `Send` program, which any thread may drop.

@@ -46,10 +46,10 @@
 //! An actor suspended inside an activation is in its worker's registry and is unwound there,
 //! like a process actor. An idle one may sit in no queue at all (waiting for a message), and
 //! its program holds its mailbox, whose waiter holds the actor: a cycle that only a message or
-//! the last address breaks. So the runtime keeps every live handler actor in a registry of its
-//! own (`Shared::handlers`), and shutdown drops the program of each one that is still idle
-//! (step 4 of the shutdown protocol in `worker.rs`): its join handle reports `Cancelled`. No
-//! handler actor can be started once shutdown has begun (it would miss that step).
+//! the last address breaks. Every live actor is in the runtime's live table (`live.rs`), and
+//! shutdown drops the program of each handler actor there that is still idle (step 4 of the
+//! shutdown protocol in `worker.rs`): its join handle reports `Cancelled`. No handler actor can
+//! be started once shutdown has begun (it would miss that step).
 
 use std::any::Any;
 use std::io;
@@ -144,8 +144,8 @@ where
     M: FnOnce(ActorId, Completion<R>) -> P,
 {
     if shared.is_shutdown() {
-        // Its program could only be dropped through the handler registry, which shutdown has
-        // already emptied (or is emptying).
+        // Its program could only be dropped through the live table's sweep of handler actors,
+        // which shutdown has already made (or is making).
         return Err((io::Error::other("the runtime is shutting down"), make));
     }
     // No stack is reserved: an idle handler actor holds none, and an activation borrows one
@@ -155,8 +155,9 @@ where
     let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
     let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
     handle.set_actor(entry.actor());
-    shared.live.insert(id, handle.live_entry());
-    shared.register_handler(entry.actor().clone());
+    shared
+        .live
+        .insert(id, handle.live_entry(), Some(entry.actor().clone()));
     shared.spawn_cell(entry);
     Ok(handle)
 }

@@ -6,6 +6,12 @@
 //! weak references (the actor's cell, and its join packet for monitors), so the table keeps
 //! neither an ended actor nor its result alive, and dropping an entry runs no user code.
 //!
+//! Each shard also holds its handler actors, from their start to their end: an idle one may be
+//! in no queue, and shutdown must reach it to drop its program (`handler.rs`, "Shutdown";
+//! `sweep_handlers`). The table is the one registry of them, so starting and ending a handler
+//! actor takes one shard's lock, not a lock that every worker shares. The reference it lets go
+//! of at the end is an ended actor's, whose body is gone: dropping it runs no user code either.
+//!
 //! Cost: one insert and one remove per actor under one of `SHARDS` locks, with a hash that keeps
 //! consecutive ids in neighbouring buckets (`IdHasher`) and no allocation but the table's own
 //! growth.
@@ -13,11 +19,12 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorId};
+use crate::actor::{ActorCell, ActorId, Registry};
 use crate::join::{ExitSource, ExitWatch};
 
 /// Shards: enough that workers spawning at once seldom take the same lock.
@@ -78,11 +85,14 @@ pub(crate) struct LiveEntry {
     pub(crate) exit: Weak<dyn ExitSource>,
 }
 
-/// One shard: its entries, and how many it has taken in and let go (for
+/// One shard: its entries, its handler actors, and how many it has taken in and let go (for
 /// `Runtime::metrics`: spawned = ended + live holds shard by shard).
 #[derive(Default)]
 struct ShardState {
     entries: HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>,
+    /// The handler actors among them, held (`handler.rs`, "Shutdown": an idle one may be in no
+    /// queue, and shutdown must still reach it).
+    handlers: Vec<Arc<ActorCell>>,
     inserted: u64,
     removed: u64,
 }
@@ -93,18 +103,22 @@ type Shard = Mutex<ShardState>;
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LiveCounts {
     pub(crate) live: usize,
+    pub(crate) handlers: usize,
     pub(crate) inserted: u64,
     pub(crate) removed: u64,
 }
 
 pub(crate) struct LiveTable {
     shards: Box<[Shard]>,
+    /// Shards that shutdown's sweep of handler actors has handed out (`sweep_handlers`).
+    swept: AtomicUsize,
 }
 
 impl LiveTable {
     pub(crate) fn new() -> LiveTable {
         LiveTable {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            swept: AtomicUsize::new(0),
         }
     }
 
@@ -112,24 +126,36 @@ impl LiveTable {
         &self.shards[(id.as_u64() as usize) % SHARDS]
     }
 
-    pub(crate) fn insert(&self, id: ActorId, entry: LiveEntry) {
+    /// Enters a new actor; `handler`: a handler actor's cell, which the table holds until the
+    /// actor ends.
+    pub(crate) fn insert(&self, id: ActorId, entry: LiveEntry, handler: Option<Arc<ActorCell>>) {
         let old = {
             let mut shard = self.shard(id).lock();
             shard.inserted += 1;
+            if let Some(cell) = handler {
+                Registry::HANDLERS.insert(&mut shard.handlers, cell);
+            }
             shard.entries.insert(id, entry)
         };
+        debug_assert!(old.is_none(), "ids are never reused");
         drop(old);
     }
 
-    pub(crate) fn remove(&self, id: ActorId) {
+    /// Lets an ended actor go (a no-op if it is not in the table).
+    pub(crate) fn remove(&self, actor: &ActorCell) {
+        let mut held = None;
         let gone = {
-            let mut shard = self.shard(id).lock();
-            let gone = shard.entries.remove(&id);
+            let mut shard = self.shard(actor.id).lock();
+            let gone = shard.entries.remove(&actor.id);
             shard.removed += u64::from(gone.is_some());
+            if actor.is_handler() {
+                held = Registry::HANDLERS.remove(&mut shard.handlers, actor);
+            }
             gone
         };
-        // Weak references only: nothing of the user's is dropped here.
-        drop(gone);
+        // Weak references, and an ended actor's cell (its body is gone: the caller ended it),
+        // dropped with no lock held: nothing of the user's runs here.
+        drop((gone, held));
     }
 
     /// Live, inserted and removed entries, summed shard by shard (each shard's three figures
@@ -139,10 +165,33 @@ impl LiveTable {
             let s = shard.lock();
             LiveCounts {
                 live: c.live + s.entries.len(),
+                handlers: c.handlers + s.handlers.len(),
                 inserted: c.inserted + s.inserted,
                 removed: c.removed + s.removed,
             }
         })
+    }
+
+    /// Shutdown's sweep of idle handler actors (`worker.rs`, "Shutdown", step 4): takes the
+    /// handler actors of the next shard that no caller has had yet (`None` once every shard
+    /// has been handed out), so each actor goes to one worker. They stay in the table until
+    /// they end.
+    pub(crate) fn sweep_handlers(&self) -> Option<Vec<Arc<ActorCell>>> {
+        // Relaxed: the counter only hands out distinct numbers; the shard's lock orders what is
+        // taken under it.
+        let shard = self
+            .shards
+            .get(self.swept.fetch_add(1, Ordering::Relaxed))?;
+        Some(Registry::HANDLERS.forget(&mut shard.lock().handlers))
+    }
+
+    /// Lets go of the handler actors that are left, after the workers have exited (a late
+    /// start through a handle): each has ended by then, dropped with the queues.
+    pub(crate) fn release_handlers(&self) {
+        for shard in self.shards.iter() {
+            let left = Registry::HANDLERS.forget(&mut shard.lock().handlers);
+            drop(left);
+        }
     }
 
     /// The entry of actor `id`, copied out of its shard.

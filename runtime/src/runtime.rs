@@ -619,7 +619,6 @@ impl Builder {
             monitor: Arc::new(MonitorSignal::default()),
             names: ActorNames::default(),
             sweep: Mutex::new(()),
-            handlers: Mutex::new(Vec::new()),
             spawn_gate: RwLock::new(true),
             live: crate::live::LiveTable::new(),
             blocking: Arc::new(BlockingPool::new(
@@ -710,8 +709,6 @@ pub(crate) struct Shared {
     pub(crate) spares: crate::spare::Spares,
     /// Serialises the sweeps of the queues at shutdown (see `after_push`).
     sweep: Mutex<()>,
-    /// Live handler actors, for shutdown (see `handler.rs`).
-    handlers: Mutex<Vec<ActorRef>>,
     /// Whether spawns through a [`Handle`](crate::Handle) are still accepted (see `handle.rs`).
     pub(crate) spawn_gate: RwLock<bool>,
     /// Live actors by id (`live.rs`).
@@ -979,24 +976,6 @@ impl Shared {
     /// The spare workers' remotes (`spare.rs`).
     pub(crate) fn spare_remotes(&self) -> &[Remote] {
         &self.remotes[self.spares.first..]
-    }
-
-    /// Live handler actors (the length of their registry).
-    pub(crate) fn live_handlers(&self) -> usize {
-        self.handlers.lock().len()
-    }
-
-    pub(crate) fn register_handler(&self, actor: ActorRef) {
-        Registry::HANDLERS.insert(&mut self.handlers.lock(), actor);
-    }
-
-    pub(crate) fn unregister_handler(&self, actor: &ActorRef) {
-        Registry::HANDLERS.remove(&mut self.handlers.lock(), actor);
-    }
-
-    /// Takes one live handler actor out of the registry (shutdown).
-    pub(crate) fn take_handler(&self) -> Option<ActorRef> {
-        self.handlers.lock().pop()
     }
 
     /// Takes one started migratable actor out of the registry (shutdown).
@@ -1346,11 +1325,10 @@ fn shut_down(
     // that no spawn lands in a queue nobody will drain again (`handle.rs`).
     *shared.spawn_gate.write() = false;
     shared.drain_injector();
-    // A handler actor started through a handle after the workers emptied the handler registry
-    // (step 4) was dropped with the queues just now; its registry entry would keep the runtime
-    // allocated (the entry holds the actor, which holds `Shared`).
-    let late = std::mem::take(&mut *shared.handlers.lock());
-    drop(late);
+    // A handler actor started through a handle after the workers swept the live table for
+    // handler actors (step 4) was dropped with the queues just now; the table's reference to it
+    // would keep the runtime allocated (the actor holds `Shared`).
+    shared.live.release_handlers();
 }
 
 /// The counters of these workers.
@@ -1423,7 +1401,7 @@ where
     let (start, mut handle) = join::entry(id, opts.name.as_deref().map(Arc::from), f);
     let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
     handle.set_actor(entry.actor());
-    shared.live.insert(id, handle.live_entry());
+    shared.live.insert(id, handle.live_entry(), None);
     shared.spawn_cell(entry);
     handle
 }

@@ -230,7 +230,7 @@ impl Metrics {
 /// one shard lock at a time); everything else is a counter read.
 pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     let counts = shared.live.counts();
-    let live_handler = shared.live_handlers().min(counts.live);
+    let live_handler = counts.handlers;
     let (mut messages, mut high_water) = (0, 0);
     shared.live.for_each(|cell, entry| {
         if let Some(m) = crate::dump::mailbox_of(cell.id, entry) {

@@ -1074,7 +1074,6 @@ impl WorkerLoop<'_> {
                 // A handler actor's activation ended with its actor stopped (`handler.rs`).
                 CoroutineResult::Yield(Out::Stopped) => {
                     self.end_activation(actor, body, None);
-                    self.shared().unregister_handler(actor);
                     actor.end();
                     break;
                 }
@@ -1119,9 +1118,6 @@ impl WorkerLoop<'_> {
         self.ctx.killing.set(true);
         match body {
             Body::Unstarted(..) | Body::Idle(..) => {
-                if actor.is_handler() {
-                    self.shared().unregister_handler(actor);
-                }
                 // Drops the closure or the idle handler actor's program, contained.
                 actor.discard_unstarted(body);
             }
@@ -1185,9 +1181,7 @@ impl WorkerLoop<'_> {
             None => match self.new_carrier() {
                 Ok(c) => c,
                 Err(e) => {
-                    let shared = self.shared();
                     actor.end();
-                    shared.unregister_handler(actor);
                     self.remote().slice.store(0, Ordering::Relaxed);
                     let id = actor.id;
                     fault::contain(
@@ -1202,8 +1196,8 @@ impl WorkerLoop<'_> {
         *body = Body::Running(carrier.coroutine);
         // From its first activation on, a handler actor's body belongs to registries, as a
         // started process actor's does: a queue entry of it is only a reference, which sweeps
-        // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle one is dropped
-        // through the handler registry (shutdown step 4).
+        // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
+        // one is held by the live table, which shutdown step 4 sweeps.
         actor.started.store(true, Ordering::Release);
         Some(program)
     }
@@ -1373,9 +1367,6 @@ impl WorkerLoop<'_> {
             // A pinned process actor, or an activation that had suspended (`pin_activation`).
             self.unregister_local(actor);
         }
-        if actor.is_handler() {
-            self.shared().unregister_handler(actor);
-        }
         actor.end();
     }
 
@@ -1418,13 +1409,17 @@ impl WorkerLoop<'_> {
             self.unwind(&a);
         }
         // Idle handler actors, which may sit in no queue (`handler.rs`, "Shutdown"): drop their
-        // programs. One suspended in an activation was unwound in step 3 (it is `Done` now).
-        while let Some(a) = self.shared().take_handler() {
-            // SAFETY: no worker runs actors or pops queues between the two meeting points
-            // (steps 3 and 5), and the registry gave this actor to this worker alone, so nobody
-            // else touches its body.
-            let body = unsafe { &mut *a.body.get() };
-            a.discard_unstarted(body);
+        // programs, a shard of the live table at a time. One suspended in an activation was
+        // unwound in step 3 (it is `Done` now).
+        while let Some(handlers) = self.shared().live.sweep_handlers() {
+            for a in handlers {
+                // SAFETY: no worker runs actors or pops queues between the two meeting points
+                // (steps 3 and 5); the migratable actors unwound meanwhile are process actors;
+                // and the sweep gave this actor's shard, the one it is listed in, to this
+                // worker alone. So nobody else touches its body.
+                let body = unsafe { &mut *a.body.get() };
+                a.discard_unstarted(body);
+            }
         }
         unwound.wait();
         // Step 5: whatever that unwinding queued here.
