@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::num::NonZeroUsize;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -81,7 +81,7 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 
 /// Stacks reserved per `mmap` call. 64 amortises the system calls of carving (one `mmap` and
-/// 64 `madvise`) over 64 spawns while keeping a chunk of 64 KiB stacks at about 4 MiB of
+/// one `process_madvise`, or 64 `madvise` on older kernels) over 64 spawns while keeping a chunk of 64 KiB stacks at about 4 MiB of
 /// address space.
 const STACKS_PER_CHUNK: usize = 64;
 
@@ -305,9 +305,13 @@ impl StackSlab {
         }
         let base = base as usize;
         self.chunks.lock().push((base, len));
-        for i in 0..count {
-            let slot = base + i * slot_size;
-            install_guard(slot, self.guard)?;
+        let slots: [usize; STACKS_PER_CHUNK] = std::array::from_fn(|i| base + i * slot_size);
+        if !(self.guard == GuardKind::Madvise && install_guards_at_once(&slots)) {
+            for &slot in &slots {
+                install_guard(slot, self.guard)?;
+            }
+        }
+        for slot in slots {
             out.push(Stack {
                 slot: NonZeroUsize::new(slot).expect("mmap returned null"),
                 size: self.size,
@@ -533,6 +537,48 @@ fn install_guard(slot: usize, kind: GuardKind) -> io::Result<()> {
     }
 }
 
+/// `process_madvise`'s name for the calling process (Linux 6.14+; an earlier kernel, or one
+/// that numbered it differently while it was new, refuses it as a bad file descriptor).
+const PIDFD_SELF_THREAD_GROUP: libc::c_int = -10001;
+
+/// Whether `process_madvise` refused guard markers once (an older kernel): not asked again.
+static GUARDS_AT_ONCE_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Installs guard markers at every slot of a chunk with one system call: `process_madvise` on
+/// the calling process takes any advice since Linux 6.13, and a vector of ranges. So carving a
+/// chunk costs two system calls, not `STACKS_PER_CHUNK + 1`: a first run of 100,000 process
+/// actors makes 100,000 fewer. `false` if not all were installed (the kernel refused, or
+/// stopped part way); the caller then installs each with `madvise`, which is harmless for a
+/// slot that has its guard already.
+fn install_guards_at_once(slots: &[usize; STACKS_PER_CHUNK]) -> bool {
+    // Relaxed: a hint that saves a refused call; a stale `false` only costs one more.
+    if GUARDS_AT_ONCE_REFUSED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let ranges: [libc::iovec; STACKS_PER_CHUNK] = std::array::from_fn(|i| libc::iovec {
+        iov_base: slots[i] as *mut libc::c_void,
+        iov_len: GUARD,
+    });
+    // SAFETY: each range is the first page of a slot of a mapping this slab owns (as in
+    // `install_guard`); `ranges` outlives the call, which reads `STACKS_PER_CHUNK` entries
+    // (within the kernel's `UIO_MAXIOV` of 1,024). The sentinel names the calling process
+    // alone, also in a forked child, so no other process's memory is advised.
+    let advised = unsafe {
+        libc::syscall(
+            libc::SYS_process_madvise,
+            PIDFD_SELF_THREAD_GROUP,
+            ranges.as_ptr(),
+            ranges.len(),
+            MADV_GUARD_INSTALL,
+            0,
+        )
+    };
+    if advised < 0 {
+        GUARDS_AT_ONCE_REFUSED.store(true, Ordering::Relaxed);
+    }
+    advised == (GUARD * STACKS_PER_CHUNK) as libc::c_long
+}
+
 /// Finds out once per process whether the kernel has `MADV_GUARD_INSTALL`.
 pub fn probe_guard_kind() -> GuardKind {
     static KIND: std::sync::OnceLock<GuardKind> = std::sync::OnceLock::new();
@@ -673,6 +719,46 @@ mod tests {
             );
         }
         pool.drain_into(&slab);
+    }
+
+    /// The one-call guards of a chunk (`install_guards_at_once`) fault, each of them, and the
+    /// pages between them stay usable. Where the kernel refuses the call, the test checks the
+    /// fallback, one `madvise` per slot.
+    #[test]
+    fn guards_installed_at_once_fault() {
+        if probe_guard_kind() != GuardKind::Madvise {
+            return; // No guard markers here: `mprotect` guards, tested above.
+        }
+        let slot_size = GUARD + MIN_STACK_SIZE;
+        let len = slot_size * STACKS_PER_CHUNK;
+        // SAFETY: a fresh private mapping, unmapped below; nothing else uses it.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let slots: [usize; STACKS_PER_CHUNK] =
+            std::array::from_fn(|i| base as usize + i * slot_size);
+        if !install_guards_at_once(&slots) {
+            for &slot in &slots {
+                install_guard(slot, GuardKind::Madvise).unwrap();
+            }
+        }
+        for &slot in slots.iter().step_by(5).chain(slots.last()) {
+            assert!(faults_in_child(slot), "guard at {slot:#x} must fault");
+            assert!(
+                !faults_in_child(slot + GUARD),
+                "the stack above it must not"
+            );
+        }
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(base, len) };
     }
 
     #[test]
