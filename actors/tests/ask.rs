@@ -103,18 +103,22 @@ fn asks_queued_when_the_target_ends_fail_with_dropped_and_later_ones_with_closed
 #[test]
 fn a_late_answer_is_dropped_and_never_taken_by_a_later_ask() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let (slow, _h) = rt.spawn_actor(|mb: Mailbox<(u64, Duration, Reply<u64>)>| {
-        for (n, delay, reply) in &mb {
-            threadlet::sleep(delay);
+    // A request marked `true` is answered only once the asker has timed out (a go from it, not
+    // a fixed delay, which a crowded machine could make shorter than the asker's wait).
+    let (go_tx, go) = threadlet::channel::unbounded::<()>();
+    let (slow, _h) = rt.spawn_actor(move |mb: Mailbox<(u64, bool, Reply<u64>)>| {
+        for (n, late, reply) in &mb {
+            if late {
+                go.recv().unwrap();
+            }
             reply.send(n);
         }
     });
-    let first = slow.ask_timeout(Duration::from_millis(5), |r| {
-        (1, Duration::from_millis(100), r)
-    });
+    let first = slow.ask_timeout(Duration::from_millis(5), |r| (1, true, r));
     assert_eq!(first, Err(AskError::Timeout));
+    go_tx.send(()).unwrap();
     for n in 2..20 {
-        assert_eq!(slow.ask(|r| (n, Duration::ZERO, r)), Ok(n), "answer {n}");
+        assert_eq!(slow.ask(|r| (n, false, r)), Ok(n), "answer {n}");
     }
 }
 
@@ -145,15 +149,17 @@ fn many_askers_each_get_their_own_answers() {
 fn an_abandoned_reply_says_so() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let (tx, rx) = threadlet::channel::oneshot::<bool>();
+    let (go_tx, go) = threadlet::channel::unbounded::<()>();
     let (slow, _h) = rt.spawn_actor(move |mb: Mailbox<Reply<u64>>| {
         let reply = mb.recv().unwrap();
-        // Wait until the asker has timed out, then look.
-        threadlet::sleep(Duration::from_millis(50));
+        // Wait until the asker has timed out (it says so), then look.
+        go.recv().unwrap();
         tx.send(reply.is_abandoned()).unwrap();
     });
     assert_eq!(
         slow.ask_timeout(Duration::from_millis(1), |r| r),
         Err(AskError::Timeout)
     );
+    go_tx.send(()).unwrap();
     assert_eq!(rx.recv(), Ok(true));
 }

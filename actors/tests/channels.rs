@@ -32,6 +32,27 @@ fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
     })
 }
 
+/// [`runtimes`] without time slices: an actor runs until it parks, so a test knows that an
+/// actor which has signalled it is about to block is parked by the time its worker runs
+/// anything else (with slices, a crowded machine can preempt it in between; and no slices
+/// means no spare workers either).
+fn runtimes_unsliced(workers: usize) -> impl Iterator<Item = Runtime> {
+    [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ]
+    .into_iter()
+    .map(move |s| {
+        Runtime::builder()
+            .workers(workers)
+            .scheduler(s)
+            .time_slice(Duration::ZERO)
+            .build()
+            .unwrap()
+    })
+}
+
 /// A value that counts its drops, to check that nothing is leaked or dropped twice.
 struct Counted(u64, Arc<AtomicUsize>);
 
@@ -302,7 +323,7 @@ fn rendezvous_plain_thread_sends_actor_receives_two_workers() {
 /// `try_send` on a rendezvous channel succeeds only when a receiver is waiting.
 #[test]
 fn rendezvous_try_send_needs_a_waiting_receiver() {
-    for rt in runtimes(1) {
+    for rt in runtimes_unsliced(1) {
         rt.block_on(|| {
             let (tx, rx) = channel::bounded::<u32>(0);
             assert_eq!(tx.capacity(), Some(0));

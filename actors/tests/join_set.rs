@@ -12,17 +12,23 @@ fn join_next_follows_completion_order_from_a_plain_thread() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let handle = rt.handle();
     let mut set = JoinSet::new();
-    for ms in [40u64, 0, 20, 10, 30] {
+    // Each actor ends when its gate opens; the gates open one at a time, in an order other than
+    // the spawn order (not by sleeps, which a crowded machine can reorder).
+    let mut gates = std::collections::HashMap::new();
+    for key in [40u64, 0, 20, 10, 30] {
+        let (open, gate) = threadlet::channel::unbounded::<()>();
+        gates.insert(key, open);
         set.spawn_on(&handle, move || {
-            threadlet::sleep(Duration::from_millis(ms));
-            ms
+            gate.recv().unwrap();
+            key
         });
     }
     assert_eq!(set.len(), 5);
     let order: Vec<u64> = within_watchdog("join set order", move || {
         let mut order = Vec::new();
-        while let Some(r) = set.join_next() {
-            order.push(r.unwrap());
+        for key in [0u64, 10, 20, 30, 40] {
+            gates[&key].send(()).unwrap();
+            order.push(set.join_next().unwrap().unwrap());
         }
         assert!(set.is_empty());
         assert!(set.join_next().is_none());

@@ -144,7 +144,14 @@ fn a_handler_actor_suspended_inside_handle_is_unwound_on_its_worker() {
 
 #[test]
 fn an_actor_killed_before_it_starts_never_runs() {
-    let rt = Runtime::builder().workers(1).build().unwrap();
+    // No time slices: the busy actor keeps the only worker until told, after the abort (a
+    // slice's end would let the queued actor run first on a crowded machine), and no spare
+    // comes to run it either.
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .build()
+        .unwrap();
     let (hold_tx, hold_rx) = channel::bounded::<()>(0);
     // Keeps the only worker busy (spinning through safe points) until told.
     let busy = rt.spawn(move || {
@@ -160,9 +167,12 @@ fn an_actor_killed_before_it_starts_never_runs() {
         r.fetch_add(1, Ordering::SeqCst);
     });
     assert!(queued.abort());
-    assert!(queued.join().is_err_and(|e| e.is_killed()));
+    // The kill is in before the worker is free: the queued actor never got to start. (Its
+    // join waits for the worker, which finishes the kill.)
     hold_tx.send(()).unwrap();
     busy.join().unwrap();
+    let r = within_watchdog("join the killed actor", move || queued.join());
+    assert!(r.is_err_and(|e| e.is_killed()));
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     assert!(dropped.lock().is_some(), "the closure was dropped");
 }

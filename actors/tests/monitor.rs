@@ -169,8 +169,11 @@ fn handler_actors_report_normal_stops_and_panics() {
 #[test]
 fn monitors_work_in_select_beside_a_mailbox() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let child = rt.spawn(|| {
-        threadlet::sleep(Duration::from_millis(20));
+    // The child fails once the supervisor has logged the message (not after a fixed sleep,
+    // which a crowded machine can stretch past the message's arrival).
+    let (logged, go) = threadlet::channel::unbounded::<()>();
+    let child = rt.spawn(move || {
+        let _ = go.recv();
         panic!("child failed");
     });
     let watch = Monitor::of(&child);
@@ -178,7 +181,10 @@ fn monitors_work_in_select_beside_a_mailbox() {
         let mut log = Vec::new();
         loop {
             threadlet::select! {
-                recv(mb) -> m => log.push(m.unwrap_or("closed")),
+                recv(mb) -> m => {
+                    log.push(m.unwrap_or("closed"));
+                    let _ = logged.send(());
+                },
                 recv(watch) -> down => {
                     log.push(if down.reason.is_normal() { "normal" } else { "abnormal" });
                     return log;

@@ -83,15 +83,20 @@ fn mailbox_recv_timeout(scheduler: Scheduler) {
         .build()
         .unwrap();
     rt.block_on(|| {
-        let (addr, h) = threadlet::spawn_actor(|mb: Mailbox<u32>| {
+        // The message is sent only once the first wait has timed out: a fixed sleep before the
+        // send could outlast it on a crowded machine.
+        let (timed_out_tx, timed_out) = channel::unbounded::<()>();
+        let (addr, h) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
             let t = Instant::now();
             let first = mb.recv_timeout(Duration::from_millis(30));
             assert!(t.elapsed() >= Duration::from_millis(30));
+            timed_out_tx.send(()).unwrap();
             let second = mb.recv_timeout(Duration::from_secs(30));
             let third = mb.recv_deadline(Instant::now() + Duration::from_secs(30));
             (first, second, third)
         });
-        threadlet::sleep(Duration::from_millis(60));
+        // An error here: the actor ended (it panicked) without timing out first.
+        let _ = timed_out.recv();
         addr.send(1).unwrap();
         drop(addr);
         assert_eq!(

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests that guard against hangs.
 
-use std::sync::mpsc;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use std::time::Duration;
 pub const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Runs `f` on a helper thread; fails the test if it does not finish within [`WATCHDOG`], so
-/// that a hang is a failure that names what hung, not a stuck test binary.
+/// that a hang is a failure that names what hung, not a stuck test binary. A panic in `f` is
+/// passed on as it is (its message was printed where it happened), not taken for a hang.
 pub fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     within(WATCHDOG, what, f)
 }
@@ -24,8 +26,18 @@ pub fn within<T: Send + 'static>(
 ) -> T {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
-        let _ = tx.send(f());
+        let _ = tx.send(panic::catch_unwind(AssertUnwindSafe(f)));
     });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("{what}: did not finish within {limit:?} (hang)"))
+    match rx.recv_timeout(limit) {
+        Ok(Ok(done)) => done,
+        // The panic hook has printed the message (and where) on the helper thread already.
+        Ok(Err(payload)) => {
+            eprintln!("{what}: panicked (not a hang)");
+            panic::resume_unwind(payload)
+        }
+        Err(RecvTimeoutError::Timeout) => panic!("{what}: did not finish within {limit:?} (hang)"),
+        Err(RecvTimeoutError::Disconnected) => {
+            panic!("{what}: its thread ended without a result (a panic while panicking?)")
+        }
+    }
 }

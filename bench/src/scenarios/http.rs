@@ -143,16 +143,93 @@ fn micros(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e7).round() / 10.0
 }
 
+/// How long the warm-up keeps trying for its one answer: only a server that never answers
+/// takes this long.
+const WARM_UP_DEADLINE: Duration = Duration::from_secs(10);
+
 /// One request first (the server is up, its first connection made), then the load.
 fn warm_up_and_load(addr: SocketAddr, clients: usize, duration: Duration) -> Result<Load, String> {
-    let warm = http::load(addr, 1, Duration::from_millis(20), "/", Some(BODY_BYTES));
-    if warm.requests == 0 {
+    warm_up(addr)?;
+    Ok(http::load(addr, clients, duration, "/", Some(BODY_BYTES)))
+}
+
+/// Sends one GET, retried (a refused or failed connection, a bad answer) until it gets a 200
+/// with the whole body or [`WARM_UP_DEADLINE`] passes. Not `http::load` for a short while:
+/// on a crowded machine its client thread (at the least priority) may get no CPU time in that
+/// while and send nothing at all.
+fn warm_up(addr: SocketAddr) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + WARM_UP_DEADLINE;
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        let error = match one_request(addr) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "the server did not answer in warm-up ({tries} tries in {WARM_UP_DEADLINE:?}; \
+                 the last: {error})"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One GET / on a connection of its own; checks the answer is a 200 with `BODY_BYTES` of body.
+fn one_request(addr: SocketAddr) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, WARM_UP_DEADLINE)
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = conn.set_nodelay(true);
+    conn.set_read_timeout(Some(WARM_UP_DEADLINE))
+        .map_err(|e| e.to_string())?;
+    conn.write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut filled = 0;
+    let (head_len, status, body_len) = loop {
+        if filled == buf.len() {
+            return Err("a response head too long".into());
+        }
+        let n = conn
+            .read(&mut buf[filled..])
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the connection closed before a whole response".into());
+        }
+        filled += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let body_len = resp
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok())
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .ok_or("a response without a Content-Length")?;
+                break (head_len, resp.code, body_len);
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(format!("a malformed response: {e}")),
+        }
+    };
+    if status != Some(200) || body_len != BODY_BYTES {
         return Err(format!(
-            "the server did not answer ({} errors in warm-up)",
-            warm.errors
+            "status {status:?} with {body_len} bytes of body ({BODY_BYTES} expected)"
         ));
     }
-    Ok(http::load(addr, clients, duration, "/", Some(BODY_BYTES)))
+    let mut body = filled - head_len;
+    while body < body_len {
+        let n = conn.read(&mut buf[..]).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err(format!("the body ended after {body} of {body_len} bytes"));
+        }
+        body += n;
+    }
+    Ok(())
 }
 
 /// tokio's version of the server: a task per connection, the same request loop as
