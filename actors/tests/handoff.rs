@@ -664,3 +664,64 @@ fn without_a_spare_a_handler_actor_between_batches_waits() {
     });
     assert_eq!((during, on_spare), (0, 0));
 }
+
+/// Pins the calling thread (and the threads it spawns from now on) to one CPU; false where the
+/// system refuses.
+fn pin_to_one_cpu() -> bool {
+    // SAFETY: a zeroed `cpu_set_t` is an empty set; `CPU_SET` and `sched_setaffinity` get
+    // pointers to it, valid for the calls; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// A worker whose thread is starved of the CPU (here: pinned with a dozen spinning threads to
+/// one CPU, so it runs a fourteenth of the time) gets no spare, though it is as far off the CPU
+/// as a blocked one: its time waiting in the run queue says it is busy, and a spare would only
+/// be one more thread waiting for that CPU. What waits behind its long run waits for it.
+#[test]
+fn a_worker_starved_of_the_cpu_gets_no_spare() {
+    within_watchdog("starved worker", || {
+        if std::fs::read_to_string("/proc/thread-self/stat").is_err() || !pin_to_one_cpu() {
+            println!("skipped: no thread states in /proc, or no CPU affinity here");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let starvers: Vec<_> = (0..12)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        // Built after the pinning: the runtime's threads share the one CPU.
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(1)
+            .build()
+            .unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let busy = rt.spawn(move || {
+            started_tx.send(()).unwrap();
+            // Holds the worker, with no safe point, for 20 time slices of wall time.
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(200) {
+                std::hint::spin_loop();
+            }
+        });
+        started.recv().unwrap();
+        let probe = rt.spawn(threadlet::worker_index);
+        let probe_ran_on = probe.join().unwrap();
+        busy.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        for t in starvers {
+            t.join().unwrap();
+        }
+        assert_eq!(probe_ran_on, Some(0), "a spare ran the probe");
+    });
+}

@@ -14,8 +14,9 @@
 //!    mailbox or channel operation) with one relaxed load, and yields: it goes to the back of
 //!    its worker's local queue, never to the next slot.
 //! 4. A slice that lasts `HANDOFF_SLICES` slices, while its thread was mostly off the CPU
-//!    (blocked in the kernel: its thread CPU clock advanced less than an eighth as much), gets a
-//!    spare worker, if one is free, to run the actors that may move while this one is stuck
+//!    (its thread CPU clock advanced less than an eighth as much) and not for want of one (its
+//!    thread is asleep in the kernel now, not runnable and starved on a crowded machine), gets
+//!    a spare worker, if one is free, to run the actors that may move while this one is stuck
 //!    (`spare.rs`).
 //! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
@@ -243,7 +244,8 @@ fn running_on(shared: &Shared, remote: &Remote) -> Option<(ActorId, Option<Strin
 
 /// A thread that used less than this share of the time on a CPU is blocked, not computing:
 /// a thread blocked in the kernel uses next to nothing, while a busy one on a crowded machine
-/// may get much less than all of a core, but seldom less than an eighth.
+/// may get much less than all of a core, but seldom less than an eighth. (One that does, on a
+/// very crowded machine, is still runnable: `blocked_now` tells it apart.)
 const OFF_CPU_SHARE: u32 = 8;
 
 /// Whether the worker's thread spent less than `1 / OFF_CPU_SHARE` of the `ran` since
@@ -255,6 +257,16 @@ fn off_cpu(remote: &Remote, cpu_at_start: Option<Duration>, ran: Duration) -> bo
         (Some(start), Some(now)) => now.saturating_sub(start) * OFF_CPU_SHARE < ran,
         _ => false,
     }
+}
+
+/// Whether a worker's thread, seen off the CPU, is blocked in the kernel now rather than
+/// waiting for a CPU (runnable, on a crowded machine or under a CPU quota). A starved thread
+/// looks as far off the CPU as a blocked one, but it is busy: a spare would be one more thread
+/// waiting for the same CPUs. A thread blocked in many short calls may be caught runnable at
+/// one sample; the next one finds it asleep. Where the thread's state cannot be read, it
+/// counts as blocked, as the CPU time alone says.
+fn blocked_now(remote: &Remote) -> bool {
+    remote.is_runnable() != Some(true)
 }
 
 /// Started actors pinned to worker `index`, other than `running`, that are runnable: stopped
@@ -465,6 +477,7 @@ fn sample(
             && s.spare.is_none()
             && index < shared.spares.first
             && off_cpu(remote, s.cpu_at_start, ran)
+            && blocked_now(remote)
         {
             s.spare = shared.spares.activate(shared, index, current);
         }

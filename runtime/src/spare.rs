@@ -62,8 +62,9 @@ use crate::runtime::Shared;
 use crate::worker::{Role, StealableQueues};
 
 /// A slice that lasts this many time slices gets a spare (step 1), if its thread spent less
-/// than an eighth of it on a CPU (`monitor.rs`: a long computation without a safe point is not
-/// helped by one more thread on the same cores). Long enough that an actor which blocks
+/// than an eighth of it on a CPU, and not for want of a free one (`monitor.rs`: a long
+/// computation without a safe point, or one starved on a crowded machine, is not helped by one
+/// more thread on the same cores). Long enough that an actor which blocks
 /// briefly now and then does not make threads come and go, short enough that the others wait
 /// at most about that long.
 pub(crate) const HANDOFF_SLICES: u32 = 2;

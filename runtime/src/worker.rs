@@ -264,6 +264,14 @@ fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<Runnab
     }
 }
 
+/// The state letter of a thread's `stat` line (`R` running or runnable, `S` sleeping, `D` in
+/// uninterruptible sleep, ...): the first field after the command name, which is in
+/// parentheses and may itself hold spaces and parentheses.
+fn thread_state(stat: &str) -> Option<char> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.trim_start().chars().next()
+}
+
 /// `Remote::cpu_clock` before the thread has set it.
 const NO_CLOCK: i32 = i32::MIN;
 
@@ -304,6 +312,10 @@ pub(crate) struct Remote {
     /// `NO_CLOCK` before. The monitor reads it to tell a blocked thread from a busy one
     /// (`spare.rs`, step 1).
     cpu_clock: AtomicI32,
+    /// The kernel's id of the worker's thread, set when it starts; 0 before. The monitor reads
+    /// the thread's state by it, to tell a thread waiting for a CPU from a blocked one
+    /// (`monitor.rs`, step 4).
+    tid: AtomicI32,
     pub(crate) stats: WorkerStats,
 }
 
@@ -329,6 +341,7 @@ impl Remote {
             polling: AtomicBool::new(false),
             poll_driver: OnceLock::new(),
             cpu_clock: AtomicI32::new(NO_CLOCK),
+            tid: AtomicI32::new(0),
             stats: WorkerStats::default(),
         }
     }
@@ -372,6 +385,18 @@ impl Remote {
         // thread has exited makes it fail (EINVAL), which is reported as `None`.
         let r = unsafe { libc::clock_gettime(clock, &mut ts) };
         (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+
+    /// Whether the worker's thread is running or waiting for a CPU (state `R` in
+    /// `/proc/self/task/<tid>/stat`), not sleeping in the kernel; `None` if that cannot be read.
+    pub(crate) fn is_runnable(&self) -> Option<bool> {
+        // Relaxed: a number written once by the thread itself before it runs anything.
+        let tid = self.tid.load(Ordering::Relaxed);
+        if tid == 0 {
+            return None;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        Some(thread_state(&stat)? == 'R')
     }
 
     /// Whether the worker sleeps (for reports).
@@ -640,6 +665,10 @@ pub(crate) fn run(
             .cpu_clock
             .store(clock, Ordering::Relaxed);
     }
+    // SAFETY: `gettid` has no preconditions; it returns the calling thread's id.
+    let tid = unsafe { libc::gettid() };
+    // Relaxed: as for the clock.
+    ctx.shared.remotes[index].tid.store(tid, Ordering::Relaxed);
     // A worker thread never dies: the user code it runs is contained (`fault.rs`), so a panic
     // in its own frames is a bug in the runtime, and going on would strand every actor pinned
     // to it. Declared after `ctx`, so dropped before it: the abort comes before `Core`'s
@@ -1612,6 +1641,23 @@ impl Searcher for WorkerLoop<'_> {
 mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::time::{Duration, Instant};
+
+    /// A thread's `stat` line: its state is the first field after the command name, which may
+    /// hold spaces and parentheses.
+    #[test]
+    fn the_thread_state_is_read_from_stat() {
+        assert_eq!(
+            super::thread_state("4242 (threadlet-w0) R 1 2 3"),
+            Some('R')
+        );
+        assert_eq!(super::thread_state("4242 (a (b) c) S 1 2 3"), Some('S'));
+        assert_eq!(super::thread_state("4242 (no state)"), None);
+        assert_eq!(super::thread_state(""), None);
+        // This very thread's, as the monitor reads a worker's: it is running.
+        if let Ok(own) = std::fs::read_to_string("/proc/thread-self/stat") {
+            assert_eq!(super::thread_state(&own), Some('R'), "{own:?}");
+        }
+    }
 
     use super::*;
     use crate::Runtime;
