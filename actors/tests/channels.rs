@@ -17,19 +17,7 @@ use threadlet::{Runtime, RuntimeExt, Scheduler};
 /// One runtime per scheduler: the channel semantics must not depend on which one runs the
 /// actors.
 fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
-    [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ]
-    .into_iter()
-    .map(move |s| {
-        Runtime::builder()
-            .workers(workers)
-            .scheduler(s)
-            .build()
-            .unwrap()
-    })
+    runtimes_with(workers, None)
 }
 
 /// [`runtimes`] without time slices: an actor runs until it parks, so a test knows that an
@@ -37,6 +25,11 @@ fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
 /// anything else (with slices, a crowded machine can preempt it in between; and no slices
 /// means no spare workers either).
 fn runtimes_unsliced(workers: usize) -> impl Iterator<Item = Runtime> {
+    runtimes_with(workers, Some(Duration::ZERO))
+}
+
+/// One runtime per scheduler, with this time slice (`None`: the default).
+fn runtimes_with(workers: usize, slice: Option<Duration>) -> impl Iterator<Item = Runtime> {
     [
         Scheduler::WorkStealing,
         Scheduler::GlobalQueue,
@@ -44,12 +37,13 @@ fn runtimes_unsliced(workers: usize) -> impl Iterator<Item = Runtime> {
     ]
     .into_iter()
     .map(move |s| {
-        Runtime::builder()
-            .workers(workers)
-            .scheduler(s)
-            .time_slice(Duration::ZERO)
-            .build()
-            .unwrap()
+        let builder = Runtime::builder().workers(workers).scheduler(s);
+        match slice {
+            Some(slice) => builder.time_slice(slice),
+            None => builder,
+        }
+        .build()
+        .unwrap()
     })
 }
 

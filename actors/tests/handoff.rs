@@ -119,6 +119,30 @@ enum Count {
     Control,
 }
 
+impl Count {
+    /// Watches `counts` (passed, on the spare) while the worker is stuck, as this says; returns
+    /// whether the round was spoiled: not enough yet when `pinned` says an actor was stopped
+    /// mid-run on the stuck worker.
+    fn watch(self, pinned: &AtomicBool, counts: impl Fn() -> (u64, u64)) -> bool {
+        match self {
+            Count::UntilEnough(enough) => {
+                let mut spoiled = false;
+                eventually(|| {
+                    let (passed, on_spare) = counts();
+                    let done = enough(passed, on_spare);
+                    spoiled = !done && pinned.load(Ordering::SeqCst);
+                    done || spoiled
+                });
+                spoiled
+            }
+            Count::Control => {
+                std::thread::sleep(CONTROL_WINDOW);
+                false
+            }
+        }
+    }
+}
+
 /// Runs a ring of 1,000 handler actors on one worker, fed with tokens (100 hops each) by a plain
 /// thread, one every millisecond, as a server's actors are fed by their clients; then blocks
 /// that worker (an actor waiting in a plain `mpsc` receive, `stick`) and counts the tokens
@@ -212,22 +236,7 @@ fn tokens_passed_in_one_round(spares: usize, feed: bool, count: Count) -> Option
             on_spare.load(Ordering::Relaxed) - spare_before,
         )
     };
-    let spoiled = match count {
-        Count::UntilEnough(enough) => {
-            let mut spoiled = false;
-            eventually(|| {
-                let (during, on_spare) = counts();
-                let done = enough(during, on_spare);
-                spoiled = !done && pinned.load(Ordering::SeqCst);
-                done || spoiled
-            });
-            spoiled
-        }
-        Count::Control => {
-            std::thread::sleep(CONTROL_WINDOW);
-            false
-        }
-    };
+    let spoiled = count.watch(&pinned, counts);
     let (during, on_spare_during) = counts();
     stuck.release().unwrap();
     stop.store(true, Ordering::Relaxed);
@@ -588,24 +597,12 @@ fn handled_while_stuck_after_a_batch(spares: usize, count: Count) -> (u64, u64) 
                 let Ok(before) = stuck.recv() else {
                     return true; // the round was given up
                 };
-                let spoiled = match count {
-                    Count::UntilEnough(enough) => {
-                        let mut spoiled = false;
-                        eventually(|| {
-                            let done = enough(
-                                handled.load(Ordering::Relaxed) - before,
-                                on_spare.load(Ordering::Relaxed),
-                            );
-                            spoiled = !done && pinned.load(Ordering::SeqCst);
-                            done || spoiled
-                        });
-                        spoiled
-                    }
-                    Count::Control => {
-                        std::thread::sleep(CONTROL_WINDOW);
-                        false
-                    }
-                };
+                let spoiled = count.watch(&pinned, || {
+                    (
+                        handled.load(Ordering::Relaxed) - before,
+                        on_spare.load(Ordering::Relaxed),
+                    )
+                });
                 let _ = release.send(());
                 spoiled
             })

@@ -288,22 +288,7 @@ impl StackSlab {
             }
         }
         let len = slot_size * count;
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing aliases
-        // nothing; MAP_NORESERVE only defers commit, so untouched stack pages cost no memory.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = base as usize;
+        let base = map_stacks(len)?;
         self.chunks.lock().push((base, len));
         let slots: [usize; STACKS_PER_CHUNK] = std::array::from_fn(|i| base + i * slot_size);
         if !(self.guard == GuardKind::Madvise && install_guards_at_once(&slots)) {
@@ -459,24 +444,10 @@ impl OwnedStack {
     /// Maps a guarded stack of `size` usable bytes (page aligned, at least `MIN_STACK_SIZE`).
     pub fn new(size: usize) -> io::Result<OwnedStack> {
         let len = GUARD + size;
-        // SAFETY: as in `carve_chunk`: a fresh anonymous mapping aliases nothing.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let slot = base as usize;
+        let slot = map_stacks(len)?;
         if let Err(e) = install_guard(slot, probe_guard_kind()) {
             // SAFETY: we just made this mapping and nothing else refers to it.
-            unsafe { libc::munmap(base, len) };
+            unsafe { libc::munmap(slot as *mut libc::c_void, len) };
             return Err(e);
         }
         Ok(OwnedStack {
@@ -514,6 +485,28 @@ unsafe impl corosensei::stack::Stack for OwnedStack {
 
     fn limit(&self) -> corosensei::stack::StackPointer {
         self.stack.limit()
+    }
+}
+
+/// Reserves `len` bytes of fresh address space for stacks (a chunk, or one custom-size stack);
+/// returns its address.
+fn map_stacks(len: usize) -> io::Result<usize> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing aliases
+    // nothing; MAP_NORESERVE only defers commit, so untouched stack pages cost no memory.
+    let base = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(base as usize)
     }
 }
 
@@ -731,20 +724,8 @@ mod tests {
         }
         let slot_size = GUARD + MIN_STACK_SIZE;
         let len = slot_size * STACKS_PER_CHUNK;
-        // SAFETY: a fresh private mapping, unmapped below; nothing else uses it.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let slots: [usize; STACKS_PER_CHUNK] =
-            std::array::from_fn(|i| base as usize + i * slot_size);
+        let base = map_stacks(len).unwrap();
+        let slots: [usize; STACKS_PER_CHUNK] = std::array::from_fn(|i| base + i * slot_size);
         if !install_guards_at_once(&slots) {
             for &slot in &slots {
                 install_guard(slot, GuardKind::Madvise).unwrap();
@@ -758,7 +739,7 @@ mod tests {
             );
         }
         // SAFETY: the mapping made above, no longer used.
-        unsafe { libc::munmap(base, len) };
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
 
     #[test]
