@@ -126,7 +126,7 @@ pub mod __private {
 
     /// A mailbox's actor ended: its figures join the runtime's totals (`Runtime::metrics`).
     pub fn mailbox_ended(actor: &ActorCell, received: u64, high_water: usize) {
-        actor.shared.mailbox_totals.add(received, high_water);
+        crate::stats::MailboxTotals::add(&actor.shared, received, high_water);
     }
 
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any

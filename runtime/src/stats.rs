@@ -19,6 +19,10 @@ pub(crate) struct WorkerStats {
     pub(crate) wakeups: AtomicU64,
     pub(crate) remote_wakes: AtomicU64,
     pub(crate) preemptions: AtomicU64,
+    /// What the mailboxes of actors that ended on this worker received, and the most any held
+    /// at once (`MailboxTotals::add`; not in the snapshot, summed by `metrics`).
+    pub(crate) mailbox_messages: AtomicU64,
+    pub(crate) mailbox_high_water: AtomicU64,
 }
 
 impl WorkerStats {
@@ -32,6 +36,14 @@ impl WorkerStats {
     #[inline]
     pub(crate) fn add(&self, c: &AtomicU64, n: u64) {
         c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    /// Raises a maximum this worker alone writes.
+    #[inline]
+    pub(crate) fn raise(&self, c: &AtomicU64, to: u64) {
+        if to > c.load(Relaxed) {
+            c.store(to, Relaxed);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> WorkerSnapshot {
@@ -151,7 +163,9 @@ fn sum<'a>(counters: impl Iterator<Item = &'a WorkerSnapshot>) -> WorkerSnapshot
 }
 
 /// What ended mailboxes received, reported as their actors end (`mailbox_ended`), so that the
-/// runtime's totals do not lose them.
+/// runtime's totals do not lose them: on a worker of the runtime, into that worker's own
+/// counters (`WorkerStats`), written by it alone, so that actors ending on every core do not
+/// all write one cache line; elsewhere (an actor's end on a plain thread), into these.
 #[derive(Debug, Default)]
 pub(crate) struct MailboxTotals {
     messages: AtomicU64,
@@ -159,11 +173,21 @@ pub(crate) struct MailboxTotals {
 }
 
 impl MailboxTotals {
-    /// An actor's mailbox took in `received` messages, at most `high_water` at once.
-    pub(crate) fn add(&self, received: u64, high_water: usize) {
-        // Relaxed: counters; `metrics` reads them with no ordering to other memory.
-        self.messages.fetch_add(received, Relaxed);
-        self.high_water.fetch_max(high_water, Relaxed);
+    /// An actor of `shared`'s mailbox took in `received` messages, at most `high_water` at once.
+    pub(crate) fn add(shared: &crate::runtime::Shared, received: u64, high_water: usize) {
+        crate::context::with_worker(|ctx| match ctx {
+            Some(ctx) if std::ptr::eq(&*ctx.shared, shared) => {
+                let stats = &shared.remotes[ctx.index].stats;
+                stats.add(&stats.mailbox_messages, received);
+                stats.raise(&stats.mailbox_high_water, high_water as u64);
+            }
+            _ => {
+                let totals = &shared.mailbox_totals;
+                // Relaxed: counters; `metrics` reads them with no ordering to other memory.
+                totals.messages.fetch_add(received, Relaxed);
+                totals.high_water.fetch_max(high_water, Relaxed);
+            }
+        });
     }
 }
 
@@ -239,9 +263,13 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
         }
     });
     // Read after the walk: a mailbox that hands its figures over during the walk is then
-    // counted twice at worst, never missed (the total only grows).
+    // counted twice at worst, never missed (the totals only grow).
     messages += shared.mailbox_totals.messages.load(Relaxed);
     high_water = high_water.max(shared.mailbox_totals.high_water.load(Relaxed));
+    for r in shared.remotes.iter() {
+        messages += r.stats.mailbox_messages.load(Relaxed);
+        high_water = high_water.max(r.stats.mailbox_high_water.load(Relaxed) as usize);
+    }
     Metrics {
         workers: shared.worker_remotes().iter().map(worker_metrics).collect(),
         spares: shared.spare_remotes().iter().map(worker_metrics).collect(),
