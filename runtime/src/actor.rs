@@ -743,16 +743,21 @@ impl ActorNames {
 /// field that `slot` names.
 pub(crate) struct Registry {
     slot: fn(&ActorCell) -> &AtomicU32,
+    /// Whether `forget` is used on it, so that `remove` may meet an actor in none. (For the
+    /// others a remove of an actor not in the registry is a bug, which debug builds catch.)
+    forgets: bool,
 }
 
 impl Registry {
     /// The registry whose index lives in `ActorCell::registry_slot`.
     pub(crate) const STARTED: Registry = Registry {
         slot: |a| &a.registry_slot,
+        forgets: false,
     };
     /// The registry whose index lives in `ActorCell::handler_slot` (`live.rs`).
     pub(crate) const HANDLERS: Registry = Registry {
         slot: |a| &a.handler_slot,
+        forgets: true,
     };
 
     // Relaxed, the slot's loads and stores in `insert`, `remove` and `forget`: they happen
@@ -769,6 +774,7 @@ impl Registry {
     pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorCell) -> Option<ActorRef> {
         let slot = (self.slot)(actor).swap(NO_SLOT, Ordering::Relaxed);
         if slot == NO_SLOT {
+            debug_assert!(self.forgets, "removed an actor that is in no registry");
             return None;
         }
         let slot = slot as usize;

@@ -190,6 +190,10 @@ impl LiveTable {
     pub(crate) fn release_handlers(&self) {
         for shard in self.shards.iter() {
             let left = Registry::HANDLERS.forget(&mut shard.lock().handlers);
+            debug_assert!(
+                left.iter().all(|a| a.state.is_done()),
+                "a handler actor left in the live table has not ended"
+            );
             drop(left);
         }
     }

@@ -530,15 +530,20 @@ fn install_guard(slot: usize, kind: GuardKind) -> io::Result<()> {
     }
 }
 
-/// `process_madvise`'s name for the calling process (Linux 6.14+; an earlier kernel, or one
-/// that numbered it differently while it was new, refuses it as a bad file descriptor).
-const PIDFD_SELF_THREAD_GROUP: libc::c_int = -10001;
+/// `process_madvise`'s name for the calling thread (`PIDFD_SELF_THREAD`), whose memory is the
+/// process's: -10000 since it appeared (Linux 6.14), where the thread-group name was
+/// renumbered later (-20000, then -10001) and, after the main thread exits, names a leader
+/// with no memory at all. A kernel without it refuses it as a bad file descriptor.
+const PIDFD_SELF_THREAD: libc::c_int = -10000;
 
-/// Whether `process_madvise` refused guard markers once (an older kernel): not asked again.
+/// Whether the kernel refused `process_madvise` for guard markers (an older kernel, an unknown
+/// sentinel, a filter on the call): not asked again. A passing failure (out of memory, a
+/// signal) only sends that chunk down the one-by-one path.
 static GUARDS_AT_ONCE_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Installs guard markers at every slot of a chunk with one system call: `process_madvise` on
-/// the calling process takes any advice since Linux 6.13, and a vector of ranges. So carving a
+/// the calling process takes any advice since Linux 6.13, and a vector of ranges (with the
+/// calling thread's sentinel, since 6.14). So carving a
 /// chunk costs two system calls, not `STACKS_PER_CHUNK + 1`: a first run of 100,000 process
 /// actors makes 100,000 fewer. `false` if not all were installed (the kernel refused, or
 /// stopped part way); the caller then installs each with `madvise`, which is harmless for a
@@ -555,18 +560,24 @@ fn install_guards_at_once(slots: &[usize; STACKS_PER_CHUNK]) -> bool {
     // SAFETY: each range is the first page of a slot of a mapping this slab owns (as in
     // `install_guard`); `ranges` outlives the call, which reads `STACKS_PER_CHUNK` entries
     // (within the kernel's `UIO_MAXIOV` of 1,024). The sentinel names the calling process
-    // alone, also in a forked child, so no other process's memory is advised.
+    // alone (its thread, whose memory is the process's), also in a forked child, so no other
+    // process's memory is advised.
     let advised = unsafe {
         libc::syscall(
             libc::SYS_process_madvise,
-            PIDFD_SELF_THREAD_GROUP,
+            PIDFD_SELF_THREAD,
             ranges.as_ptr(),
             ranges.len(),
             MADV_GUARD_INSTALL,
             0,
         )
     };
-    if advised < 0 {
+    if advised < 0
+        && matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EBADF | libc::EINVAL | libc::ENOSYS | libc::EPERM | libc::ESRCH)
+        )
+    {
         GUARDS_AT_ONCE_REFUSED.store(true, Ordering::Relaxed);
     }
     advised == (GUARD * STACKS_PER_CHUNK) as libc::c_long
