@@ -101,8 +101,11 @@ pub(crate) struct LiveEntry {
 struct ShardState {
     entries: HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>,
     /// The handler actors among them, held (`handler.rs`, "Shutdown": an idle one may be in no
-    /// queue, and shutdown must still reach it).
+    /// queue, and shutdown must still reach it) until they end or shutdown sweeps them.
     handlers: Vec<Arc<ActorCell>>,
+    /// How many of the entries are handler actors' (for `Runtime::metrics`; `handlers` is
+    /// emptied by the sweep before its actors end).
+    handler_entries: usize,
     inserted: u64,
     removed: u64,
 }
@@ -143,6 +146,7 @@ impl LiveTable {
             let mut shard = self.shard(id).lock();
             shard.inserted += 1;
             if let Some(cell) = handler {
+                shard.handler_entries += 1;
                 Registry::HANDLERS.insert(&mut shard.handlers, cell);
             }
             shard.entries.insert(id, entry)
@@ -159,6 +163,7 @@ impl LiveTable {
             let gone = shard.entries.remove(&actor.id);
             shard.removed += u64::from(gone.is_some());
             if actor.is_handler() {
+                shard.handler_entries -= usize::from(gone.is_some());
                 held = Registry::HANDLERS.remove(&mut shard.handlers, actor);
             }
             gone
@@ -175,7 +180,7 @@ impl LiveTable {
             let s = shard.lock();
             LiveCounts {
                 live: c.live + s.entries.len(),
-                handlers: c.handlers + s.handlers.len(),
+                handlers: c.handlers + s.handler_entries,
                 inserted: c.inserted + s.inserted,
                 removed: c.removed + s.removed,
             }
