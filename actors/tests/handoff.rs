@@ -420,25 +420,36 @@ fn a_spare_with_a_pinned_actor_can_cover_again() {
 #[test]
 fn a_busy_worker_gets_no_spare() {
     within_watchdog("busy worker", || {
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(1)
-            .build()
-            .unwrap();
-        let (started_tx, started) = mpsc::channel();
-        let busy = rt.spawn(move || {
-            started_tx.send(()).unwrap();
-            // 30 time slices with no safe point: a spare would come after 2.
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_millis(300) {
-                std::hint::spin_loop();
-            }
-        });
-        started.recv().unwrap();
-        let probe = rt.spawn(threadlet::worker_index);
-        assert_eq!(probe.join().unwrap(), Some(0), "a spare ran the probe");
-        busy.join().unwrap();
+        assert_eq!(
+            probe_beside_a_busy_worker(),
+            Some(0),
+            "a spare ran the probe"
+        );
     });
+}
+
+/// Runs an actor that computes (no safe point) for 30 time slices of wall time on the only
+/// worker of a runtime with one spare (which would come after 2, were the worker blocked), and
+/// returns where a probe spawned meanwhile ran: `Some(0)` if it waited for the worker.
+fn probe_beside_a_busy_worker() -> Option<usize> {
+    let rt = Runtime::builder()
+        .workers(1)
+        .spare_workers(1)
+        .build()
+        .unwrap();
+    let (started_tx, started) = mpsc::channel();
+    let busy = rt.spawn(move || {
+        started_tx.send(()).unwrap();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            std::hint::spin_loop();
+        }
+    });
+    started.recv().unwrap();
+    let probe = rt.spawn(threadlet::worker_index);
+    let ran_on = probe.join().unwrap();
+    busy.join().unwrap();
+    ran_on
 }
 
 /// Counts its messages, and those it handled on a spare.
@@ -582,25 +593,8 @@ fn a_worker_starved_of_the_cpu_gets_no_spare() {
                 })
             })
             .collect();
-        // Built after the pinning: the runtime's threads share the one CPU.
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(1)
-            .build()
-            .unwrap();
-        let (started_tx, started) = mpsc::channel();
-        let busy = rt.spawn(move || {
-            started_tx.send(()).unwrap();
-            // Holds the worker, with no safe point, for 20 time slices of wall time.
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_millis(200) {
-                std::hint::spin_loop();
-            }
-        });
-        started.recv().unwrap();
-        let probe = rt.spawn(threadlet::worker_index);
-        let probe_ran_on = probe.join().unwrap();
-        busy.join().unwrap();
+        // Its runtime is built after the pinning: the runtime's threads share the one CPU.
+        let probe_ran_on = probe_beside_a_busy_worker();
         stop.store(true, Ordering::Relaxed);
         for t in starvers {
             t.join().unwrap();
