@@ -81,8 +81,8 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 
 /// Stacks reserved per `mmap` call. 64 amortises the system calls of carving (one `mmap` and
-/// one `process_madvise`, or 64 `madvise` on older kernels) over 64 spawns while keeping a chunk of 64 KiB stacks at about 4 MiB of
-/// address space.
+/// one `process_madvise`, or 64 `madvise` on older kernels) over 64 spawns while keeping a
+/// chunk of 64 KiB stacks at about 4 MiB of address space.
 const STACKS_PER_CHUNK: usize = 64;
 
 /// Warm stacks a worker keeps for itself. Past this, ended actors' stacks are released to the
@@ -446,7 +446,7 @@ impl OwnedStack {
         let len = GUARD + size;
         let slot = map_stacks(len)?;
         if let Err(e) = install_guard(slot, probe_guard_kind()) {
-            // SAFETY: we just made this mapping and nothing else refers to it.
+            // SAFETY: `map_stacks` just made this mapping, and nothing else refers to it.
             unsafe { libc::munmap(slot as *mut libc::c_void, len) };
             return Err(e);
         }
@@ -543,9 +543,8 @@ static GUARDS_AT_ONCE_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Installs guard markers at every slot of a chunk with one system call: `process_madvise` on
 /// the calling process takes any advice since Linux 6.13, and a vector of ranges (with the
-/// calling thread's sentinel, since 6.14). So carving a
-/// chunk costs two system calls, not `STACKS_PER_CHUNK + 1`: a first run of 100,000 process
-/// actors makes 100,000 fewer. `false` if not all were installed (the kernel refused, or
+/// calling thread's sentinel, since 6.14). So carving a chunk costs two system calls, not
+/// `STACKS_PER_CHUNK + 1`: a first run of 100,000 process actors makes 100,000 fewer. `false` if not all were installed (the kernel refused, or
 /// stopped part way); the caller then installs each with `madvise`, which is harmless for a
 /// slot that has its guard already.
 fn install_guards_at_once(slots: &[usize; STACKS_PER_CHUNK]) -> bool {
