@@ -239,8 +239,7 @@ pub fn load(
     path: &str,
     expect_body: Option<usize>,
 ) -> Load {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes();
-    let request: Arc<[u8]> = request.into();
+    let request: Arc<[u8]> = get_request(addr, path).into();
     let start = Instant::now();
     let until = start + duration;
     let threads: Vec<_> = (0..clients)
@@ -318,6 +317,26 @@ fn client(
         }
     }
     (latencies, errors)
+}
+
+/// A keep-alive `GET` of `path`.
+fn get_request(addr: SocketAddr, path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes()
+}
+
+/// One `GET` of `path` on a connection of its own, `timeout` bounding the connect and each
+/// read; returns the body's length, or an error for anything but a whole 200 response.
+///
+/// ```no_run
+/// let addr = "127.0.0.1:8080".parse().unwrap();
+/// let body = threadlet_examples::http::get_once(addr, "/", std::time::Duration::from_secs(1));
+/// ```
+pub fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> io::Result<usize> {
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    let _ = conn.set_nodelay(true);
+    conn.set_read_timeout(Some(timeout))?;
+    conn.write_all(&get_request(addr, path))?;
+    read_response(&mut conn, &mut vec![0u8; 16 * 1024])
 }
 
 /// Reads one response (head, then Content-Length bytes of body); returns the body's length.

@@ -162,9 +162,10 @@ fn warm_up(addr: SocketAddr) -> Result<(), String> {
     let mut tries = 0u32;
     loop {
         tries += 1;
-        let error = match one_request(addr) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
+        let error = match http::get_once(addr, "/", WARM_UP_DEADLINE) {
+            Ok(BODY_BYTES) => return Ok(()),
+            Ok(n) => format!("{n} bytes of body ({BODY_BYTES} expected)"),
+            Err(e) => e.to_string(),
         };
         if std::time::Instant::now() >= deadline {
             return Err(format!(
@@ -174,62 +175,6 @@ fn warm_up(addr: SocketAddr) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// One GET / on a connection of its own; checks the answer is a 200 with `BODY_BYTES` of body.
-fn one_request(addr: SocketAddr) -> Result<(), String> {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect_timeout(&addr, WARM_UP_DEADLINE)
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = conn.set_nodelay(true);
-    conn.set_read_timeout(Some(WARM_UP_DEADLINE))
-        .map_err(|e| e.to_string())?;
-    conn.write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .map_err(|e| format!("write: {e}"))?;
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut filled = 0;
-    let (head_len, status, body_len) = loop {
-        if filled == buf.len() {
-            return Err("a response head too long".into());
-        }
-        let n = conn
-            .read(&mut buf[filled..])
-            .map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("the connection closed before a whole response".into());
-        }
-        filled += n;
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&buf[..filled]) {
-            Ok(httparse::Status::Complete(head_len)) => {
-                let body_len = resp
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok())
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .ok_or("a response without a Content-Length")?;
-                break (head_len, resp.code, body_len);
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(e) => return Err(format!("a malformed response: {e}")),
-        }
-    };
-    if status != Some(200) || body_len != BODY_BYTES {
-        return Err(format!(
-            "status {status:?} with {body_len} bytes of body ({BODY_BYTES} expected)"
-        ));
-    }
-    let mut body = filled - head_len;
-    while body < body_len {
-        let n = conn.read(&mut buf[..]).map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err(format!("the body ended after {body} of {body_len} bytes"));
-        }
-        body += n;
-    }
-    Ok(())
 }
 
 /// tokio's version of the server: a task per connection, the same request loop as
