@@ -1642,25 +1642,22 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::time::{Duration, Instant};
 
+    use super::*;
+    use crate::Runtime;
+
     /// A thread's `stat` line: its state is the first field after the command name, which may
     /// hold spaces and parentheses.
     #[test]
     fn the_thread_state_is_read_from_stat() {
-        assert_eq!(
-            super::thread_state("4242 (threadlet-w0) R 1 2 3"),
-            Some('R')
-        );
-        assert_eq!(super::thread_state("4242 (a (b) c) S 1 2 3"), Some('S'));
-        assert_eq!(super::thread_state("4242 (no state)"), None);
-        assert_eq!(super::thread_state(""), None);
+        assert_eq!(thread_state("4242 (threadlet-w0) R 1 2 3"), Some('R'));
+        assert_eq!(thread_state("4242 (a (b) c) S 1 2 3"), Some('S'));
+        assert_eq!(thread_state("4242 (no state)"), None);
+        assert_eq!(thread_state(""), None);
         // This very thread's, as the monitor reads a worker's: it is running.
         if let Ok(own) = std::fs::read_to_string("/proc/thread-self/stat") {
-            assert_eq!(super::thread_state(&own), Some('R'), "{own:?}");
+            assert_eq!(thread_state(&own), Some('R'), "{own:?}");
         }
     }
-
-    use super::*;
-    use crate::Runtime;
 
     /// Each worker's (pinned, placed) figures.
     fn loads(shared: &Shared) -> Vec<(usize, usize)> {
