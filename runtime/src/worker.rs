@@ -473,6 +473,15 @@ struct Carrier {
     guard: usize,
 }
 
+/// Sets a body that is `Done`, the placeholder while an activation runs on a lent carrier:
+/// a plain store, where an assignment would call the body's destructor to drop nothing.
+#[inline]
+fn set_body(body: &mut Body, next: Body) {
+    debug_assert!(matches!(body, Body::Done), "set_body() over a live body");
+    // Forgetting `Done` leaks nothing: it owns nothing.
+    std::mem::forget(std::mem::replace(body, next));
+}
+
 /// Names the handler actor an activation runs, for a contained panic's report.
 struct ActivationOf(&'static str);
 
@@ -987,10 +996,15 @@ impl WorkerLoop<'_> {
         }
         // What the coroutine is resumed with: the program, for a carrier starting an activation.
         let mut input = None;
+        // Whether a handler actor's activation runs on the carrier lent to it, the top one of
+        // this worker's idle carriers, where it stays until the activation suspends: one that
+        // runs to its end never moves it (`handler.rs`, steps 1 to 3).
+        let mut lent = false;
         let ready = match body {
             Body::Unstarted(..) => self.start(actor, body),
             Body::Idle(_) => match self.activate(actor, body) {
                 Some(program) => {
+                    lent = true;
                     input = Some(program);
                     true
                 }
@@ -1044,18 +1058,24 @@ impl WorkerLoop<'_> {
         // The actor's `tracing` span while it runs (`trace.rs`; nothing without the feature).
         let _span = crate::trace::run(actor);
         loop {
-            let Body::Running(coroutine) = &mut *body else {
-                unreachable!("the actor was started or activated above, or again below");
+            // The carriers stay borrowed while the lent one runs: only this loop touches them,
+            // never code that runs inside an actor.
+            let mut carriers = self.core().carriers.borrow_mut();
+            let coroutine = match &mut *body {
+                _ if lent => &mut carriers.last_mut().expect("lent by activate()").coroutine,
+                Body::Running(coroutine) => coroutine,
+                _ => unreachable!("the actor was started or activated above"),
             };
             // `current` names the actor only while its coroutine runs: whatever the worker
             // does between resumes (queueing, waking, dropping) runs outside any actor.
             self.ctx.current.set(Arc::as_ptr(actor));
             let resumed = coroutine.resume(input.take());
             self.ctx.current.set(std::ptr::null());
+            drop(carriers);
             if let CoroutineResult::Yield(Out::Suspend(_)) = resumed {
                 // A handler actor's activation that suspends keeps its carrier: from now until
                 // it returns, it is pinned here like a process actor (`handler.rs`, step 2).
-                self.pin_activation(actor);
+                self.pin_activation(actor, body, std::mem::take(&mut lent));
             }
             match resumed {
                 CoroutineResult::Yield(Out::Suspend(Suspend::Park)) => {
@@ -1102,13 +1122,13 @@ impl WorkerLoop<'_> {
                 }
                 // A handler actor's activation ended with its actor stopped (`handler.rs`).
                 CoroutineResult::Yield(Out::Stopped) => {
-                    self.end_activation(actor, body, None);
+                    self.end_activation(actor, body, lent, None);
                     actor.end();
                     break;
                 }
                 // A handler actor's activation returned (`handler.rs`, step 3).
                 CoroutineResult::Yield(Out::Activated(program, step)) => {
-                    self.end_activation(actor, body, Some(program));
+                    self.end_activation(actor, body, lent, Some(program));
                     if actor.is_killed() {
                         // Step 3 of "Kill": between messages again, so its program drops.
                         self.kill(actor, body);
@@ -1198,18 +1218,21 @@ impl WorkerLoop<'_> {
     }
 
     /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): lends it
-    /// one of this worker's idle carriers (or a new one, on a stack from the pool) and returns
-    /// the program to resume the carrier with. `None` if no stack could be had for a new
-    /// carrier: the actor then ends (its join handle reports `Cancelled`).
+    /// the top one of this worker's idle carriers (making one, on a stack from the pool, if
+    /// there is none), and returns the program to resume that carrier with. The carrier stays
+    /// where it is, and the body is `Done`, unless the activation suspends (`pin_activation`).
+    /// `None` if no stack could be had for a new carrier: the actor then ends (its join handle
+    /// reports `Cancelled`).
     fn activate(&self, actor: &ActorRef, body: &mut Body) -> Option<Box<dyn Activation>> {
         let Body::Idle(program) = std::mem::replace(body, Body::Done) else {
             unreachable!("activate() on an actor that is not idle");
         };
-        let carrier = match self.core().carriers.borrow_mut().pop() {
-            Some(c) => c,
-            None => match self.new_carrier() {
-                Ok(c) => c,
+        let mut carriers = self.core().carriers.borrow_mut();
+        if carriers.is_empty() {
+            match self.new_carrier() {
+                Ok(c) => carriers.push(c),
                 Err(e) => {
+                    drop(carriers);
                     actor.end();
                     self.remote().slice.store(0, Ordering::Relaxed);
                     let id = actor.id;
@@ -1219,10 +1242,10 @@ impl WorkerLoop<'_> {
                     );
                     return None;
                 }
-            },
-        };
-        actor.guard.set(carrier.guard);
-        *body = Body::Running(carrier.coroutine);
+            }
+        }
+        let lent = carriers.last().expect("one was made above");
+        actor.guard.set(lent.guard);
         // From its first activation on, a handler actor's body belongs to registries, as a
         // started process actor's does: a queue entry of it is only a reference, which sweeps
         // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
@@ -1264,46 +1287,55 @@ impl WorkerLoop<'_> {
         Ok(Carrier { coroutine, guard })
     }
 
-    /// An activation suspended: pin the actor here and register it, for wakes and shutdown
-    /// (`handler.rs`, step 2). Until it suspends nobody needs either: a wake while it runs only
-    /// leaves `NOTIFIED`, no queue holds it, and shutdown never interrupts a run. Does nothing
-    /// for a process actor, or an activation already pinned.
-    fn pin_activation(&self, actor: &ActorRef) {
-        if !actor.is_handler() || actor.home().is_some() {
+    /// An activation suspended: its carrier becomes its body, and the actor is pinned here and
+    /// registered, for wakes and shutdown (`handler.rs`, step 2). Until it suspends nobody
+    /// needs any of these: a wake while it runs only leaves `NOTIFIED`, no queue holds it, and
+    /// shutdown never interrupts a run. Does nothing for a process actor, or an activation
+    /// that had suspended before (its carrier is already its body: `lent` is `false`).
+    fn pin_activation(&self, actor: &ActorRef, body: &mut Body, lent: bool) {
+        if !lent {
             return;
         }
+        let carrier = (self.core().carriers.borrow_mut().pop()).expect("lent by activate()");
+        set_body(body, Body::Running(carrier.coroutine));
         // Step 1 of the hand-off (`home.rs`), before the state word's `after_park` or
         // `yielded` that follow in `run_actor`.
         actor.home.pin(self.ctx.index);
         self.register_local(actor);
     }
 
-    /// An activation ended (`handler.rs`, step 3): the carrier goes back to this worker, the
-    /// actor leaves its registry and is unpinned if it had suspended, and its program (if it
-    /// has not stopped) is its body again.
+    /// An activation ended (`handler.rs`, step 3): its program (if it has not stopped) is its
+    /// body again. If it had suspended, its carrier (its body until now) goes back to this
+    /// worker's idle ones, and the actor leaves its registry and is unpinned; a carrier still
+    /// lent never left them.
     fn end_activation(
         &self,
         actor: &ActorRef,
         body: &mut Body,
+        lent: bool,
         program: Option<Box<dyn Activation>>,
     ) {
         let next = match program {
             Some(p) => Body::Idle(p),
             None => Body::Done,
         };
-        let Body::Running(coroutine) = std::mem::replace(body, next) else {
-            unreachable!("an activation ran on a carrier");
-        };
-        self.put_carrier(Carrier {
-            coroutine,
-            guard: actor.guard.get(),
-        });
-        if actor.home().is_some() {
-            // It had suspended (`pin_activation`).
-            self.unregister_local(actor);
-            // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
-            // `yielded`: a waker that then schedules the actor routes it as free.
-            actor.home.unpin();
+        match lent {
+            // It ran to its end on the lent carrier; the body is `Done` meanwhile.
+            true => set_body(body, next),
+            false => {
+                let Body::Running(coroutine) = std::mem::replace(body, next) else {
+                    unreachable!("a suspended activation's carrier is its body");
+                };
+                self.put_carrier(Carrier {
+                    coroutine,
+                    guard: actor.guard.get(),
+                });
+                // It had suspended (`pin_activation`).
+                self.unregister_local(actor);
+                // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
+                // `yielded`: a waker that then schedules the actor routes it as free.
+                actor.home.unpin();
+            }
         }
     }
 
