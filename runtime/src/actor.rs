@@ -179,9 +179,10 @@ pub(crate) enum Body {
     /// run on any worker.
     Idle(Box<dyn Activation>),
     /// Started: a coroutine, suspended or running, with its stack (a process actor for its whole
-    /// life, a handler actor for one activation).
+    /// life, a handler actor for an activation that has suspended, until it returns).
     Running(ActorCoroutine),
-    /// Finished or cancelled.
+    /// Finished or cancelled; or a handler actor's activation running on the carrier lent to
+    /// it, which stays with the worker unless the activation suspends (`handler.rs`).
     Done,
 }
 

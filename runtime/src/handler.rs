@@ -13,17 +13,21 @@
 //! 1. lends it one of its idle *carriers* (or makes one, on a stack from its pool): a coroutine
 //!    that loops, resumed with a program each time, calling [`Activation::run`] (which
 //!    handles a batch of messages) and suspending with the outcome (`Out::Activated`, or
-//!    `Out::Stopped` once the actor has stopped and its program is dropped);
+//!    `Out::Stopped` once the actor has stopped and its program is dropped). The lent carrier
+//!    is the top one of the worker's idle carriers, and is resumed where it lies: the body
+//!    holds nothing (`Done`) while the activation runs;
 //! 2. marks it started (from then on its body belongs to registries, and a queue entry of it is
 //!    only a reference, as for a started process actor). If `run` suspends (a channel, a
 //!    `join`, `sleep`, a preemption), the coroutine keeps its stack and stays on this worker,
-//!    like a process actor, until `run` returns: at its first suspension the worker pins it to
-//!    itself (`home`) and registers it among its started actors, for wakes and for shutdown.
-//!    An activation that does not suspend needs neither: a wake while it runs only leaves
-//!    `NOTIFIED`, no queue holds it, and shutdown never interrupts a run;
-//! 3. when `run` returns, takes the carrier back (it keeps a few idle ones and unwinds the
-//!    rest), unpins and unregisters the actor if it had suspended, and puts the program back in
-//!    the body; then, by the [`Step`] that `run` returned:
+//!    like a process actor, until `run` returns: at its first suspension the worker moves the
+//!    carrier into the actor's body, pins the actor to itself (`home`) and registers it among
+//!    its started actors, for wakes and for shutdown. An activation that does not suspend
+//!    needs none of this: a wake while it runs only leaves `NOTIFIED`, no queue holds it, and
+//!    shutdown never interrupts a run;
+//! 3. when `run` returns, puts the program back in the body. If it had suspended, the worker
+//!    also takes its carrier back (it keeps a few idle ones and unwinds the rest), and unpins
+//!    and unregisters the actor; a carrier still lent never left. Then, by the [`Step`] that
+//!    `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
 //!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
 //!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is
