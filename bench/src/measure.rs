@@ -135,6 +135,10 @@ pub fn measure_then(
     rec.insert("scenario".into(), json!(spec.scenario));
     rec.insert("runtime".into(), json!(spec.runtime.name()));
     rec.insert("workers".into(), json!(spec.workers));
+    if crate::ALLOCATOR_NAME != "system" {
+        // Absent: the system allocator (see `ALLOCATOR` in main.rs).
+        rec.insert("alloc".into(), json!(crate::ALLOCATOR_NAME));
+    }
     for (k, v) in spec.params {
         rec.insert(k.into(), v);
     }
