@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::within_watchdog;
 use parking_lot::Mutex;
-use threadlet::{Actor, ActorBuilder, Context, JoinError, Mailbox, Runtime, RuntimeExt, channel};
+use threadlet::{
+    Actor, ActorBuilder, Context, JoinError, Mailbox, Runtime, RuntimeExt, Scheduler, channel,
+};
 
 /// Records the worker its destructor ran on.
 struct WhereDropped(Arc<Mutex<Option<Option<usize>>>>);
@@ -140,6 +142,107 @@ fn a_handler_actor_suspended_inside_handle_is_unwound_on_its_worker() {
     assert!(r.as_ref().is_some_and(JoinError::is_killed), "{r:?}");
     assert_eq!(*dropped_on.lock(), Some(worker));
     assert!(addr.send(()).is_err());
+}
+
+/// Never suspends inside `handle` (only safe points): its activation stays on the carrier lent
+/// to it until a preemption or a kill takes it off.
+struct BusyHandler {
+    _guard: WhereDropped,
+    running: channel::Sender<()>,
+}
+
+impl Actor for BusyHandler {
+    type Msg = ();
+    fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {
+        self.running.send(()).unwrap();
+        loop {
+            threadlet::checkpoint();
+        }
+    }
+}
+
+/// A plain handler actor's round trip on `rt`: the worker's carriers still serve.
+fn a_handler_still_runs(rt: &Runtime) {
+    struct Double;
+    impl Actor for Double {
+        type Msg = (u32, channel::Sender<u32>);
+        fn handle(&mut self, (n, reply): (u32, channel::Sender<u32>), _ctx: &mut Context<Self>) {
+            reply.send(2 * n).unwrap();
+        }
+    }
+    let (addr, h) = rt.start(Double);
+    let (tx, rx) = channel::bounded(1);
+    addr.send((21, tx)).unwrap();
+    assert_eq!(rx.recv().unwrap(), 42);
+    drop(addr);
+    within_watchdog("a handler after the kill", move || h.join().unwrap());
+}
+
+#[test]
+fn a_handler_actor_busy_inside_handle_is_killed_and_its_worker_goes_on() {
+    // One worker: the killed activation, and the ones after it, share its carriers.
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(0)
+            .scheduler(scheduler)
+            .build()
+            .unwrap();
+        for _ in 0..10 {
+            let (guard, dropped_on) = probe();
+            let (tx, rx) = channel::bounded(1);
+            let (addr, h) = rt.start(BusyHandler {
+                _guard: guard,
+                running: tx,
+            });
+            addr.send(()).unwrap();
+            rx.recv().unwrap();
+            assert!(h.abort());
+            let r = within_watchdog("kill a busy handler", move || h.join().err());
+            assert!(
+                r.as_ref().is_some_and(JoinError::is_killed),
+                "{scheduler:?}: {r:?}"
+            );
+            assert_eq!(*dropped_on.lock(), Some(Some(0)), "{scheduler:?}");
+            a_handler_still_runs(&rt);
+        }
+    }
+}
+
+#[test]
+fn shutdown_cancels_a_handler_actor_busy_inside_handle() {
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(0)
+            .scheduler(scheduler)
+            .build()
+            .unwrap();
+        let (guard, dropped_on) = probe();
+        let (tx, rx) = channel::bounded(1);
+        let (addr, h) = rt.start(BusyHandler {
+            _guard: guard,
+            running: tx,
+        });
+        addr.send(()).unwrap();
+        rx.recv().unwrap();
+        within_watchdog("shut down beside a busy handler", move || drop(rt));
+        // Unwound on its worker before the runtime was gone.
+        assert_eq!(*dropped_on.lock(), Some(Some(0)), "{scheduler:?}");
+        let r = h.join().err();
+        assert!(
+            r.as_ref().is_some_and(JoinError::is_cancelled),
+            "{scheduler:?}: {r:?}"
+        );
+    }
 }
 
 #[test]

@@ -1058,8 +1058,9 @@ impl WorkerLoop<'_> {
         // The actor's `tracing` span while it runs (`trace.rs`; nothing without the feature).
         let _span = crate::trace::run(actor);
         loop {
-            // The carriers stay borrowed while the lent one runs: only this loop touches them,
-            // never code that runs inside an actor.
+            // The carriers stay borrowed across every resume, whether or not a lent one runs:
+            // only this loop touches them, never code that runs inside an actor. (Borrowing
+            // them only for a lent activation compiled to more instructions on both paths.)
             let mut carriers = self.core().carriers.borrow_mut();
             let coroutine = match &mut *body {
                 _ if lent => &mut carriers.last_mut().expect("lent by activate()").coroutine,
