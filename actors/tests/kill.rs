@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::within_watchdog;
 use parking_lot::Mutex;
 use threadlet::{
-    Actor, ActorBuilder, Context, JoinError, Mailbox, Runtime, RuntimeExt, Scheduler, channel,
+    Actor, ActorBuilder, Context, JoinError, JoinHandle, Mailbox, Runtime, RuntimeExt, Scheduler,
+    channel,
 };
 
 /// Records the worker its destructor ran on.
@@ -178,29 +179,46 @@ fn a_handler_still_runs(rt: &Runtime) {
     within_watchdog("a handler after the kill", move || h.join().unwrap());
 }
 
-#[test]
-fn a_handler_actor_busy_inside_handle_is_killed_and_its_worker_goes_on() {
-    // One worker: the killed activation, and the ones after it, share its carriers.
-    for scheduler in [
+/// Every scheduler, each with one worker (no spare): what a busy activation shares its
+/// carriers with.
+fn one_worker_runtimes() -> impl Iterator<Item = (Scheduler, Runtime)> {
+    [
         Scheduler::WorkStealing,
         Scheduler::GlobalQueue,
         Scheduler::Gil,
-    ] {
+    ]
+    .into_iter()
+    .map(|scheduler| {
         let rt = Runtime::builder()
             .workers(1)
             .spare_workers(0)
             .scheduler(scheduler)
             .build()
             .unwrap();
+        (scheduler, rt)
+    })
+}
+
+/// Starts a `BusyHandler` on `rt` and returns once it is inside `handle`: its join handle,
+/// and where its state was dropped (once it is).
+fn busy_handler_on(rt: &Runtime) -> (JoinHandle<BusyHandler>, Arc<Mutex<Option<Option<usize>>>>) {
+    let (guard, dropped_on) = probe();
+    let (tx, rx) = channel::bounded(1);
+    let (addr, h) = rt.start(BusyHandler {
+        _guard: guard,
+        running: tx,
+    });
+    addr.send(()).unwrap();
+    rx.recv().unwrap();
+    (h, dropped_on)
+}
+
+#[test]
+fn a_handler_actor_busy_inside_handle_is_killed_and_its_worker_goes_on() {
+    // One worker: the killed activation, and the ones after it, share its carriers.
+    for (scheduler, rt) in one_worker_runtimes() {
         for _ in 0..10 {
-            let (guard, dropped_on) = probe();
-            let (tx, rx) = channel::bounded(1);
-            let (addr, h) = rt.start(BusyHandler {
-                _guard: guard,
-                running: tx,
-            });
-            addr.send(()).unwrap();
-            rx.recv().unwrap();
+            let (h, dropped_on) = busy_handler_on(&rt);
             assert!(h.abort());
             let r = within_watchdog("kill a busy handler", move || h.join().err());
             assert!(
@@ -215,25 +233,8 @@ fn a_handler_actor_busy_inside_handle_is_killed_and_its_worker_goes_on() {
 
 #[test]
 fn shutdown_cancels_a_handler_actor_busy_inside_handle() {
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(0)
-            .scheduler(scheduler)
-            .build()
-            .unwrap();
-        let (guard, dropped_on) = probe();
-        let (tx, rx) = channel::bounded(1);
-        let (addr, h) = rt.start(BusyHandler {
-            _guard: guard,
-            running: tx,
-        });
-        addr.send(()).unwrap();
-        rx.recv().unwrap();
+    for (scheduler, rt) in one_worker_runtimes() {
+        let (h, dropped_on) = busy_handler_on(&rt);
         within_watchdog("shut down beside a busy handler", move || drop(rt));
         // Unwound on its worker before the runtime was gone.
         assert_eq!(*dropped_on.lock(), Some(Some(0)), "{scheduler:?}");
