@@ -23,7 +23,10 @@ impl Drop for WhereDropped {
     }
 }
 
-fn probe() -> (WhereDropped, Arc<Mutex<Option<Option<usize>>>>) {
+/// Where a `WhereDropped` ran its destructor: `None` until it has.
+type DroppedOn = Arc<Mutex<Option<Option<usize>>>>;
+
+fn probe() -> (WhereDropped, DroppedOn) {
     let cell = Arc::new(Mutex::new(None));
     (WhereDropped(cell.clone()), cell)
 }
@@ -201,7 +204,7 @@ fn one_worker_runtimes() -> impl Iterator<Item = (Scheduler, Runtime)> {
 
 /// Starts a `BusyHandler` on `rt` and returns once it is inside `handle`: its join handle,
 /// and where its state was dropped (once it is).
-fn busy_handler_on(rt: &Runtime) -> (JoinHandle<BusyHandler>, Arc<Mutex<Option<Option<usize>>>>) {
+fn busy_handler_on(rt: &Runtime) -> (JoinHandle<BusyHandler>, DroppedOn) {
     let (guard, dropped_on) = probe();
     let (tx, rx) = channel::bounded(1);
     let (addr, h) = rt.start(BusyHandler {
