@@ -1320,24 +1320,23 @@ impl WorkerLoop<'_> {
             Some(p) => Body::Idle(p),
             None => Body::Done,
         };
-        match lent {
+        if lent {
             // It ran to its end on the lent carrier; the body is `Done` meanwhile.
-            true => set_body(body, next),
-            false => {
-                let Body::Running(coroutine) = std::mem::replace(body, next) else {
-                    unreachable!("a suspended activation's carrier is its body");
-                };
-                self.put_carrier(Carrier {
-                    coroutine,
-                    guard: actor.guard.get(),
-                });
-                // It had suspended (`pin_activation`).
-                self.unregister_local(actor);
-                // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
-                // `yielded`: a waker that then schedules the actor routes it as free.
-                actor.home.unpin();
-            }
+            set_body(body, next);
+            return;
         }
+        let Body::Running(coroutine) = std::mem::replace(body, next) else {
+            unreachable!("a suspended activation's carrier is its body");
+        };
+        self.put_carrier(Carrier {
+            coroutine,
+            guard: actor.guard.get(),
+        });
+        // It had suspended (`pin_activation`).
+        self.unregister_local(actor);
+        // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
+        // `yielded`: a waker that then schedules the actor routes it as free.
+        actor.home.unpin();
     }
 
     /// Keeps an idle carrier for the next activation, up to `IDLE_CARRIERS`; retires the rest.
