@@ -38,17 +38,11 @@ use crate::runtimes::Rt;
 
 /// With `--features mimalloc`, every runtime in this binary (threadlet, its baselines, tokio,
 /// the OS-thread versions) allocates through mimalloc instead of the system allocator, so that
-/// comparisons stay like for like. A record of such a run says so (`alloc=mimalloc`).
+/// comparisons stay like for like. A record of such a run says so (`alloc=mimalloc`, in
+/// `measure.rs`).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The allocator this binary was built with, for the records.
-pub const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
-    "mimalloc"
-} else {
-    "system"
-};
 
 /// Benchmarks of the threadlet actor runtime against its baselines, OS threads and tokio.
 #[derive(Parser)]

@@ -135,9 +135,9 @@ pub fn measure_then(
     rec.insert("scenario".into(), json!(spec.scenario));
     rec.insert("runtime".into(), json!(spec.runtime.name()));
     rec.insert("workers".into(), json!(spec.workers));
-    if crate::ALLOCATOR_NAME != "system" {
+    if cfg!(feature = "mimalloc") {
         // Absent: the system allocator (see `ALLOCATOR` in main.rs).
-        rec.insert("alloc".into(), json!(crate::ALLOCATOR_NAME));
+        rec.insert("alloc".into(), json!("mimalloc"));
     }
     for (k, v) in spec.params {
         rec.insert(k.into(), v);
