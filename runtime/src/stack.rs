@@ -544,9 +544,9 @@ static GUARDS_AT_ONCE_REFUSED: AtomicBool = AtomicBool::new(false);
 /// Installs guard markers at every slot of a chunk with one system call: `process_madvise` on
 /// the calling process takes any advice since Linux 6.13, and a vector of ranges (with the
 /// calling thread's sentinel, since 6.14). So carving a chunk costs two system calls, not
-/// `STACKS_PER_CHUNK + 1`: a first run of 100,000 process actors makes 100,000 fewer. `false` if not all were installed (the kernel refused, or
-/// stopped part way); the caller then installs each with `madvise`, which is harmless for a
-/// slot that has its guard already.
+/// `STACKS_PER_CHUNK + 1`: a first run of 100,000 process actors makes 100,000 fewer. `false`
+/// if not all were installed (the kernel refused, or stopped part way); the caller then
+/// installs each with `madvise`, which is harmless for a slot that has its guard already.
 fn install_guards_at_once(slots: &[usize; STACKS_PER_CHUNK]) -> bool {
     // Relaxed: a hint that saves a refused call; a stale `false` only costs one more.
     if GUARDS_AT_ONCE_REFUSED.load(Ordering::Relaxed) {
