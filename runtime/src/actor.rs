@@ -650,6 +650,12 @@ impl ActorCell {
         self.handler
     }
 
+    /// Whether the worker that starts it keeps it for good: a process actor that is not
+    /// migratable.
+    pub(crate) fn pins_at_start(&self) -> bool {
+        !self.handler && !self.migratable
+    }
+
     /// The pinned home worker, if the actor has started and is not migratable.
     pub(crate) fn home(&self) -> Option<usize> {
         self.home.get()

@@ -53,7 +53,11 @@
 //! nobody; thieves take from it when they search anyway, and a stuck worker's is covered by a
 //! spare, `spare.rs`. An earlier version re-checked only in the last searcher;
 //! a worker that was awake but not searching when the last searcher found work and stopped
-//! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) Work for a
+//! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) A second
+//! exception, also by design: a searcher may decline another worker's fresh queue (process
+//! actors not started yet) to keep pinned load balanced (`worker.rs`, "Placement", step 5), in
+//! its steals and in its re-check alike. That work is not stranded either: only its owner
+//! pushes that queue, and the owner empties it before it searches or parks. Work for a
 //! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
 //! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
 //!

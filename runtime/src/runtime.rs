@@ -946,16 +946,19 @@ impl Shared {
         }
     }
 
-    /// Whether any queue that thieves can reach holds work.
-    pub(crate) fn any_stealable_work(&self) -> bool {
+    /// Whether any queue that thieves can reach holds work; a worker's fresh queue counts only
+    /// where `may_take_fresh` says the asking worker may take from it (`worker.rs`,
+    /// "Placement", step 5).
+    pub(crate) fn any_stealable_work(&self, may_take_fresh: impl Fn(&Remote) -> bool) -> bool {
         match &self.policy {
             Policy::GlobalQueue(gq) => gq.has_shared_work(),
             Policy::WorkStealing | Policy::Gil(_) => {
                 !self.injector.is_empty()
-                    || self
-                        .remotes
-                        .iter()
-                        .any(|r| !r.stealer.is_empty() || !r.free_stealer.is_empty())
+                    || self.remotes.iter().any(|r| {
+                        !r.stealer.is_empty()
+                            || !r.free_stealer.is_empty()
+                            || (!r.fresh_stealer.is_empty() && may_take_fresh(r))
+                    })
             }
         }
     }

@@ -3,12 +3,12 @@
 //! # State, split by who may touch it
 //!
 //! * [`Core`]: owned by the worker thread alone (its next slot, its local queue of turns, the
-//!   owner ends of its stealable deque and free FIFO, its stack pool, its registry of started
-//!   actors). Actor code running on the worker reaches it through the thread's context, so
-//!   every field is a `Cell`/`RefCell` and no borrow is held across a resume.
-//! * [`Remote`]: what other threads may touch (the stealer ends of the deque and the free
-//!   FIFO, the inbox for wakes of pinned actors, the unparker, the preempt flag, the
-//!   counters). Lives in `Shared`.
+//!   owner ends of its stealable deque, fresh queue and free FIFO, its stack pool, its registry
+//!   of started actors). Actor code running on the worker reaches it through the thread's
+//!   context, so every field is a `Cell`/`RefCell` and no borrow is held across a resume.
+//! * [`Remote`]: what other threads may touch (the stealer ends of the deque, the fresh queue
+//!   and the free FIFO, the inbox for wakes of pinned actors, the unparker, the preempt flag,
+//!   the counters). Lives in `Shared`.
 //!
 //! # Run queues of one worker
 //!
@@ -18,19 +18,21 @@
 //! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
-//! | `deque` (LIFO) | actors not started yet, free actors displaced from `next` by another wake | this worker | this worker, thieves, a covering spare |
+//! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake | this worker | this worker, thieves, a covering spare |
+//! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or placed here | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
 //! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
 //!
 //! # Finding work
 //!
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
-//! preemption, the injector and the deque (so a busy local queue cannot starve actors that have
-//! not started); otherwise the inbox (moved to the back of `local`), `local` (a pinned actor,
-//! or for a mark the front of `free_fifo`), `deque`, a batch from the injector. A chain cut
-//! by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
+//! preemption, the injector, the deque and `fresh` (so a busy local queue cannot starve actors
+//! that have not started); otherwise the inbox (moved to the back of `local`), `local` (a
+//! pinned actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, a batch from the
+//! injector. A chain cut by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
 //! worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this worker's
-//! `Searcher` impl): it steals half of a random victim's deque (or else of its free FIFO), for
-//! up to `idle::SEARCH_ROUNDS` rounds, then parks.
+//! `Searcher` impl): it steals half of a random victim's deque (or else of its fresh queue, if
+//! the balance rule of "Placement" lets it, or else of its free FIFO), for up to
+//! `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
@@ -46,11 +48,12 @@
 //!    runtime with two or more workers, not shutting down, is considered ([`place`]).
 //! 2. W's load is the number of actors pinned to it (its registry of started actors, published
 //!    in `Remote::pinned`), plus those placed on it and not started yet (`Remote::placed`), plus
-//!    its deque's length. Below `PLACE_MIN_LOAD`, the actor goes to W's deque without reading
-//!    another worker's state. Otherwise W picks one other worker O at random; if O is parked
-//!    (`Remote::parked`), holds fewer than `PLACE_PER_PARK` placed actors, and its load (the
-//!    same three terms) is at least `PLACE_MARGIN` below W's, the actor is placed on O; else it
-//!    goes to W's deque, as without placement. So spawn, run and exit, fork-join and pairs of
+//!    the length of its fresh queue (process actors not started yet). Below `PLACE_MIN_LOAD`,
+//!    the actor goes to W's fresh queue without reading another worker's state. Otherwise W
+//!    picks one other worker O at random; if O is parked (`Remote::parked`), holds fewer than
+//!    `PLACE_PER_PARK` placed actors, and its load (the same three terms) is at least
+//!    `PLACE_MARGIN` below W's, the actor is placed on O; else it goes to W's fresh queue, as
+//!    without placement. So spawn, run and exit, fork-join and pairs of
 //!    actors that talk keep their cheap local path (the spawner counts itself: on a worker that
 //!    holds nothing else, its first two children stay), ties stay local, and a parked worker is
 //!    handed a couple of actors, after which, awake, it steals as without placement. On a worker
@@ -58,7 +61,7 @@
 //!    child: placement balances load, it does not know which actors talk to each other.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
 //!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
-//!    stealable deque (`drain_inbox`: it has not started, so it is not pinned yet) and, unless
+//!    fresh queue (`drain_inbox`: it has not started, so it is not pinned yet) and, unless
 //!    a thief takes it first, starts it there like any queued actor, pinning it to itself. So a
 //!    placed actor never waits behind a busy actor of O while other workers idle (O may have
 //!    been woken for other work just before: `parked` is only a hint).
@@ -66,6 +69,19 @@
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
 //!    moved it to). `pinned` is the registry's length, republished at every change of it.
+//! 5. Thieves keep the balance too. A process actor not started yet waits in its worker's
+//!    fresh queue, apart from the deque, and a searching worker that already holds pinned or
+//!    placed actors steals from another's fresh queue only if that worker's load (the three
+//!    terms of step 2) is at least `PLACE_MARGIN` above its own (`may_take_fresh`); a worker
+//!    that holds nothing steals freely, and the deque and free FIFO, whose actors do not pin,
+//!    stay open to all. Without it a burst came apart whenever the spawner's thread lost its
+//!    CPU for a moment (the kernel may run a woken thread on its waker's CPU): the woken
+//!    worker started the members placed on it, then stole the spawner's own, and the whole
+//!    pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here). Nothing held
+//!    back is stranded: only a worker's own thread pushes its fresh queue (its spawns, its
+//!    inbox's placed actors), and it empties that queue before it searches or parks; a
+//!    covering spare (`spare.rs`) takes from it without the rule. The sleep protocol's re-check applies the same rule
+//!    (`any_takeable_work`), so a worker held back parks instead of spinning.
 //!
 //! The figures are read with relaxed loads and may lag: a stale one makes one placement less
 //! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
@@ -189,9 +205,9 @@ use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
-/// Every this many turns a worker looks at the injector and its deque before its local queue,
-/// so that a worker busy with pinned actors still starts new ones. (The inbox is drained every
-/// turn; the next slot is capped by `MAX_NEXT_RUNS`.) 61 is Go's choice: a
+/// Every this many turns a worker looks at the injector, its deque and its fresh queue before
+/// its local queue, so that a worker busy with pinned actors still starts new ones. (The inbox
+/// is drained every turn; the next slot is capped by `MAX_NEXT_RUNS`.) 61 is Go's choice: a
 /// prime, so it does not fall into step with periodic workloads.
 const GLOBAL_POLL_INTERVAL: u32 = 61;
 
@@ -229,10 +245,10 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     // Handler and migratable actors are not pinned where they first run, so thieves balance
     // them; once shutdown has begun nothing new should go to another worker's queues. A spare
     // places nothing: what it starts stays with it.
-    if n < 2 || ctx.index >= n || actor.is_handler() || actor.migratable {
+    if n < 2 || ctx.index >= n || !actor.pins_at_start() {
         return None;
     }
-    let mine = remotes[ctx.index].load() + ctx.core.deque.len();
+    let mine = remotes[ctx.index].load() + ctx.core.fresh.len();
     // The common case, decided without reading another worker's cache lines.
     if mine < PLACE_MIN_LOAD || ctx.shared.is_shutdown() {
         return None;
@@ -249,15 +265,17 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     {
         return None;
     }
-    let theirs = other.load() + other.stealer.len();
+    let theirs = other.load() + other.fresh_stealer.len();
     (theirs + PLACE_MARGIN <= mine).then_some(o)
 }
 
-/// Steals about half of `from` into `into`, returning one actor to run.
-fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<Runnable> {
+/// Steals about half of `from` into `into`, returning one actor to run and how many more went
+/// into `into`.
+fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<(Runnable, usize)> {
+    let before = into.len();
     loop {
         match from.steal_batch_and_pop(into) {
-            Steal::Success(a) => return Some(a),
+            Steal::Success(a) => return Some((a, into.len().saturating_sub(before))),
             Steal::Retry => continue,
             Steal::Empty => return None,
         }
@@ -278,6 +296,8 @@ const NO_CLOCK: i32 = i32::MIN;
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
+    /// The stealer end of `Core::fresh`.
+    pub(crate) fresh_stealer: Stealer<Runnable>,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
     /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
@@ -322,12 +342,13 @@ pub(crate) struct Remote {
 impl Remote {
     /// Actors in this worker's stealable queues now (for the dump and the metrics).
     pub(crate) fn stealable_len(&self) -> usize {
-        self.stealer.len() + self.free_stealer.len()
+        self.stealer.len() + self.fresh_stealer.len() + self.free_stealer.len()
     }
 
     pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {
         Remote {
             stealer: queues.deque.stealer(),
+            fresh_stealer: queues.fresh.stealer(),
             free_stealer: queues.free_fifo.stealer(),
             inbox: Injector::new(),
             inbox_hint: AtomicBool::new(false),
@@ -494,10 +515,16 @@ impl std::fmt::Display for ActivationOf {
     }
 }
 
-/// The owner ends of a worker's two stealable queues (their stealer ends go to its `Remote`).
+/// The owner ends of a worker's three stealable queues (their stealer ends go to its
+/// `Remote`).
 pub(crate) struct StealableQueues {
-    /// LIFO for its owner: actors not started yet, free actors displaced from the next slot.
+    /// LIFO for its owner: actors not started yet that do not pin where they start (handler
+    /// and migratable actors), free actors displaced from the next slot, batches taken from
+    /// the injector.
     pub(crate) deque: Deque<Runnable>,
+    /// LIFO for its owner: process actors not started yet, which pin where they start (see
+    /// "Placement": thieves take them only to even out pinned load).
+    pub(crate) fresh: Deque<Runnable>,
     /// FIFO: free actors waiting for their turn here (see the module docs' table).
     pub(crate) free_fifo: Deque<Runnable>,
 }
@@ -506,6 +533,7 @@ impl StealableQueues {
     pub(crate) fn new() -> StealableQueues {
         StealableQueues {
             deque: Deque::new_lifo(),
+            fresh: Deque::new_lifo(),
             free_fifo: Deque::new_fifo(),
         }
     }
@@ -527,6 +555,7 @@ pub(crate) struct Core {
     /// for a free actor in `free_fifo` (see `Turn`).
     local: RefCell<VecDeque<Turn>>,
     deque: Deque<Runnable>,
+    fresh: Deque<Runnable>,
     free_fifo: Deque<Runnable>,
     pool: RefCell<StackPool>,
     /// Started pinned actors, for shutdown. Each knows its slot (`registry_slot`).
@@ -537,8 +566,9 @@ pub(crate) struct Core {
     rng: Cell<u64>,
     /// Number of the current time slice (published in `Remote::slice` while running).
     slice_id: Cell<u64>,
-    /// The last run ended in a preemption: look at the injector and the deque before the local
-    /// queue, so a preempted actor cannot starve actors that have not started yet.
+    /// The last run ended in a preemption: look at the injector, the deque and the fresh queue
+    /// before the local queue, so a preempted actor cannot starve actors that have not started
+    /// yet.
     preempted: Cell<bool>,
 }
 
@@ -548,6 +578,7 @@ impl Core {
             next: Cell::new(None),
             local: RefCell::new(VecDeque::new()),
             deque: queues.deque,
+            fresh: queues.fresh,
             free_fifo: queues.free_fifo,
             pool: RefCell::new(StackPool::new()),
             live: RefCell::new(Vec::new()),
@@ -621,9 +652,19 @@ impl Core {
         }
     }
 
-    /// A new actor, stealable until it starts.
+    /// The owner's end of its two LIFO queues: the deque's newest, else the fresh queue's.
+    fn pop_lifo(&self) -> Option<Runnable> {
+        self.deque.pop().or_else(|| self.fresh.pop())
+    }
+
+    /// A new actor, stealable until it starts: a process actor that will pin where it starts
+    /// to the fresh queue, any other to the deque.
     pub(crate) fn push_spawned(&self, actor: Runnable) {
-        self.deque.push(actor);
+        if actor.pins_at_start() {
+            self.fresh.push(actor);
+        } else {
+            self.deque.push(actor);
+        }
     }
 
     fn rand(&self) -> u64 {
@@ -787,7 +828,7 @@ impl WorkerLoop<'_> {
                 core.next
                     .take()
                     .or_else(|| core.pop_turn())
-                    .or_else(|| core.deque.pop())
+                    .or_else(|| core.pop_lifo())
             };
             if let Some(actor) = work {
                 if covered.is_some() || actor.home() == Some(me) {
@@ -832,7 +873,7 @@ impl WorkerLoop<'_> {
     /// free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
     /// to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
-        self.steal_from(w).or_else(|| self.pop_injector())
+        self.steal_from(w, false).or_else(|| self.pop_injector())
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -870,13 +911,13 @@ impl WorkerLoop<'_> {
             self.poll_io_now();
         }
         if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || core.preempted.take())
-            && let Some(a) = self.pop_injector().or_else(|| core.deque.pop())
+            && let Some(a) = self.pop_injector().or_else(|| core.pop_lifo())
         {
             return Some(a);
         }
         self.drain_inbox();
         core.pop_turn()
-            .or_else(|| core.deque.pop())
+            .or_else(|| core.pop_lifo())
             .or_else(|| self.pop_injector())
     }
 
@@ -894,7 +935,7 @@ impl WorkerLoop<'_> {
                 // not wait behind a busy actor of this worker while others idle ("Placement").
                 // Acquire: pairs with the release store of `started` at its start.
                 Steal::Success(a) if !a.started.load(Ordering::Acquire) => {
-                    self.core().deque.push(a);
+                    self.core().fresh.push(a);
                     stealable = true;
                 }
                 Steal::Success(a) => local.push_back(Turn::Pinned(a)),
@@ -947,21 +988,23 @@ impl WorkerLoop<'_> {
         (0..n)
             .map(|i| (start + i) % n)
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim))
+            .find_map(|victim| self.steal_from(victim, true))
     }
 
-    /// Steals about half of `victim`'s deque into this worker's, or else about half of its
-    /// free FIFO into this worker's, returning one actor to run.
-    fn steal_from(&self, victim: usize) -> Option<Runnable> {
+    /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
+    /// one actor to run: its deque, else its fresh queue (with `balance`, only if
+    /// [`may_take_fresh`](Self::may_take_fresh) allows it), else its free FIFO.
+    fn steal_from(&self, victim: usize, balance: bool) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
-        let before = mine.deque.len();
         let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
-            .map(|a| (a, mine.deque.len().saturating_sub(before)))
             .or_else(|| {
-                let before = mine.free_fifo.len();
-                let a = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
+                (!balance || self.may_take_fresh(theirs))
+                    .then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
+                    .flatten()
+            })
+            .or_else(|| {
+                let (a, stolen) = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
                 // Their turns, after what waits here already.
-                let stolen = mine.free_fifo.len().saturating_sub(before);
                 mine.local
                     .borrow_mut()
                     .extend((0..stolen).map(|_| Turn::Free));
@@ -973,6 +1016,26 @@ impl WorkerLoop<'_> {
         stats.add(&stats.stolen, taken);
         crate::trace::stole(self.ctx.index, taken);
         Some(a)
+    }
+
+    /// Placement, step 5 (module docs): whether this worker, searching, may take unstarted
+    /// process actors from `victim`'s fresh queue. Starting one pins it here for good, so a
+    /// worker that already holds pinned (or placed) actors takes them only from a worker whose
+    /// load, counting its fresh queue, is at least `PLACE_MARGIN` above its own: the balance a
+    /// spawn's placement keeps, kept by thieves too. A worker that holds nothing takes them
+    /// freely. Relaxed loads, as for placement: a stale figure lets one steal through or holds
+    /// one back, and what is held back is run by its owner (step 5's argument).
+    fn may_take_fresh(&self, victim: &Remote) -> bool {
+        let mine = self.remote().load();
+        mine == 0 || mine + PLACE_MARGIN <= victim.load() + victim.fresh_stealer.len()
+    }
+
+    /// Whether any queue this worker may take from holds work: the sleep protocol's re-check
+    /// (`idle.rs`, step 3) and the poll's look, both with the same rule as its stealing, so
+    /// that a worker held back from a fresh queue parks instead of spinning on it.
+    fn any_takeable_work(&self) -> bool {
+        self.shared()
+            .any_stealable_work(|victim| self.may_take_fresh(victim))
     }
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
@@ -1611,9 +1674,10 @@ impl WorkerLoop<'_> {
             || !core.local.borrow().is_empty()
             || !core.free_fifo.is_empty()
             || !core.deque.is_empty()
+            || !core.fresh.is_empty()
             || !self.remote().inbox.is_empty()
             || !shared.idle.is_sleeping(self.ctx.index)
-            || shared.any_stealable_work()
+            || self.any_takeable_work()
     }
 
     /// A busy worker's look at the I/O poll (step 5), every [`GLOBAL_POLL_INTERVAL`] turns:
@@ -1640,7 +1704,7 @@ impl Searcher for WorkerLoop<'_> {
     }
 
     fn any_stealable_work(&self) -> bool {
-        self.shared().any_stealable_work()
+        self.any_takeable_work()
     }
 
     fn notify_parked(&self) {
