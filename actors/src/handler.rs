@@ -14,7 +14,10 @@
 //! 2. Each batch takes up to [`BATCH`] messages from the mailbox, calling `handle` for each,
 //!    then ends: the mailbox is empty (the actor parks until the next send), or the budget is
 //!    spent (it goes back into a run queue, behind the others: a busy actor cannot monopolise
-//!    its worker between safe points).
+//!    its worker between safe points). A batch that has been preempted (a `handle` that ran
+//!    past its time slice) ends before its next message: it goes back into a run queue, and a
+//!    parked worker is woken to take it, so that long messages spread over idle workers instead
+//!    of queueing behind the first where it started.
 //! 3. The actor stops after the message during which it called [`Context::stop`], or once its
 //!    mailbox is empty and every [`Addr`] is gone (the context does not count as one). Its
 //!    mailbox is closed first (later sends hand their message back), then [`Actor::stopped`]
@@ -202,8 +205,8 @@ impl<A: Actor> Program<A> {
                 return Step::Stop;
             }
         }
-        for _ in 0..BATCH {
-            match self.mailbox.poll() {
+        for i in 0..BATCH {
+            match self.mailbox.poll(i > 0) {
                 Poll::Message(msg) => {
                     actor.handle(msg, &mut self.ctx);
                     if self.ctx.stopping {
@@ -212,6 +215,7 @@ impl<A: Actor> Program<A> {
                 }
                 Poll::Parked => return Step::Park,
                 Poll::Ended => return Step::Stop,
+                Poll::Spent => return Step::Yield,
             }
         }
         Step::Yield

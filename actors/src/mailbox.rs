@@ -267,6 +267,17 @@ impl<M> State<M> {
         self.take_letting_in()
     }
 
+    /// Whether `take` would return a message.
+    #[inline]
+    fn has_message(&self) -> bool {
+        !self.queue.is_empty()
+            || (self.bounded
+                && self
+                    .rare
+                    .as_ref()
+                    .is_some_and(|r| !r.waiting_senders.is_empty()))
+    }
+
     /// `take` for a bounded mailbox: lets the first sender waiting for room in.
     #[cold]
     fn take_letting_in(&mut self) -> (Option<M>, Option<Arc<Slot<M>>>) {
@@ -806,6 +817,9 @@ pub(crate) enum Poll<M> {
     Parked,
     /// Nothing, ever again: closed, or every address is gone.
     Ended,
+    /// A message is waiting, but the batch has had its time slice: it ends, with the actor
+    /// queued again (`Step::Yield`).
+    Spent,
 }
 
 impl<M> Mailbox<M> {
@@ -827,8 +841,14 @@ impl<M> Mailbox<M> {
 
     /// A handler actor's receive: a message, or the caller published as the waiter. No
     /// suspension here: the activation returns, and its worker does step 4 of the protocol.
-    pub(crate) fn poll(&self) -> Poll<M> {
+    /// With `past_first` (the batch has handled a message already), a message waiting is left
+    /// there if the activation has been preempted ([`Poll::Spent`]); the check costs nothing
+    /// when the mailbox is empty.
+    pub(crate) fn poll(&self, past_first: bool) -> Poll<M> {
         let mut st = self.shared.state.lock();
+        if past_first && st.has_message() && threadlet_runtime::activation_preempted() {
+            return Poll::Spent;
+        }
         if let (Some(m), sender) = st.take() {
             drop(st);
             if let Some(s) = sender {

@@ -738,3 +738,72 @@ fn a_wake_from_outside_does_not_wait_behind_a_chain() {
         "{worst} passes between a send and the wake it caused"
     );
 }
+
+/// A log of who ran, in order, shared by the actors of one test.
+type RunLog = Arc<Mutex<Vec<&'static str>>>;
+
+/// Each message is a job of `CHECKPOINTS` safe points, logged at its start and end.
+struct Jobs(RunLog);
+
+/// Safe points per job of `Jobs`: with a tick budget of `JOB_TICKS`, a job is preempted twice
+/// and ends in the middle of its third run.
+const CHECKPOINTS: usize = 25;
+const JOB_TICKS: u32 = 10;
+
+impl Actor for Jobs {
+    type Msg = &'static str;
+    fn handle(&mut self, job: &'static str, _ctx: &mut Context<Self>) {
+        self.0.lock().unwrap().push(job);
+        for _ in 0..CHECKPOINTS {
+            threadlet::checkpoint();
+        }
+        self.0.lock().unwrap().push("end");
+    }
+}
+
+/// A batch that has been preempted ends at the next message, so that the actor's next
+/// messages can run elsewhere: on one worker, a process actor queued behind the batch gets its
+/// turn between the two jobs. (Before, the second job ran at once, on the rest of the first
+/// one's time slice.) Tick-based preemption makes the interleaving exact.
+#[test]
+fn a_preempted_batch_ends_at_the_next_message() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .preempt_ticks(JOB_TICKS)
+        .build()
+        .unwrap();
+    let log: RunLog = Arc::default();
+    let entries = within_watchdog("a preempted batch", {
+        let log = log.clone();
+        move || {
+            let in_rt = log.clone();
+            rt.block_on(move || {
+                let log = in_rt;
+                let (jobs, done) = threadlet::start(Jobs(log.clone()));
+                jobs.send("first").unwrap();
+                jobs.send("second").unwrap();
+                drop(jobs);
+                let busy = threadlet::spawn({
+                    let log = log.clone();
+                    move || {
+                        // Runnable throughout: at each of its turns it logs once.
+                        while log.lock().unwrap().iter().filter(|e| **e == "end").count() < 2 {
+                            log.lock().unwrap().push("other");
+                            threadlet::checkpoint();
+                        }
+                    }
+                });
+                done.join().unwrap();
+                busy.join().unwrap();
+            });
+            log.lock().unwrap().clone()
+        }
+    });
+    let first_end = entries.iter().position(|e| *e == "end").unwrap();
+    let second = entries.iter().position(|e| *e == "second").unwrap();
+    assert!(
+        entries[first_end..second].contains(&"other"),
+        "the second job ran at once after the first: {entries:?}"
+    );
+}

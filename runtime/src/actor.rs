@@ -371,13 +371,18 @@ pub struct ActorCell {
     /// The start of the guard page below the actor's stack (`stack::GUARD` bytes; 0 before it
     /// starts), set when it starts, for the overflow report.
     pub(crate) guard: Cell<usize>,
+    /// A handler actor's current activation has been preempted: its batch has had a time
+    /// slice, and ends after the message at hand (`handler::activation_preempted`). Set and
+    /// cleared by the worker running the activation, read by the program running on it.
+    pub(crate) activation_preempted: Cell<bool>,
     /// Touched only by the worker running the actor; see the module docs.
     pub(crate) body: UnsafeCell<Body>,
     pub(crate) shared: Arc<Shared>,
 }
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `named`, `stack_size`,
-// `migratable`, `shared`). `body` and `yielder` are touched only by the worker that holds the
+// `migratable`, `shared`). `body`, `yielder`, `guard` and `activation_preempted` are touched
+// only by the worker that holds the
 // actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a
 // time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
 // ever resumed or dropped on its home worker's thread: every wake of it is routed there
@@ -458,6 +463,7 @@ impl ActorCell {
             handler_slot: AtomicU32::new(NO_SLOT),
             yielder: Cell::new(std::ptr::null()),
             guard: Cell::new(0),
+            activation_preempted: Cell::new(false),
             preemptions: AtomicU32::new(0),
             runs: AtomicU32::new(0),
             cpu_ticks: AtomicU32::new(0),

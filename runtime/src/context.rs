@@ -96,7 +96,7 @@ pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerContext>) -> R) -> R {
 
 /// The actor running on this thread, if any, with its worker context.
 #[inline(never)]
-fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)>) -> R) -> R {
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)>) -> R) -> R {
     with_worker(|ctx| {
         let pair = ctx.and_then(|ctx| {
             // SAFETY: `current` is set by the worker to an actor it holds an `Arc` to for the

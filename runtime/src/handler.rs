@@ -35,10 +35,12 @@
 //!      it runs one (its next slot: a message chain stays on one core; an actor that a second
 //!      wake displaces from the slot goes to the stealable deque, and a parked worker is woken
 //!      to take it), else through the injector;
-//!    * [`Step::Yield`]: `run` spent its batch budget with messages left; the actor goes to the
-//!      back of this worker's free FIFO, its turn marked at the back of the local queue (so that
-//!      the others queued here run first; the deque is LIFO for its owner), where idle workers
-//!      may steal it;
+//!    * [`Step::Yield`]: `run` spent its batch budget with messages left, or was preempted and
+//!      stopped before its next message ([`activation_preempted`]); the actor goes to the back
+//!      of this worker's free FIFO, its turn marked at the back of the local queue (so that the
+//!      others queued here run first; the deque is LIFO for its owner), where idle workers may
+//!      steal it. After a preemption the worker also wakes a parked worker for it: CPU-bound
+//!      messages then spread over idle workers, one message at a time;
 //!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
 //!
 //! So the common case costs one switch pair per batch of messages, on a carrier that stays
@@ -82,6 +84,21 @@ pub enum Step {
 pub trait Activation: Send + 'static {
     /// Handles what is waiting, up to a batch; see [`Step`] for what to return.
     fn run(&mut self) -> Step;
+}
+
+/// Whether the handler activation running now has been preempted: it has held its worker
+/// for a time slice (`handle` reached a safe point after the slice ended), so it keeps its
+/// lent stack and this worker until it returns. A program checks this before taking a second
+/// or later message of a batch, and ends the batch with [`Step::Yield`] if so: the actor's next
+/// messages may then run on an idle worker (the worker wakes one for it), instead of on this
+/// one, behind the others that share it. `false` outside a handler activation.
+///
+/// ```
+/// // Not an actor, so not a preempted activation.
+/// assert!(!threadlet_runtime::activation_preempted());
+/// ```
+pub fn activation_preempted() -> bool {
+    context::with_current(|cur| cur.is_some_and(|(_, a)| a.activation_preempted.get()))
 }
 
 /// The one-shot completion of a handler actor's join handle. Dropped without completing, it

@@ -50,7 +50,7 @@
 //! the push and W's re-check sees the work. So work never sits in a stealable queue while the
 //! workers that could take it sleep. (One exception, by design: a worker's free FIFO (`worker.rs`)
 //! is pushed only by its own worker, which is awake and runs what it holds, so its pushes wake
-//! nobody; thieves take from it when they search anyway, and a stuck worker's is covered by a
+//! nobody, except for a handler actor whose batch a preemption cut short (`handler.rs`); thieves take from it when they search anyway, and a stuck worker's is covered by a
 //! spare, `spare.rs`. An earlier version re-checked only in the last searcher;
 //! a worker that was awake but not searching when the last searcher found work and stopped
 //! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) A second

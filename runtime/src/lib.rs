@@ -89,7 +89,9 @@ pub use dump::{
     stats,
 };
 pub use handle::Handle;
-pub use handler::{Activation, Completion, Step, catch_actor_panic, start_handler};
+pub use handler::{
+    Activation, Completion, Step, activation_preempted, catch_actor_panic, start_handler,
+};
 pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinErrorKind, JoinHandle};
 pub use live::{exit_watch, kill};
 pub use monitor::{LONG_RUN_SLICES, LongRun};

@@ -1157,6 +1157,10 @@ impl WorkerLoop<'_> {
                     if reason == Suspend::Preempted {
                         remote.stats.bump(&remote.stats.preemptions);
                         actor.count_preemption();
+                        if actor.is_handler() {
+                            // Its batch ends after the message at hand (`handler.rs`).
+                            actor.activation_preempted.set(true);
+                        }
                         crate::trace::preempted(actor);
                         core.preempted.set(true);
                         // The chain of wakes this actor was part of loses the slice too.
@@ -1192,6 +1196,7 @@ impl WorkerLoop<'_> {
                 }
                 // A handler actor's activation returned (`handler.rs`, step 3).
                 CoroutineResult::Yield(Out::Activated(program, step)) => {
+                    let preempted = actor.activation_preempted.replace(false);
                     self.end_activation(actor, body, lent, Some(program));
                     if actor.is_killed() {
                         // Step 3 of "Kill": between messages again, so its program drops.
@@ -1212,6 +1217,12 @@ impl WorkerLoop<'_> {
                         Step::Yield => {
                             actor.state.yielded();
                             self.push_yielded_handler(entry);
+                            if preempted {
+                                // A batch cut short by a time slice (`handler.rs`, step 3):
+                                // CPU-bound work with messages left, which an idle worker
+                                // should take rather than wait behind this one's others.
+                                self.shared().notify_parked();
+                            }
                             break;
                         }
                         Step::Stop => unreachable!("a stopped activation yields `Out::Stopped`"),
