@@ -846,15 +846,16 @@ impl<M> Mailbox<M> {
     /// when the mailbox is empty.
     pub(crate) fn poll(&self, past_first: bool) -> Poll<M> {
         let mut st = self.shared.state.lock();
-        if past_first && st.has_message() && threadlet_runtime::activation_preempted() {
-            return Poll::Spent;
-        }
-        if let (Some(m), sender) = st.take() {
+        if st.has_message() {
+            if past_first && threadlet_runtime::activation_preempted() {
+                return Poll::Spent;
+            }
+            let (m, sender) = st.take();
             drop(st);
             if let Some(s) = sender {
                 s.waiter.wake();
             }
-            return Poll::Message(m);
+            return Poll::Message(m.expect("`has_message` said so"));
         }
         if st.addrs == 0 || st.closed {
             return Poll::Ended;

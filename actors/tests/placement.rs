@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use threadlet::{Runtime, channel};
@@ -40,7 +42,7 @@ fn burst_homes(rt: &Runtime, n: usize) -> (usize, Vec<usize>) {
 /// Rounds that must spread before the test passes.
 const SPREAD_ROUNDS: usize = 5;
 /// Lopsided rounds tolerated meanwhile. Placement itself is deterministic here (the spawner's
-/// worker holds the spawner and a growing deque, the other worker nothing), but on a loaded
+/// worker holds the spawner and a growing fresh queue, the other worker nothing), but on a loaded
 /// machine the other worker may steal every member as it is spawned if the spawner's thread is
 /// descheduled between spawns. Before placement existed, every round was lopsided.
 const LOPSIDED_ALLOWED: usize = 10;
@@ -66,58 +68,116 @@ fn a_burst_of_long_lived_actors_starts_on_both_workers() {
     });
 }
 
-/// How long the spawner holds its worker after the burst, without a safe point: ample time
-/// for the other worker to wake and search (a thread wakes in well under a millisecond), so
-/// that a thief allowed to take the spawner's unstarted members would take every one of them.
-const HOLD: Duration = Duration::from_millis(30);
+/// Runs `wait_for_child` in an actor on `rt`, after making sure that another worker holds a
+/// parked pinned actor: that worker's load then equals the spawner's, so the balance rule of
+/// `runtime/src/worker.rs` ("Placement", step 5) holds it back from the spawner's unstarted
+/// child. `wait_for_child` spawns the child and waits for it without ever suspending; it says
+/// whether the child ran.
+fn child_of_a_stuck_spawner(rt: &Runtime, wait_for_child: fn() -> bool) -> bool {
+    rt.block_on(move || {
+        let (release, wait) = channel::bounded::<()>(0);
+        // Spawned, then waited for without a safe point: the spawner's worker stays busy, so
+        // an idle worker (which holds nothing, so the rule does not hold it back) starts it.
+        let started = Arc::new(AtomicBool::new(false));
+        let holder = threadlet::spawn({
+            let started = started.clone();
+            move || {
+                started.store(true, Ordering::SeqCst);
+                let _ = wait.recv();
+            }
+        });
+        spin_until(&started);
+        let ran = wait_for_child();
+        drop(release);
+        holder.join().unwrap();
+        ran
+    })
+}
 
-/// The pool's failure, made certain: the spawner keeps its worker busy after the burst (as a
-/// descheduled spawner thread does, by accident, on a loaded machine). The other worker,
-/// woken for the burst, starts what it was given (placed members, or the first it stole) and
-/// searches again while the spawner's unstarted members wait. Starting one pins it, so a
-/// worker that already holds pinned actors takes unstarted process actors only from a worker
-/// that holds clearly more (`runtime/src/worker.rs`, "Placement", step 5); the spawner's
-/// worker, which holds the spawner, then always keeps one. Without that rule the other worker
-/// took every member, and the whole pool ran there.
+/// Spins (no safe point) until `flag` is up, for 20 s at most; whether it came up.
+fn spin_until(flag: &AtomicBool) -> bool {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !flag.load(Ordering::SeqCst) && Instant::now() < until {
+        std::hint::spin_loop();
+    }
+    flag.load(Ordering::SeqCst)
+}
+
+/// A spawner stuck in a blocking call (no safe point, and with time slices off no spare
+/// worker comes either): the worker that could take its child is held back by the balance
+/// rule only for a grace period, then takes it. (Without the grace the child never ran.)
 #[test]
-fn a_worker_holding_pinned_actors_leaves_a_busy_spawners_burst_alone() {
-    common::within_watchdog("a held burst", || {
-        for round in 0..3 {
-            let rt = Runtime::builder().workers(2).build().unwrap();
-            let (spawner, homes) = rt.block_on(|| {
-                let spawner = threadlet::worker_index().unwrap();
-                let (homes, got) = channel::unbounded::<usize>();
-                let (release, wait) = channel::bounded::<()>(0);
-                let members: Vec<_> = (0..4)
-                    .map(|_| {
-                        let (homes, wait) = (homes.clone(), wait.clone());
-                        threadlet::spawn(move || {
-                            homes.send(threadlet::worker_index().unwrap()).unwrap();
-                            let _ = wait.recv();
-                        })
-                    })
-                    .collect();
-                drop(homes);
-                // No safe point in here: the worker stays with the spawner.
-                let until = Instant::now() + HOLD;
-                while Instant::now() < until {
-                    std::hint::spin_loop();
-                }
-                let homes: Vec<usize> = got.iter().take(4).collect();
-                drop(release);
-                for m in members {
-                    m.join().unwrap();
-                }
-                (spawner, homes)
+fn the_child_of_a_spawner_stuck_in_a_blocking_call_starts_elsewhere() {
+    for workers in [2, 3] {
+        let rt = Runtime::builder()
+            .workers(workers)
+            .time_slice(Duration::ZERO)
+            .build()
+            .unwrap();
+        let ran = common::within_watchdog("a stuck spawner's child", move || {
+            child_of_a_stuck_spawner(&rt, || {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let child = threadlet::spawn(move || tx.send(()).unwrap());
+                let ran = rx.recv_timeout(Duration::from_secs(20)).is_ok();
+                child.join().unwrap();
+                ran
+            })
+        });
+        assert!(ran, "{workers} workers: the child never started");
+    }
+}
+
+/// The same for a spawner that spins without a safe point, on the default configuration.
+#[test]
+fn the_child_of_a_spinning_spawner_starts_elsewhere() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let ran = common::within_watchdog("a spinning spawner's child", move || {
+        child_of_a_stuck_spawner(&rt, || {
+            let started = Arc::new(AtomicBool::new(false));
+            let child = threadlet::spawn({
+                let started = started.clone();
+                move || started.store(true, Ordering::SeqCst)
             });
-            // The spawner's worker keeps at least one member. (All four there is no failure
-            // of the rule: the other worker's thread may not get a CPU in time on a loaded
-            // machine.)
-            assert!(
-                homes.contains(&spawner),
-                "round {round}: the other worker took the whole burst of worker {spawner}: \
-                 {homes:?}"
-            );
-        }
+            let ran = spin_until(&started);
+            child.join().unwrap();
+            ran
+        })
     });
+    assert!(ran, "the child never started");
+}
+
+/// A worker that held back a fresh queue (step 6's grace) and then went idle sleeps: it must
+/// not keep waking for a grace that ran out long ago (an earlier version did, 40,000 times a
+/// second, and kept a core busy).
+#[test]
+fn a_worker_that_held_back_then_idles_sleeps() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (release, holder) = rt.block_on(|| {
+        let (release, wait) = channel::bounded::<()>(0);
+        let started = Arc::new(AtomicBool::new(false));
+        let holder = threadlet::spawn({
+            let started = started.clone();
+            move || {
+                started.store(true, Ordering::SeqCst);
+                let _ = wait.recv();
+            }
+        });
+        assert!(spin_until(&started), "the holder never started");
+        // A child the holder's worker holds back while this worker spins, well within the
+        // grace; then this worker runs it.
+        let child = threadlet::spawn(|| ());
+        let until = Instant::now() + Duration::from_micros(300);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        child.join().unwrap();
+        (release, holder)
+    });
+    // Both workers idle now, one of them holding the parked holder.
+    let before = rt.stats().total().parks;
+    std::thread::sleep(Duration::from_millis(200));
+    let parks = rt.stats().total().parks - before;
+    drop(release);
+    holder.join().unwrap();
+    assert!(parks < 100, "{parks} parks in 200 ms of idleness");
 }

@@ -219,7 +219,7 @@ pub struct WorkerDump {
     pub spare: bool,
     /// What it was doing.
     pub state: WorkerState,
-    /// Actors in its stealable queues (its deque and its free FIFO).
+    /// Actors in its stealable queues (its deque, its fresh queue and its free FIFO).
     pub queued: usize,
     /// Actors handed to it by other threads, not yet taken in (woken pinned actors, placed
     /// unstarted ones).

@@ -13,7 +13,8 @@
 //! A worker that runs out of local work ([`Idle::search`]; a new worker starts at step 3):
 //!
 //! 1. becomes *searching* if fewer than half of the workers already are
-//!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2;
+//!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2
+//!    (except what `find` takes: see the second exception below);
 //! 2. looks in its own queues and the injector and, if searching, steals from the others, for
 //!    up to [`Searcher::ROUNDS`] rounds; if it finds work it stops searching
 //!    ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked worker,
@@ -54,10 +55,13 @@
 //! spare, `spare.rs`. An earlier version re-checked only in the last searcher;
 //! a worker that was awake but not searching when the last searcher found work and stopped
 //! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) A second
-//! exception, also by design: a searcher may decline another worker's fresh queue (process
-//! actors not started yet) to keep pinned load balanced (`worker.rs`, "Placement", step 5), in
-//! its steals and in its re-check alike. That work is not stranded either: only its owner
-//! pushes that queue, and the owner empties it before it searches or parks. Work for a
+//! exception, also by design: a worker may hold back from another worker's fresh queue
+//! (process actors not started yet) for a short grace, to keep pinned load balanced
+//! (`worker.rs`, "Placement", steps 5 and 6), in its steals and in its re-check alike. It then
+//! stays answerable for that work: its sleep ends when the grace does and its `find` takes
+//! what is still there, searching or not; if it finds other work first, it takes the queue at
+//! its next look for work after the grace, and wakes a parked worker that may take it sooner.
+//! Work for a
 //! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
 //! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
 //!
@@ -87,7 +91,8 @@ pub trait Searcher {
     /// Rounds of step 2 before the worker parks.
     const ROUNDS: u32 = SEARCH_ROUNDS;
 
-    /// Work the worker may take without stealing: its own queues and the injector.
+    /// Work the worker may take without stealing: its own queues and the injector (and, in the
+    /// worker loop, fresh work it held back for a grace: `worker.rs`, "Placement", step 6).
     fn find(&self) -> Option<Self::Work>;
 
     /// Steals from another worker; called only while the worker counts as searching.

@@ -4,7 +4,7 @@
 //! # The data path
 //!
 //! ```text
-//!  spawn ─▶ Shared::spawn_cell ─▶ worker deque (inside an actor) or injector (outside)
+//!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (inside an actor) or injector (outside)
 //!                                   │
 //!                                   ▼
 //!                     worker loop (worker.rs) pops or steals it,
@@ -751,7 +751,7 @@ impl Shared {
         self.monitor.kick();
     }
 
-    /// Puts a new actor where workers find it: the spawning worker's deque, where a thief can
+    /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque, where a thief can
     /// take it before it starts, another worker's inbox if placement picks one (`worker.rs`,
     /// "Placement"), or the injector when spawned from outside the runtime.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {

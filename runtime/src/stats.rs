@@ -197,7 +197,7 @@ impl MailboxTotals {
 pub struct WorkerMetrics {
     /// Its counters: runs, steals, parks, preemptions...
     pub counters: WorkerSnapshot,
-    /// Actors in its stealable queues now (its deque and its free FIFO).
+    /// Actors in its stealable queues now (its deque, its fresh queue and its free FIFO).
     pub queued: usize,
     /// Actors in its inbox now (woken pinned actors, placed unstarted ones).
     pub inbox: usize,

@@ -18,7 +18,7 @@
 //! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
-//! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake | this worker | this worker, thieves, a covering spare |
+//! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake, batches taken from the injector | this worker | this worker, thieves, a covering spare |
 //! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or placed here | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
 //! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
 //!
@@ -69,19 +69,42 @@
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
 //!    moved it to). `pinned` is the registry's length, republished at every change of it.
-//! 5. Thieves keep the balance too. A process actor not started yet waits in its worker's
-//!    fresh queue, apart from the deque, and a searching worker that already holds pinned or
-//!    placed actors steals from another's fresh queue only if that worker's load (the three
-//!    terms of step 2) is at least `PLACE_MARGIN` above its own (`may_take_fresh`); a worker
-//!    that holds nothing steals freely, and the deque and free FIFO, whose actors do not pin,
-//!    stay open to all. Without it a burst came apart whenever the spawner's thread lost its
-//!    CPU for a moment (the kernel may run a woken thread on its waker's CPU): the woken
-//!    worker started the members placed on it, then stole the spawner's own, and the whole
-//!    pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here). Nothing held
-//!    back is stranded: only a worker's own thread pushes its fresh queue (its spawns, its
-//!    inbox's placed actors), and it empties that queue before it searches or parks; a
-//!    covering spare (`spare.rs`) takes from it without the rule. The sleep protocol's re-check applies the same rule
-//!    (`any_takeable_work`), so a worker held back parks instead of spinning.
+//! 5. Thieves keep the balance too, for a while. A process actor spawned by an actor waits
+//!    in its worker's fresh queue until it starts, apart from the deque, and an idle worker
+//!    that already holds pinned or placed actors steals from another's fresh queue only if
+//!    that worker's load (the three terms of step 2) is at least `PLACE_MARGIN` above its own,
+//!    or once it has held back for `FRESH_GRACE` (`may_take_fresh`). A worker that holds
+//!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does
+//!    not pin, and what came through the injector: spawns from outside the runtime are
+//!    balanced by stealing alone). Without the rule a burst came apart whenever the spawner's
+//!    thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
+//!    CPU): the woken worker started the members placed on it, then stole the spawner's own,
+//!    and the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
+//! 6. The grace, and why nothing held back is stranded. Only a worker's own thread pushes its
+//!    fresh queue, and it empties that queue before it searches or parks; but it may be stuck
+//!    in actor code that never comes back to the loop (a blocking call, a loop without safe
+//!    points), with no spare to cover it, and the wakeup argument of `idle.rs` needs a worker
+//!    that sees work to take it. So held-back work always has a worker answerable for it:
+//!    1. a worker that holds back a non-empty fresh queue marks when it began
+//!       (`Core::held_back_since`), in its steals or in the re-check before it sleeps;
+//!    2. its sleep ends by the end of the grace at the latest (`Searcher::sleep`, through
+//!       `held_back_for`), and once the grace has run out its `find`, which runs whether or not
+//!       it counts as searching, takes from the fresh queues (`take_fresh_after_grace`);
+//!    3. if it finds other work first, it keeps its mark while the queue is still held back,
+//!       so that its grace runs on through that work (new work of its own does not start the
+//!       grace again) and it takes the queue at its next search after the grace; and it wakes
+//!       a parked worker (`WorkerLoop::search`), which may take it sooner;
+//!    4. the mark is cleared, too, whenever the worker is about to sleep and holds nothing back
+//!       any more (the owner came back), so an idle worker sleeps without a deadline and a
+//!       later hold-back starts a grace of its own.
+//!
+//!    Held-back work therefore waits for its own worker for about one grace, or, if every
+//!    worker that holds it back is busy with work of its own, until one of them next looks
+//!    for work after that; never for good. (`find` thus steals, after a grace, even in a
+//!    worker that does not count as searching: the sleep protocol's argument in `idle.rs` only
+//!    needs `find` to take no less than it says, and its loom model's `find` takes less.) `tests/placement.rs` leaves a child behind a
+//!    spawner blocked in a plain `recv` (2 and 3 workers, time slices off) and behind one
+//!    spinning, and checks that a worker that held back, then went idle, sleeps.
 //!
 //! The figures are read with relaxed loads and may lag: a stale one makes one placement less
 //! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
@@ -235,9 +258,17 @@ const PLACE_MARGIN: usize = 2;
 /// steals what it has time for, as without placement.
 const PLACE_PER_PARK: usize = 2;
 
+/// How long a searching worker that holds pinned actors leaves another worker's unstarted
+/// process actors to that worker ("Placement", step 5) before it takes them anyway. Long enough
+/// for an owner whose thread the kernel set aside for a moment to come back and start them
+/// itself (a few hundred microseconds were seen here, and a pool came apart over them); short
+/// enough that an owner stuck in a blocking call or in a loop without safe points delays its
+/// children by about a millisecond, not for good.
+const FRESH_GRACE: Duration = Duration::from_millis(1);
+
 /// Placement, steps 1 and 2 (module docs): where a process actor spawned by an actor running
 /// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
-/// [`Remote::take_placed`]); `None`: in the spawner's own deque, the common case.
+/// [`Remote::take_placed`]); `None`: in the spawner's own fresh queue, the common case.
 pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     let remotes = &ctx.shared.remotes;
     // The workers only: spares take no placed actors (`spare.rs`).
@@ -301,7 +332,7 @@ pub(crate) struct Remote {
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
     /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
-    /// (`drain_inbox` moves the latter to the stealable deque).
+    /// (`drain_inbox` moves the latter to the fresh queue).
     pub(crate) inbox: Injector<Runnable>,
     /// Raised (release) after every push into `inbox`, lowered by the owner before it drains:
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
@@ -458,7 +489,7 @@ impl Remote {
     }
 
     /// This worker's load, as placement sees it: actors pinned here plus actors placed here
-    /// that have not started yet. (Each reader adds the length of the worker's deque.)
+    /// that have not started yet. (Each reader adds the length of the worker's fresh queue.)
     pub(crate) fn load(&self) -> usize {
         // Relaxed, both: figures for a heuristic, which publish nothing; a stale value only
         // makes one placement less apt.
@@ -570,6 +601,10 @@ pub(crate) struct Core {
     /// before the local queue, so a preempted actor cannot starve actors that have not started
     /// yet.
     preempted: Cell<bool>,
+    /// Since when this idle worker has held back from another worker's fresh queue
+    /// ("Placement", steps 5 and 6); `None` while it holds back from none, and again once it
+    /// finds other work.
+    held_back_since: Cell<Option<Instant>>,
 }
 
 impl Core {
@@ -587,6 +622,7 @@ impl Core {
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
             preempted: Cell::new(false),
+            held_back_since: Cell::new(None),
         }
     }
 
@@ -869,8 +905,8 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque and
-    /// free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
+    /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque,
+    /// fresh queue (without the balance rule of "Placement") and free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
     /// to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
         self.steal_from(w, false).or_else(|| self.pop_injector())
@@ -998,8 +1034,9 @@ impl WorkerLoop<'_> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
         let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
             .or_else(|| {
-                (!balance || self.may_take_fresh(theirs))
-                    .then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
+                let open =
+                    !theirs.fresh_stealer.is_empty() && (!balance || self.may_take_fresh(theirs));
+                open.then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
                     .flatten()
             })
             .or_else(|| {
@@ -1018,30 +1055,100 @@ impl WorkerLoop<'_> {
         Some(a)
     }
 
-    /// Placement, step 5 (module docs): whether this worker, searching, may take unstarted
-    /// process actors from `victim`'s fresh queue. Starting one pins it here for good, so a
-    /// worker that already holds pinned (or placed) actors takes them only from a worker whose
-    /// load, counting its fresh queue, is at least `PLACE_MARGIN` above its own: the balance a
-    /// spawn's placement keeps, kept by thieves too. A worker that holds nothing takes them
-    /// freely. Relaxed loads, as for placement: a stale figure lets one steal through or holds
-    /// one back, and what is held back is run by its owner (step 5's argument).
+    /// Placement, step 5 (module docs): whether this worker, idle, may take unstarted process
+    /// actors from `victim`'s fresh queue, which the caller saw non-empty. Starting one pins
+    /// it here for good, so a worker that already holds pinned (or placed) actors takes them
+    /// only from a worker whose load, counting its fresh queue, is at least `PLACE_MARGIN`
+    /// above its own: the balance a spawn's placement keeps, kept by thieves too. A worker
+    /// that holds nothing takes them freely, and so does one that has left fresh queues alone
+    /// for `FRESH_GRACE` already (step 6). Relaxed loads, as for placement: a stale figure
+    /// lets one steal through, or holds one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
+        if self.balance_allows(victim) {
+            return true;
+        }
+        let core = self.core();
+        let now = Instant::now();
+        match core.held_back_since.get() {
+            Some(since) => now.saturating_duration_since(since) >= FRESH_GRACE,
+            None => {
+                core.held_back_since.set(Some(now));
+                false
+            }
+        }
+    }
+
+    /// Whether the load rule of step 5 holds this worker back from some other worker's
+    /// non-empty fresh queue now.
+    fn holds_back_any(&self) -> bool {
+        let mine = self.remote();
+        self.shared().remotes.iter().any(|r| {
+            !std::ptr::eq(r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
+        })
+    }
+
+    /// The load rule of step 5, without the grace.
+    fn balance_allows(&self, victim: &Remote) -> bool {
         let mine = self.remote().load();
         mine == 0 || mine + PLACE_MARGIN <= victim.load() + victim.fresh_stealer.len()
     }
 
+    /// Step 6: once this worker's grace has run out, takes what it held back (stealing as a
+    /// covering spare does, without the balance rule). Part of `find`, so that it runs whether
+    /// or not the worker counts as searching (one that wakes from a timed sleep does not).
+    fn take_fresh_after_grace(&self) -> Option<Runnable> {
+        let since = self.core().held_back_since.get()?;
+        if Instant::now().saturating_duration_since(since) < FRESH_GRACE {
+            return None;
+        }
+        (0..self.shared().remotes.len())
+            .filter(|&victim| victim != self.ctx.index)
+            .find_map(|victim| self.steal_from(victim, false))
+    }
+
+    /// Step 6: how long this worker may sleep before the grace of a fresh queue it leaves
+    /// alone runs out; `None` if it leaves none alone now (its mark is then cleared: a later
+    /// hold-back starts a grace of its own).
+    fn held_back_for(&self) -> Option<Duration> {
+        let core = self.core();
+        if !self.holds_back_any() {
+            core.held_back_since.set(None);
+            return None;
+        }
+        let since = core.held_back_since.get().unwrap_or_else(|| {
+            let now = Instant::now();
+            core.held_back_since.set(Some(now));
+            now
+        });
+        Some((since + FRESH_GRACE).saturating_duration_since(Instant::now()))
+    }
+
     /// Whether any queue this worker may take from holds work: the sleep protocol's re-check
     /// (`idle.rs`, step 3) and the poll's look, both with the same rule as its stealing, so
-    /// that a worker held back from a fresh queue parks instead of spinning on it.
+    /// that a worker held back from a fresh queue sleeps (until its grace ends) instead of
+    /// spinning on it.
     fn any_takeable_work(&self) -> bool {
+        let mine = self.remote();
         self.shared()
-            .any_stealable_work(|victim| self.may_take_fresh(victim))
+            .any_stealable_work(|victim| std::ptr::eq(victim, mine) || self.may_take_fresh(victim))
     }
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
     /// parks before searching. Returns work if found, `None` at shutdown.
     fn search(&self, park_first: bool) -> Option<Runnable> {
-        self.shared().idle.search(self.ctx.index, self, park_first)
+        let found = self.shared().idle.search(self.ctx.index, self, park_first);
+        // Step 6 of "Placement": a worker that holds back from another's fresh queue and now
+        // has work of its own keeps its mark, so that its grace runs on through that work
+        // (it takes the queue at its next search once the grace is over), and wakes a parked
+        // worker, which may take it sooner.
+        if found.is_some() && self.core().held_back_since.get().is_some() {
+            if self.holds_back_any() {
+                self.shared().notify_parked();
+            } else {
+                self.core().held_back_since.set(None);
+            }
+        }
+        found
     }
     /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
     /// slot continues the current time slice; any other starts a new one (see `monitor.rs`).
@@ -1703,7 +1810,11 @@ impl Searcher for WorkerLoop<'_> {
 
     fn find(&self) -> Option<Runnable> {
         // The next slot too: an I/O poll in `sleep` wakes actors into it.
-        self.core().next.take().or_else(|| self.next_local())
+        self.core()
+            .next
+            .take()
+            .or_else(|| self.next_local())
+            .or_else(|| self.take_fresh_after_grace())
     }
 
     fn steal(&self) -> Option<Runnable> {
@@ -1729,6 +1840,12 @@ impl Searcher for WorkerLoop<'_> {
     }
 
     fn sleep(&self, timeout: Option<Duration>) {
+        // Holding back from a fresh queue (step 6 of "Placement"): wake when the grace runs
+        // out; `find` then takes what is still there.
+        let timeout = match (timeout, self.held_back_for()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let remote = self.remote();
         remote.stats.bump(&remote.stats.parks);
         // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
