@@ -68,30 +68,21 @@ fn a_burst_of_long_lived_actors_starts_on_both_workers() {
     });
 }
 
-/// Runs `wait_for_child` in an actor on `rt`, after making sure that another worker holds a
-/// parked pinned actor: that worker's load then equals the spawner's, so the balance rule of
-/// `runtime/src/worker.rs` ("Placement", step 5) holds it back from the spawner's unstarted
-/// child. `wait_for_child` spawns the child and waits for it without ever suspending; it says
-/// whether the child ran.
-fn child_of_a_stuck_spawner(rt: &Runtime, wait_for_child: fn() -> bool) -> bool {
-    rt.block_on(move || {
-        let (release, wait) = channel::bounded::<()>(0);
-        // Spawned, then waited for without a safe point: the spawner's worker stays busy, so
-        // an idle worker (which holds nothing, so the rule does not hold it back) starts it.
-        let started = Arc::new(AtomicBool::new(false));
-        let holder = threadlet::spawn({
-            let started = started.clone();
-            move || {
-                started.store(true, Ordering::SeqCst);
-                let _ = wait.recv();
-            }
-        });
-        spin_until(&started);
-        let ran = wait_for_child();
-        drop(release);
-        holder.join().unwrap();
-        ran
-    })
+/// Spawns an actor that waits (parked, pinned) until the returned sender is dropped, and
+/// waits for it to start without a safe point: the caller's worker stays busy, so an idle
+/// worker (which holds nothing, so the balance rule does not hold it back) starts it.
+fn holder_elsewhere() -> (channel::Sender<()>, threadlet::JoinHandle<()>) {
+    let (release, wait) = channel::bounded::<()>(0);
+    let started = Arc::new(AtomicBool::new(false));
+    let holder = threadlet::spawn({
+        let started = started.clone();
+        move || {
+            started.store(true, Ordering::SeqCst);
+            let _ = wait.recv();
+        }
+    });
+    assert!(spin_until(&started), "the holder never started");
+    (release, holder)
 }
 
 /// Spins (no safe point) until `flag` is up, for 20 s at most; whether it came up.
@@ -101,6 +92,23 @@ fn spin_until(flag: &AtomicBool) -> bool {
         std::hint::spin_loop();
     }
     flag.load(Ordering::SeqCst)
+}
+
+/// Runs `wait_for_child` in an actor on `rt`, with a parked pinned actor on another worker:
+/// that worker's load then equals the spawner's, so the balance rule of
+/// `runtime/src/worker.rs` ("Placement", step 5) holds it back from the spawner's unstarted
+/// child. `wait_for_child` spawns the child and waits for it without ever suspending; it
+/// says whether the child ran.
+fn child_of_a_stuck_spawner(rt: Runtime, wait_for_child: fn() -> bool) -> bool {
+    common::within_watchdog("a stuck spawner's child", move || {
+        rt.block_on(move || {
+            let (release, holder) = holder_elsewhere();
+            let ran = wait_for_child();
+            drop(release);
+            holder.join().unwrap();
+            ran
+        })
+    })
 }
 
 /// A spawner stuck in a blocking call (no safe point, and with time slices off no spare
@@ -114,14 +122,12 @@ fn the_child_of_a_spawner_stuck_in_a_blocking_call_starts_elsewhere() {
             .time_slice(Duration::ZERO)
             .build()
             .unwrap();
-        let ran = common::within_watchdog("a stuck spawner's child", move || {
-            child_of_a_stuck_spawner(&rt, || {
-                let (tx, rx) = std::sync::mpsc::channel();
-                let child = threadlet::spawn(move || tx.send(()).unwrap());
-                let ran = rx.recv_timeout(Duration::from_secs(20)).is_ok();
-                child.join().unwrap();
-                ran
-            })
+        let ran = child_of_a_stuck_spawner(rt, || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let child = threadlet::spawn(move || tx.send(()).unwrap());
+            let ran = rx.recv_timeout(Duration::from_secs(20)).is_ok();
+            child.join().unwrap();
+            ran
         });
         assert!(ran, "{workers} workers: the child never started");
     }
@@ -131,17 +137,15 @@ fn the_child_of_a_spawner_stuck_in_a_blocking_call_starts_elsewhere() {
 #[test]
 fn the_child_of_a_spinning_spawner_starts_elsewhere() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let ran = common::within_watchdog("a spinning spawner's child", move || {
-        child_of_a_stuck_spawner(&rt, || {
-            let started = Arc::new(AtomicBool::new(false));
-            let child = threadlet::spawn({
-                let started = started.clone();
-                move || started.store(true, Ordering::SeqCst)
-            });
-            let ran = spin_until(&started);
-            child.join().unwrap();
-            ran
-        })
+    let ran = child_of_a_stuck_spawner(rt, || {
+        let started = Arc::new(AtomicBool::new(false));
+        let child = threadlet::spawn({
+            let started = started.clone();
+            move || started.store(true, Ordering::SeqCst)
+        });
+        let ran = spin_until(&started);
+        child.join().unwrap();
+        ran
     });
     assert!(ran, "the child never started");
 }
@@ -153,16 +157,7 @@ fn the_child_of_a_spinning_spawner_starts_elsewhere() {
 fn a_worker_that_held_back_then_idles_sleeps() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let (release, holder) = rt.block_on(|| {
-        let (release, wait) = channel::bounded::<()>(0);
-        let started = Arc::new(AtomicBool::new(false));
-        let holder = threadlet::spawn({
-            let started = started.clone();
-            move || {
-                started.store(true, Ordering::SeqCst);
-                let _ = wait.recv();
-            }
-        });
-        assert!(spin_until(&started), "the holder never started");
+        let held = holder_elsewhere();
         // A child the holder's worker holds back while this worker spins, well within the
         // grace; then this worker runs it.
         let child = threadlet::spawn(|| ());
@@ -171,7 +166,7 @@ fn a_worker_that_held_back_then_idles_sleeps() {
             std::hint::spin_loop();
         }
         child.join().unwrap();
-        (release, holder)
+        held
     });
     // Both workers idle now, one of them holding the parked holder.
     let before = rt.stats().total().parks;
