@@ -807,3 +807,82 @@ fn a_preempted_batch_ends_at_the_next_message() {
         "the second job ran at once after the first: {entries:?}"
     );
 }
+
+/// How long `Grind` computes at most, waiting for the flag.
+const GRIND_FOR: Duration = Duration::from_secs(3);
+
+/// A handler actor whose one message is a long computation (safe points, no suspension
+/// otherwise) that ends once `flag` is up, or after `GRIND_FOR`; `ended_by_flag` says which.
+struct Grind {
+    flag: Arc<AtomicUsize>,
+    ended_by_flag: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Actor for Grind {
+    type Msg = ();
+    fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+        let until = std::time::Instant::now() + GRIND_FOR;
+        while self.flag.load(SeqCst) == 0 && std::time::Instant::now() < until {
+            threadlet::checkpoint();
+        }
+        self.ended_by_flag
+            .store(self.flag.load(SeqCst) != 0, SeqCst);
+    }
+}
+
+/// Raises `flag` (to its worker's index plus one) for each message.
+struct Raise(Arc<AtomicUsize>);
+
+impl Actor for Raise {
+    type Msg = ();
+    fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+        self.0.store(threadlet::worker_index().unwrap() + 1, SeqCst);
+    }
+}
+
+/// A worker busy with one CPU-bound handler actor still takes a handler actor queued on a
+/// busier worker, at its next preemption (`worker.rs`, `next_local_stealable`): CPU-bound work
+/// spreads by its number, not only when a worker runs dry. Here the other worker is held by
+/// its actor, which spins without a safe point, with a handler actor queued behind it; before,
+/// that one waited until the grinding worker's job ended.
+#[test]
+fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .time_slice(Duration::ZERO)
+        .preempt_ticks(1000)
+        .build()
+        .unwrap();
+    let ended_by_flag = within_watchdog("a preempted worker's steal", move || {
+        rt.block_on(|| {
+            let flag = Arc::new(AtomicUsize::new(0));
+            let ended_by_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (grind, g) = threadlet::start(Grind {
+                flag: flag.clone(),
+                ended_by_flag: ended_by_flag.clone(),
+            });
+            let (raise, r) = threadlet::start(Raise(flag.clone()));
+            let (other, o) = threadlet::start(Raise(Arc::default()));
+            // Each wake takes this worker's next slot and pushes the one before into its
+            // stealable deque: the grinder first (the idle worker takes it and grinds), then
+            // the raiser, behind `other` in the slot.
+            grind.send(()).unwrap();
+            raise.send(()).unwrap();
+            other.send(()).unwrap();
+            // Hold this worker, with no safe point, until the raiser has run elsewhere.
+            let until = std::time::Instant::now() + GRIND_FOR * 2;
+            while flag.load(SeqCst) == 0 && std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            drop((grind, raise, other));
+            g.join().unwrap();
+            r.join().unwrap();
+            o.join().unwrap();
+            ended_by_flag.load(SeqCst)
+        })
+    });
+    assert!(
+        ended_by_flag,
+        "the queued handler actor ran only after the grinding one's job ended"
+    );
+}

@@ -26,7 +26,8 @@
 //!
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector, the deque and `fresh` (so a busy local queue cannot starve actors
-//! that have not started); otherwise the inbox (moved to the back of `local`), `local` (a
+//! that have not started), and after a preemption with nothing else waiting here, what can
+//! move from the other workers' deques and free FIFOs; otherwise the inbox (moved to the back of `local`), `local` (a
 //! pinned actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, a batch from the
 //! injector. A chain cut by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
 //! worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this worker's
@@ -298,6 +299,18 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     }
     let theirs = other.load() + other.fresh_stealer.len();
     (theirs + PLACE_MARGIN <= mine).then_some(o)
+}
+
+/// Whether a steal may take from a victim's fresh queue (unstarted process actors, which pin to
+/// whoever starts them).
+#[derive(Clone, Copy)]
+enum Fresh {
+    /// Under the balance rule of "Placement", step 5: an idle worker's search.
+    Balanced,
+    /// Freely: a covering spare, or a worker whose grace has run out (step 6).
+    Open,
+    /// Not at all: a busy worker's steal after a preemption, which balances only what moves.
+    Closed,
 }
 
 /// Steals about half of `from` into `into`, returning one actor to run and how many more went
@@ -909,7 +922,8 @@ impl WorkerLoop<'_> {
     /// fresh queue (without the balance rule of "Placement") and free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
     /// to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
-        self.steal_from(w, false).or_else(|| self.pop_injector())
+        self.steal_from(w, Fresh::Open)
+            .or_else(|| self.pop_injector())
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -946,8 +960,20 @@ impl WorkerLoop<'_> {
         if tick.is_multiple_of(GLOBAL_POLL_INTERVAL) {
             self.poll_io_now();
         }
-        if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || core.preempted.take())
+        let preempted = core.preempted.take();
+        if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || preempted)
             && let Some(a) = self.pop_injector().or_else(|| core.pop_lifo())
+        {
+            return Some(a);
+        }
+        // A preemption with nothing waiting here but the preempted actor: take runnable work
+        // that could move (a handler actor between activations, a free actor) from a worker
+        // that has it queued, so that CPU-bound actors spread by their number and not only
+        // when a worker runs dry. (Go puts a preempted goroutine on its global queue for the
+        // same reason.) Unstarted process actors stay: they would pin here.
+        if preempted
+            && core.local.borrow().len() <= 1
+            && let Some(a) = self.steal_any(Fresh::Closed)
         {
             return Some(a);
         }
@@ -1015,6 +1041,11 @@ impl WorkerLoop<'_> {
 
     /// Steals about half of a random victim's deque, trying every victim once.
     fn steal(&self) -> Option<Runnable> {
+        self.steal_any(Fresh::Balanced)
+    }
+
+    /// Steals from every other worker in turn, from a random one on, until one gives work.
+    fn steal_any(&self, fresh: Fresh) -> Option<Runnable> {
         let remotes = &self.shared().remotes;
         let n = remotes.len();
         if n < 2 {
@@ -1024,18 +1055,21 @@ impl WorkerLoop<'_> {
         (0..n)
             .map(|i| (start + i) % n)
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim, true))
+            .find_map(|victim| self.steal_from(victim, fresh))
     }
 
     /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
-    /// one actor to run: its deque, else its fresh queue (with `balance`, only if
-    /// [`may_take_fresh`](Self::may_take_fresh) allows it), else its free FIFO.
-    fn steal_from(&self, victim: usize, balance: bool) -> Option<Runnable> {
+    /// one actor to run: its deque, else its fresh queue (as `fresh` says), else its free FIFO.
+    fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
         let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
             .or_else(|| {
-                let open =
-                    !theirs.fresh_stealer.is_empty() && (!balance || self.may_take_fresh(theirs));
+                let open = !theirs.fresh_stealer.is_empty()
+                    && match fresh {
+                        Fresh::Open => true,
+                        Fresh::Balanced => self.may_take_fresh(theirs),
+                        Fresh::Closed => false,
+                    };
                 open.then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
                     .flatten()
             })
@@ -1103,7 +1137,7 @@ impl WorkerLoop<'_> {
         }
         (0..self.shared().remotes.len())
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim, false))
+            .find_map(|victim| self.steal_from(victim, Fresh::Open))
     }
 
     /// Step 6: how long this worker may sleep before the grace of a fresh queue it leaves
