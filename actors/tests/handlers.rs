@@ -812,15 +812,23 @@ fn a_preempted_batch_ends_at_the_next_message() {
 const GRIND_FOR: Duration = Duration::from_secs(3);
 
 /// A handler actor whose one message is a long computation (safe points, no suspension
-/// otherwise) that ends once `flag` is up, or after `GRIND_FOR`; `ended_by_flag` says which.
+/// otherwise): it publishes its worker's index plus one in `at`, then computes until `flag`
+/// is up, or for `GRIND_FOR`; `ended_by_flag` says which.
 struct Grind {
+    up: Arc<AtomicUsize>,
+    at: Arc<AtomicUsize>,
     flag: Arc<AtomicUsize>,
     ended_by_flag: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Actor for Grind {
     type Msg = ();
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        self.up.fetch_add(1, SeqCst);
+    }
     fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+        self.at
+            .store(threadlet::worker_index().unwrap() + 1, SeqCst);
         let until = std::time::Instant::now() + GRIND_FOR;
         while self.flag.load(SeqCst) == 0 && std::time::Instant::now() < until {
             threadlet::checkpoint();
@@ -830,21 +838,39 @@ impl Actor for Grind {
     }
 }
 
-/// Raises `flag` (to its worker's index plus one) for each message.
-struct Raise(Arc<AtomicUsize>);
+/// Raises its flag (to its worker's index plus one) for each message; counts itself in `up`
+/// when it starts.
+struct Raise {
+    up: Arc<AtomicUsize>,
+    flag: Arc<AtomicUsize>,
+}
 
 impl Actor for Raise {
     type Msg = ();
-    fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
-        self.0.store(threadlet::worker_index().unwrap() + 1, SeqCst);
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        self.up.fetch_add(1, SeqCst);
     }
+    fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+        self.flag
+            .store(threadlet::worker_index().unwrap() + 1, SeqCst);
+    }
+}
+
+/// Spins (no safe point) until `value` is not 0, for `GRIND_FOR` twice at most; the value.
+fn spin_for(value: &AtomicUsize) -> usize {
+    let until = std::time::Instant::now() + GRIND_FOR * 2;
+    while value.load(SeqCst) == 0 && std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+    value.load(SeqCst)
 }
 
 /// A worker busy with one CPU-bound handler actor still takes a handler actor queued on a
 /// busier worker, at its next preemption (`worker.rs`, `next_local_stealable`): CPU-bound work
 /// spreads by its number, not only when a worker runs dry. Here the other worker is held by
-/// its actor, which spins without a safe point, with a handler actor queued behind it; before,
-/// that one waited until the grinding worker's job ended.
+/// its actor, which spins without a safe point, with a handler actor queued behind it only
+/// once the grinder has started elsewhere (so no idle worker's steal takes both); before,
+/// that one waited until the grinder's job ended.
 #[test]
 fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
     let rt = Runtime::builder()
@@ -853,36 +879,59 @@ fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
         .preempt_ticks(1000)
         .build()
         .unwrap();
-    let ended_by_flag = within_watchdog("a preempted worker's steal", move || {
-        rt.block_on(|| {
-            let flag = Arc::new(AtomicUsize::new(0));
-            let ended_by_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let (grind, g) = threadlet::start(Grind {
-                flag: flag.clone(),
-                ended_by_flag: ended_by_flag.clone(),
-            });
-            let (raise, r) = threadlet::start(Raise(flag.clone()));
-            let (other, o) = threadlet::start(Raise(Arc::default()));
-            // Each wake takes this worker's next slot and pushes the one before into its
-            // stealable deque: the grinder first (the idle worker takes it and grinds), then
-            // the raiser, behind `other` in the slot.
-            grind.send(()).unwrap();
-            raise.send(()).unwrap();
-            other.send(()).unwrap();
-            // Hold this worker, with no safe point, until the raiser has run elsewhere.
-            let until = std::time::Instant::now() + GRIND_FOR * 2;
-            while flag.load(SeqCst) == 0 && std::time::Instant::now() < until {
-                std::hint::spin_loop();
-            }
-            drop((grind, raise, other));
-            g.join().unwrap();
-            r.join().unwrap();
-            o.join().unwrap();
-            ended_by_flag.load(SeqCst)
-        })
-    });
+    let (grinder_at, raised_at, ended_by_flag) =
+        within_watchdog("a preempted worker's steal", move || {
+            rt.block_on(|| {
+                let up = Arc::new(AtomicUsize::new(0));
+                let at = Arc::new(AtomicUsize::new(0));
+                let flag = Arc::new(AtomicUsize::new(0));
+                let ended_by_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let (grind, g) = threadlet::start(Grind {
+                    up: up.clone(),
+                    at: at.clone(),
+                    flag: flag.clone(),
+                    ended_by_flag: ended_by_flag.clone(),
+                });
+                let raiser = |flag| Raise {
+                    up: up.clone(),
+                    flag,
+                };
+                let (raise, r) = threadlet::start(raiser(flag.clone()));
+                let others: Vec<_> = (0..2)
+                    .map(|_| threadlet::start(raiser(Arc::default())))
+                    .collect();
+                // All four started and idle first, so that each wake below schedules one.
+                while up.load(SeqCst) < 4 {
+                    threadlet::yield_now();
+                }
+                // Each wake of an idle actor takes this worker's next slot and pushes the one
+                // before into its stealable deque, where the idle worker takes it: the
+                // grinder first.
+                grind.send(()).unwrap();
+                others[0].0.send(()).unwrap();
+                // Hold this worker, with no safe point, from here on.
+                let grinder_at = spin_for(&at);
+                // Now the raiser, pushed into the deque by the next wake.
+                raise.send(()).unwrap();
+                others[1].0.send(()).unwrap();
+                let raised_at = spin_for(&flag);
+                drop((grind, raise));
+                g.join().unwrap();
+                r.join().unwrap();
+                for (addr, h) in others {
+                    drop(addr);
+                    h.join().unwrap();
+                }
+                (grinder_at, raised_at, ended_by_flag.load(SeqCst))
+            })
+        });
+    assert_ne!(grinder_at, 0, "the grinder never started");
+    assert_eq!(
+        raised_at, grinder_at,
+        "the queued handler actor did not run on the grinding worker"
+    );
     assert!(
         ended_by_flag,
-        "the queued handler actor ran only after the grinding one's job ended"
+        "the queued handler actor ran only after the grinder's job ended"
     );
 }

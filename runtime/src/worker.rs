@@ -26,8 +26,8 @@
 //!
 //! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
 //! preemption, the injector, the deque and `fresh` (so a busy local queue cannot starve actors
-//! that have not started), and after a preemption with nothing else waiting here, what can
-//! move from the other workers' deques and free FIFOs; otherwise the inbox (moved to the back of `local`), `local` (a
+//! that have not started), and after a preemption with nothing else waiting here, one actor
+//! that can move from the other workers' deques and free FIFOs; otherwise the inbox (moved to the back of `local`), `local` (a
 //! pinned actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, a batch from the
 //! injector. A chain cut by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
 //! worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this worker's
@@ -309,8 +309,17 @@ enum Fresh {
     Balanced,
     /// Freely: a covering spare, or a worker whose grace has run out (step 6).
     Open,
-    /// Not at all: a busy worker's steal after a preemption, which balances only what moves.
-    Closed,
+}
+
+/// Steals one actor from `from`.
+fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
+    loop {
+        match from.steal() {
+            Steal::Success(a) => return Some(a),
+            Steal::Retry => continue,
+            Steal::Empty => return None,
+        }
+    }
 }
 
 /// Steals about half of `from` into `into`, returning one actor to run and how many more went
@@ -966,14 +975,13 @@ impl WorkerLoop<'_> {
         {
             return Some(a);
         }
-        // A preemption with nothing waiting here but the preempted actor: take runnable work
-        // that could move (a handler actor between activations, a free actor) from a worker
-        // that has it queued, so that CPU-bound actors spread by their number and not only
-        // when a worker runs dry. (Go puts a preempted goroutine on its global queue for the
-        // same reason.) Unstarted process actors stay: they would pin here.
+        // A preemption with nothing waiting here but the preempted actor: take one runnable
+        // actor from another worker's queues, so that CPU-bound actors spread by their number
+        // and not only when a worker runs dry. (Go puts a preempted goroutine on its global
+        // queue for the same reason.)
         if preempted
             && core.local.borrow().len() <= 1
-            && let Some(a) = self.steal_any(Fresh::Closed)
+            && let Some(a) = self.steal_one_after_preemption()
         {
             return Some(a);
         }
@@ -1041,11 +1049,6 @@ impl WorkerLoop<'_> {
 
     /// Steals about half of a random victim's deque, trying every victim once.
     fn steal(&self) -> Option<Runnable> {
-        self.steal_any(Fresh::Balanced)
-    }
-
-    /// Steals from every other worker in turn, from a random one on, until one gives work.
-    fn steal_any(&self, fresh: Fresh) -> Option<Runnable> {
         let remotes = &self.shared().remotes;
         let n = remotes.len();
         if n < 2 {
@@ -1055,7 +1058,34 @@ impl WorkerLoop<'_> {
         (0..n)
             .map(|i| (start + i) % n)
             .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim, fresh))
+            .find_map(|victim| self.steal_from(victim, Fresh::Balanced))
+    }
+
+    /// After a preemption (`next_local_stealable`): one runnable actor from another worker's
+    /// deque or free FIFO, the first found from a random victim on. One, not a batch: the
+    /// preempted actor waits behind what this takes. Not from fresh queues (actors spawned by
+    /// actors, which placement balances); an unstarted actor that came through the injector
+    /// may come, as it may to any thief. A spare takes nothing here: it takes only from the
+    /// worker it covers (`spare.rs`).
+    fn steal_one_after_preemption(&self) -> Option<Runnable> {
+        let remotes = &self.shared().remotes;
+        let n = remotes.len();
+        if n < 2 || self.ctx.index >= self.shared().spares.first {
+            return None;
+        }
+        let start = self.core().rand() as usize % n;
+        let a = (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|&victim| victim != self.ctx.index)
+            .find_map(|victim| {
+                let theirs = &remotes[victim];
+                steal_one(&theirs.stealer).or_else(|| steal_one(&theirs.free_stealer))
+            })?;
+        let stats = &self.remote().stats;
+        stats.bump(&stats.steals);
+        stats.add(&stats.stolen, 1);
+        crate::trace::stole(self.ctx.index, 1);
+        Some(a)
     }
 
     /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
@@ -1068,7 +1098,6 @@ impl WorkerLoop<'_> {
                     && match fresh {
                         Fresh::Open => true,
                         Fresh::Balanced => self.may_take_fresh(theirs),
-                        Fresh::Closed => false,
                     };
                 open.then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
                     .flatten()
