@@ -382,9 +382,8 @@ pub struct ActorCell {
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `named`, `stack_size`,
 // `migratable`, `shared`). `body`, `yielder`, `guard` and `activation_preempted` are touched
-// only by the worker that holds the
-// actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a
-// time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
+// only by the worker that holds the actor in the `RUNNING` state, which the wake protocol makes
+// exclusive (one queue entry at a time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
 // ever resumed or dropped on its home worker's thread: every wake of it is routed there
 // (`Shared::schedule_woken`), thieves never see it (it never enters a stealable queue), and shutdown
 // unwinds it on that thread. A migratable coroutine may move, on the promise its spawner made

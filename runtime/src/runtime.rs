@@ -4,7 +4,7 @@
 //! # The data path
 //!
 //! ```text
-//!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (inside an actor) or injector (outside)
+//!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (in an actor), or injector
 //!                                   │
 //!                                   ▼
 //!                     worker loop (worker.rs) pops or steals it,
@@ -751,9 +751,9 @@ impl Shared {
         self.monitor.kick();
     }
 
-    /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque, where a thief can
-    /// take it before it starts, another worker's inbox if placement picks one (`worker.rs`,
-    /// "Placement"), or the injector when spawned from outside the runtime.
+    /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque,
+    /// where a thief can take it before it starts, another worker's inbox if placement picks
+    /// one (`worker.rs`, "Placement"), or the injector when spawned from outside the runtime.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
