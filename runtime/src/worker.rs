@@ -311,28 +311,25 @@ enum Fresh {
     Open,
 }
 
+/// Runs a crossbeam steal until it settles: the actor it took, or `None` for an empty queue.
+/// (`Retry` means a race with another thief or the owner, not emptiness.)
+fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
+    std::iter::repeat_with(&mut steal)
+        .find(|s| !s.is_retry())
+        .and_then(Steal::success)
+}
+
 /// Steals one actor from `from`.
 fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
-    loop {
-        match from.steal() {
-            Steal::Success(a) => return Some(a),
-            Steal::Retry => continue,
-            Steal::Empty => return None,
-        }
-    }
+    settle(|| from.steal())
 }
 
 /// Steals about half of `from` into `into`, returning one actor to run and how many more went
 /// into `into`.
 fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<(Runnable, usize)> {
     let before = into.len();
-    loop {
-        match from.steal_batch_and_pop(into) {
-            Steal::Success(a) => return Some((a, into.len().saturating_sub(before))),
-            Steal::Retry => continue,
-            Steal::Empty => return None,
-        }
-    }
+    let a = settle(|| from.steal_batch_and_pop(into))?;
+    Some((a, into.len().saturating_sub(before)))
 }
 
 /// The state letter of a thread's `stat` line (`R` running or runnable, `S` sleeping, `D` in
@@ -1034,17 +1031,11 @@ impl WorkerLoop<'_> {
     }
 
     fn pop_injector(&self) -> Option<Runnable> {
-        loop {
-            match self
-                .shared()
+        settle(|| {
+            self.shared()
                 .injector
                 .steal_batch_and_pop(&self.core().deque)
-            {
-                Steal::Success(a) => return Some(a),
-                Steal::Retry => continue,
-                Steal::Empty => return None,
-            }
-        }
+        })
     }
 
     /// Steals about half of a random victim's deque, trying every victim once.
@@ -1081,11 +1072,16 @@ impl WorkerLoop<'_> {
                 let theirs = &remotes[victim];
                 steal_one(&theirs.stealer).or_else(|| steal_one(&theirs.free_stealer))
             })?;
+        self.count_steal(1);
+        Some(a)
+    }
+
+    /// One steal of `taken` actors, for the stats and the trace.
+    fn count_steal(&self, taken: u64) {
         let stats = &self.remote().stats;
         stats.bump(&stats.steals);
-        stats.add(&stats.stolen, 1);
-        crate::trace::stole(self.ctx.index, 1);
-        Some(a)
+        stats.add(&stats.stolen, taken);
+        crate::trace::stole(self.ctx.index, taken);
     }
 
     /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
@@ -1110,11 +1106,7 @@ impl WorkerLoop<'_> {
                     .extend((0..stolen).map(|_| Turn::Free));
                 Some((a, stolen))
             })?;
-        let stats = &self.remote().stats;
-        stats.bump(&stats.steals);
-        let taken = 1 + queued as u64;
-        stats.add(&stats.stolen, taken);
-        crate::trace::stole(self.ctx.index, taken);
+        self.count_steal(1 + queued as u64);
         Some(a)
     }
 
@@ -1127,18 +1119,17 @@ impl WorkerLoop<'_> {
     /// for `FRESH_GRACE` already (step 6). Relaxed loads, as for placement: a stale figure
     /// lets one steal through, or holds one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
-        if self.balance_allows(victim) {
-            return true;
-        }
+        self.balance_allows(victim) || self.grace_left().is_zero()
+    }
+
+    /// Step 6: what is left of this worker's grace, marking its start now if it holds back
+    /// for the first time.
+    fn grace_left(&self) -> Duration {
         let core = self.core();
         let now = Instant::now();
-        match core.held_back_since.get() {
-            Some(since) => now.saturating_duration_since(since) >= FRESH_GRACE,
-            None => {
-                core.held_back_since.set(Some(now));
-                false
-            }
-        }
+        let since = *core.held_back_since.get().get_or_insert(now);
+        core.held_back_since.set(Some(since));
+        (since + FRESH_GRACE).saturating_duration_since(now)
     }
 
     /// Whether the load rule of step 5 holds this worker back from some other worker's
@@ -1173,17 +1164,11 @@ impl WorkerLoop<'_> {
     /// alone runs out; `None` if it leaves none alone now (its mark is then cleared: a later
     /// hold-back starts a grace of its own).
     fn held_back_for(&self) -> Option<Duration> {
-        let core = self.core();
         if !self.holds_back_any() {
-            core.held_back_since.set(None);
+            self.core().held_back_since.set(None);
             return None;
         }
-        let since = core.held_back_since.get().unwrap_or_else(|| {
-            let now = Instant::now();
-            core.held_back_since.set(Some(now));
-            now
-        });
-        Some((since + FRESH_GRACE).saturating_duration_since(Instant::now()))
+        Some(self.grace_left())
     }
 
     /// Whether any queue this worker may take from holds work: the sleep protocol's re-check
