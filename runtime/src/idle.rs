@@ -15,10 +15,11 @@
 //! 1. becomes *searching* if fewer than half of the workers already are
 //!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2
 //!    (except what `find` takes: see the second exception below);
-//! 2. looks in its own queues and the injector and, if searching, steals from the others, for
-//!    up to [`Searcher::ROUNDS`] rounds; if it finds work it stops searching
-//!    ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked worker,
-//!    because more work may be waiting where it did not look;
+//! 2. looks in its own queues and the injector (and, once its grace is over, in the fresh
+//!    queues it held back from: see the second exception below) and, if searching, steals
+//!    from the others, for up to [`Searcher::ROUNDS`] rounds; if it finds work it stops
+//!    searching ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked
+//!    worker, because more work may be waiting where it did not look;
 //! 3. parks: under the lock, it leaves the unparked (and searching) count and joins the sleeper
 //!    list ([`Idle::park`]). It then checks every stealable queue once more and wakes a worker
 //!    (maybe itself) if any holds work. Every parking worker re-checks, searching or not: a
@@ -51,19 +52,21 @@
 //! the push and W's re-check sees the work. So work never sits in a stealable queue while the
 //! workers that could take it sleep. (One exception, by design: a worker's free FIFO (`worker.rs`)
 //! is pushed only by its own worker, which is awake and runs what it holds, so its pushes wake
-//! nobody, except for a handler actor whose batch a preemption cut short (`handler.rs`); thieves take from it when they search anyway, and a stuck worker's is covered by a
-//! spare, `spare.rs`. An earlier version re-checked only in the last searcher;
-//! a worker that was awake but not searching when the last searcher found work and stopped
-//! could then park next to a stranded spawn. `examples/steal_probe.rs` reproduced it.) A second
-//! exception, also by design: a worker may hold back from another worker's fresh queue
-//! (process actors not started yet) for a short grace, to keep pinned load balanced
-//! (`worker.rs`, "Placement", steps 5 and 6), in its steals and in its re-check alike. It then
-//! stays answerable for that work: its sleep ends when the grace does and its `find` takes
-//! what is still there, searching or not; if it finds other work first, it takes the queue at
-//! its next look for work after the grace, and wakes a parked worker that may take it sooner.
-//! Work for a
-//! specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
-//! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
+//! nobody, except for a handler actor whose batch a preemption cut short (`handler.rs`); thieves
+//! take from it when they search anyway, and a stuck worker's is covered by a spare, `spare.rs`. An
+//! earlier version re-checked only in the last searcher; a worker that was awake but not searching
+//! when the last searcher found work and stopped could then park next to a stranded spawn.
+//! `examples/steal_probe.rs` reproduced it.) A second exception, also by design: a worker may hold
+//! back from another worker's fresh queue (process actors not started yet) for a short grace, to
+//! keep pinned load balanced (`worker.rs`, "Placement", steps 5 and 6), in its steals and in its
+//! re-check alike. It then stays answerable for that work: its sleep ends when the grace does and,
+//! once the grace is over, [`Idle::search`] takes what is still there, searching or not; if it
+//! finds other work first, it takes the queue at its next look for work after the grace, and wakes
+//! a parked worker that may take it sooner. `grace.rs` has that protocol and why nothing held back
+//! is stranded; `search` runs it through the [`Searcher`] hooks `grace`, `holds_back` and
+//! `take_held_back`, so the loom model checks it too. Work for a specific worker (a pinned actor's
+//! wake, see `worker.rs`) does not go through this set: the waker unparks that worker's `Parker`,
+//! whose token survives an unpark that comes before park.
 //!
 //! The argument needs the queues' emptiness checks to take part in the `SeqCst` order: crossbeam
 //! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
@@ -71,11 +74,12 @@
 //!
 //! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in two
 //! modelled workers (with one extra fence in the model's re-check, since loom models `SeqCst`
-//! loads as acquire loads; see that file).
+//! loads as acquire loads; see that file), and the grace with it, on a modelled clock.
 
+use crate::grace::Grace;
 use crate::sync::{AtomicUsize, Mutex, fence};
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Rounds of looking for work before an idle worker parks (step 2). Waking a parked thread
 /// costs about 10 us here against well under 1 us for a spinning one, so a short spin pays for
@@ -91,8 +95,7 @@ pub trait Searcher {
     /// Rounds of step 2 before the worker parks.
     const ROUNDS: u32 = SEARCH_ROUNDS;
 
-    /// Work the worker may take without stealing: its own queues and the injector (and, in the
-    /// worker loop, fresh work it held back for a grace: `worker.rs`, "Placement", step 6).
+    /// Work the worker may take without stealing: its own queues and the injector.
     fn find(&self) -> Option<Self::Work>;
 
     /// Steals from another worker; called only while the worker counts as searching.
@@ -116,6 +119,29 @@ pub trait Searcher {
     /// Sleeps until unparked (step 4), or until `timeout`; may return spuriously. An unpark
     /// that came before the sleep must make it return at once (a `Parker`'s token).
     fn sleep(&self, timeout: Option<Duration>);
+
+    /// The worker's grace, if it may hold back from other workers' fresh queues (`grace.rs`);
+    /// `None`, the default: it never holds back, and the hooks below are not called.
+    fn grace(&self) -> Option<&Grace> {
+        None
+    }
+
+    /// Whether the balance rule holds the worker back from some other worker's non-empty
+    /// fresh queue now (`grace.rs`, step 1).
+    fn holds_back(&self) -> bool {
+        false
+    }
+
+    /// Takes from the fresh queues it held back from, freely: its grace is over (`grace.rs`,
+    /// step 2).
+    fn take_held_back(&self) -> Option<Self::Work> {
+        None
+    }
+
+    /// The time, for the grace.
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// `state` keeps `searching` in the low half and `unparked` in the high half.
@@ -229,9 +255,18 @@ impl Idle {
             for round in 0..S::ROUNDS {
                 let found = worker
                     .find()
+                    .or_else(|| Self::take_after_grace(worker))
                     .or_else(|| if searching { worker.steal() } else { None });
                 if let Some(work) = found {
                     if searching && self.stop_searching() {
+                        worker.notify_parked();
+                    }
+                    // `grace.rs`, step 3: its grace runs on through this work; someone else
+                    // may take what it holds back sooner.
+                    if worker
+                        .grace()
+                        .is_some_and(|g| g.after_found(|| worker.holds_back()))
+                    {
                         worker.notify_parked();
                     }
                     return Some(work);
@@ -264,11 +299,18 @@ impl Idle {
         worker: &S,
         searching: bool,
     ) -> Option<bool> {
-        let timeout = worker.before_park();
+        let mut timeout = worker.before_park();
         self.park(index, searching);
         // Every parking worker re-checks, searching or not (module docs, step 3).
         if worker.any_stealable_work() {
             worker.notify_parked();
+        }
+        // `grace.rs`, steps 2 and 4: after the re-check, which may have begun the grace.
+        if let Some(left) = worker
+            .grace()
+            .and_then(|g| g.sleep_for(worker.holds_back(), worker.now()))
+        {
+            timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         if !worker.is_shutdown() {
             worker.sleep(timeout);
@@ -281,6 +323,15 @@ impl Idle {
             return None;
         }
         Some(searching)
+    }
+
+    /// `grace.rs`, step 2: once the worker's grace is over, the work it held back.
+    fn take_after_grace<S: Searcher>(worker: &S) -> Option<S::Work> {
+        let grace = worker.grace()?;
+        if !grace.is_over(|| worker.now()) {
+            return None;
+        }
+        worker.take_held_back()
     }
 
     /// Whether worker `index` is on the sleeper list: parked (step 3) and not yet taken off it

@@ -74,7 +74,7 @@
 //!    in its worker's fresh queue until it starts, apart from the deque, and an idle worker
 //!    that already holds pinned or placed actors steals from another's fresh queue only if
 //!    that worker's load (the three terms of step 2) is at least `PLACE_MARGIN` above its own,
-//!    or once it has held back for `FRESH_GRACE` (`may_take_fresh`). A worker that holds
+//!    or once it has held back for `FRESH_GRACE` (`may_take_fresh`, `grace.rs`). A worker that holds
 //!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does
 //!    not pin, and what came through the injector: spawns from outside the runtime are
 //!    balanced by stealing alone). Without the rule a burst came apart whenever the spawner's
@@ -85,25 +85,15 @@
 //!    fresh queue, and it empties that queue before it searches or parks; but it may be stuck
 //!    in actor code that never comes back to the loop (a blocking call, a loop without safe
 //!    points), with no spare to cover it, and the wakeup argument of `idle.rs` needs a worker
-//!    that sees work to take it. So held-back work always has a worker answerable for it:
-//!    1. a worker that holds back a non-empty fresh queue marks when it began
-//!       (`Core::held_back_since`), in its steals or in the re-check before it sleeps;
-//!    2. its sleep ends by the end of the grace at the latest (`Searcher::sleep`, through
-//!       `held_back_for`), and once the grace has run out its `find`, which runs whether or not
-//!       it counts as searching, takes from the fresh queues (`take_fresh_after_grace`);
-//!    3. if it finds other work first, it keeps its mark while the queue is still held back,
-//!       so that its grace runs on through that work (new work of its own does not start the
-//!       grace again) and it takes the queue at its next search after the grace; and it wakes
-//!       a parked worker (`WorkerLoop::search`), which may take it sooner;
-//!    4. the mark is cleared, too, whenever the worker is about to sleep and holds nothing back
-//!       any more (the owner came back), so an idle worker sleeps without a deadline and a
-//!       later hold-back starts a grace of its own.
-//!
+//!    that sees work to take it. So a worker held back marks when it began, sleeps no longer
+//!    than `FRESH_GRACE` from then, and once the grace is over takes the work in its `find`,
+//!    searching or not; work of its own that it finds meanwhile does not start the grace
+//!    again, and it wakes a parked worker for what it holds back. `grace.rs` keeps this
+//!    protocol and its argument; `Idle::search` runs it through the `Searcher` hooks
+//!    (`grace`, `holds_back`, `take_held_back`), and `tests/loom_idle.rs` models it.
 //!    Held-back work therefore waits for its own worker for about one grace, or, if every
 //!    worker that holds it back is busy with work of its own, until one of them next looks
-//!    for work after that; never for good. (`find` thus steals, after a grace, even in a
-//!    worker that does not count as searching: the sleep protocol's argument in `idle.rs` only
-//!    needs `find` to take no less than it says, and its loom model's `find` takes less.) `tests/placement.rs` leaves a child behind a
+//!    for work after that; never for good. `tests/placement.rs` leaves a child behind a
 //!    spawner blocked in a plain `recv` (2 and 3 workers, time slices off) and behind one
 //!    spinning, and checks that a worker that held back, then went idle, sleeps.
 //!
@@ -219,6 +209,7 @@ use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
 use crate::fault;
 use crate::fault::AbortOnUnwind;
+use crate::grace::Grace;
 use crate::handler::{Activation, Step};
 use crate::idle::Searcher;
 use crate::io::Driver;
@@ -258,14 +249,6 @@ const PLACE_MARGIN: usize = 2;
 /// kicks then wake a player on the other worker, 3x slower here): once awake, the worker
 /// steals what it has time for, as without placement.
 const PLACE_PER_PARK: usize = 2;
-
-/// How long a searching worker that holds pinned actors leaves another worker's unstarted
-/// process actors to that worker ("Placement", step 5) before it takes them anyway. Long enough
-/// for an owner whose thread the kernel set aside for a moment to come back and start them
-/// itself (a few hundred microseconds were seen here, and a pool came apart over them); short
-/// enough that an owner stuck in a blocking call or in a loop without safe points delays its
-/// children by about a millisecond, not for good.
-const FRESH_GRACE: Duration = Duration::from_millis(1);
 
 /// Placement, steps 1 and 2 (module docs): where a process actor spawned by an actor running
 /// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
@@ -620,10 +603,9 @@ pub(crate) struct Core {
     /// before the local queue, so a preempted actor cannot starve actors that have not started
     /// yet.
     preempted: Cell<bool>,
-    /// Since when this idle worker has held back from another worker's fresh queue
-    /// ("Placement", steps 5 and 6); `None` while it holds back from none, and again once it
-    /// finds other work.
-    held_back_since: Cell<Option<Instant>>,
+    /// How long this idle worker has held back from another worker's fresh queue
+    /// ("Placement", steps 5 and 6; `grace.rs`).
+    grace: Grace,
 }
 
 impl Core {
@@ -641,7 +623,7 @@ impl Core {
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
             preempted: Cell::new(false),
-            held_back_since: Cell::new(None),
+            grace: Grace::new(),
         }
     }
 
@@ -1119,56 +1101,13 @@ impl WorkerLoop<'_> {
     /// for `FRESH_GRACE` already (step 6). Relaxed loads, as for placement: a stale figure
     /// lets one steal through, or holds one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
-        self.balance_allows(victim) || self.grace_left().is_zero()
-    }
-
-    /// Step 6: what is left of this worker's grace, marking its start now if it holds back
-    /// for the first time.
-    fn grace_left(&self) -> Duration {
-        let core = self.core();
-        let now = Instant::now();
-        let since = *core.held_back_since.get().get_or_insert(now);
-        core.held_back_since.set(Some(since));
-        (since + FRESH_GRACE).saturating_duration_since(now)
-    }
-
-    /// Whether the load rule of step 5 holds this worker back from some other worker's
-    /// non-empty fresh queue now.
-    fn holds_back_any(&self) -> bool {
-        let mine = self.remote();
-        self.shared().remotes.iter().any(|r| {
-            !std::ptr::eq(r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
-        })
+        self.balance_allows(victim) || self.core().grace.hold_back(Instant::now()).is_zero()
     }
 
     /// The load rule of step 5, without the grace.
     fn balance_allows(&self, victim: &Remote) -> bool {
         let mine = self.remote().load();
         mine == 0 || mine + PLACE_MARGIN <= victim.load() + victim.fresh_stealer.len()
-    }
-
-    /// Step 6: once this worker's grace has run out, takes what it held back (stealing as a
-    /// covering spare does, without the balance rule). Part of `find`, so that it runs whether
-    /// or not the worker counts as searching (one that wakes from a timed sleep does not).
-    fn take_fresh_after_grace(&self) -> Option<Runnable> {
-        let since = self.core().held_back_since.get()?;
-        if Instant::now().saturating_duration_since(since) < FRESH_GRACE {
-            return None;
-        }
-        (0..self.shared().remotes.len())
-            .filter(|&victim| victim != self.ctx.index)
-            .find_map(|victim| self.steal_from(victim, Fresh::Open))
-    }
-
-    /// Step 6: how long this worker may sleep before the grace of a fresh queue it leaves
-    /// alone runs out; `None` if it leaves none alone now (its mark is then cleared: a later
-    /// hold-back starts a grace of its own).
-    fn held_back_for(&self) -> Option<Duration> {
-        if !self.holds_back_any() {
-            self.core().held_back_since.set(None);
-            return None;
-        }
-        Some(self.grace_left())
     }
 
     /// Whether any queue this worker may take from holds work: the sleep protocol's re-check
@@ -1184,19 +1123,7 @@ impl WorkerLoop<'_> {
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
     /// parks before searching. Returns work if found, `None` at shutdown.
     fn search(&self, park_first: bool) -> Option<Runnable> {
-        let found = self.shared().idle.search(self.ctx.index, self, park_first);
-        // Step 6 of "Placement": a worker that holds back from another's fresh queue and now
-        // has work of its own keeps its mark, so that its grace runs on through that work
-        // (it takes the queue at its next search once the grace is over), and wakes a parked
-        // worker, which may take it sooner.
-        if found.is_some() && self.core().held_back_since.get().is_some() {
-            if self.holds_back_any() {
-                self.shared().notify_parked();
-            } else {
-                self.core().held_back_since.set(None);
-            }
-        }
-        found
+        self.shared().idle.search(self.ctx.index, self, park_first)
     }
     /// Runs one actor until it parks, yields, is preempted or finishes. A run out of the next
     /// slot continues the current time slice; any other starts a new one (see `monitor.rs`).
@@ -1858,11 +1785,7 @@ impl Searcher for WorkerLoop<'_> {
 
     fn find(&self) -> Option<Runnable> {
         // The next slot too: an I/O poll in `sleep` wakes actors into it.
-        self.core()
-            .next
-            .take()
-            .or_else(|| self.next_local())
-            .or_else(|| self.take_fresh_after_grace())
+        self.core().next.take().or_else(|| self.next_local())
     }
 
     fn steal(&self) -> Option<Runnable> {
@@ -1888,12 +1811,6 @@ impl Searcher for WorkerLoop<'_> {
     }
 
     fn sleep(&self, timeout: Option<Duration>) {
-        // Holding back from a fresh queue (step 6 of "Placement"): wake when the grace runs
-        // out; `find` then takes what is still there.
-        let timeout = match (timeout, self.held_back_for()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let remote = self.remote();
         remote.stats.bump(&remote.stats.parks);
         // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
@@ -1906,6 +1823,27 @@ impl Searcher for WorkerLoop<'_> {
             }
         }
         remote.parked.store(false, Ordering::Relaxed);
+    }
+
+    /// Placement, step 6 (module docs; `grace.rs`).
+    fn grace(&self) -> Option<&Grace> {
+        Some(&self.core().grace)
+    }
+
+    /// Whether the load rule of step 5 holds this worker back from some other worker's
+    /// non-empty fresh queue now.
+    fn holds_back(&self) -> bool {
+        let mine = self.remote();
+        self.shared().remotes.iter().any(|r| {
+            !std::ptr::eq(r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
+        })
+    }
+
+    /// Steals as a covering spare does, without the balance rule.
+    fn take_held_back(&self) -> Option<Runnable> {
+        (0..self.shared().remotes.len())
+            .filter(|&victim| victim != self.ctx.index)
+            .find_map(|victim| self.steal_from(victim, Fresh::Open))
     }
 }
 

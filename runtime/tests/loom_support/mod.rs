@@ -19,6 +19,15 @@ impl Parker {
         *token = false;
     }
 
+    /// Takes the token if an unpark left one: `true` if so. (A timed sleep's early return.)
+    #[allow(
+        dead_code,
+        reason = "only the sleep model of `loom_idle.rs` times its sleeps"
+    )]
+    pub fn try_park(&self) -> bool {
+        std::mem::take(&mut *self.token.lock().unwrap())
+    }
+
     pub fn unpark(&self) {
         *self.token.lock().unwrap() = true;
         self.cv.notify_one();
