@@ -116,11 +116,6 @@ pub fn stats_json(stats: &RuntimeStats) -> Value {
     Value::Object(m)
 }
 
-/// The per-actor options of a scenario actor: migratable under `--migrate`, default otherwise.
-///
-/// Only scenario actors whose stacks were checked are spawned with these options: the bench's
-/// own scenario bodies, and `threadlet_examples::hackysack`'s players (an `Arc` of the circle, an
-/// `Arc<AtomicU64>`, a mailbox and a xorshift state).
 /// Which kind of threadlet actor a message scenario uses (`--actor`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum ActorKind {
@@ -146,6 +141,31 @@ impl ActorKind {
     }
 }
 
+/// Where a scenario spawns its actors from (`--from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum SpawnFrom {
+    /// An actor (`block_on`) spawns them.
+    #[default]
+    Inside,
+    /// The bench's own thread spawns them, outside the runtime, as a `main` would.
+    Outside,
+}
+
+impl SpawnFrom {
+    /// The name the CLI and the JSON records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpawnFrom::Inside => "inside",
+            SpawnFrom::Outside => "outside",
+        }
+    }
+}
+
+/// The per-actor options of a scenario actor: migratable under `--migrate`, default otherwise.
+///
+/// Only scenario actors whose stacks were checked are spawned with these options: the bench's
+/// own scenario bodies, and `threadlet_examples::hackysack`'s players (an `Arc` of the circle, an
+/// `Arc<AtomicU64>`, a mailbox and a xorshift state).
 pub fn options(migrate: bool) -> ActorBuilder {
     if migrate {
         // SAFETY: every actor of the bench scenarios keeps only mailboxes, addresses, channel

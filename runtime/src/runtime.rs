@@ -4,7 +4,8 @@
 //! # The data path
 //!
 //! ```text
-//!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (in an actor), or injector
+//!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (in an actor), a worker's
+//!                                  inbox (placed), or injector
 //!                                   │
 //!                                   ▼
 //!                     worker loop (worker.rs) pops or steals it,
@@ -629,6 +630,7 @@ impl Builder {
             mailbox_totals: Default::default(),
             deadlock: crate::deadlock::DeadlockWatch::new(self.deadlock),
             spares: crate::spare::Spares::new(workers, spares),
+            outside: worker::OutsidePlacement::default(),
         });
         let dump_signal = match self.dump_signal.or_else(crate::dump::signal_from_env) {
             Some(signal) => Some(
@@ -707,6 +709,9 @@ pub(crate) struct Shared {
     pub(crate) names: ActorNames,
     /// Spare workers for stuck ones (`spare.rs`); their remotes follow the workers'.
     pub(crate) spares: crate::spare::Spares,
+    /// Where spawns from outside the runtime place process actors (`worker.rs`, "Placement",
+    /// step 7).
+    pub(crate) outside: worker::OutsidePlacement,
     /// Serialises the sweeps of the queues at shutdown (see `after_push`).
     sweep: Mutex<()>,
     /// Whether spawns through a [`Handle`](crate::Handle) are still accepted (see `handle.rs`).
@@ -753,7 +758,8 @@ impl Shared {
 
     /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque,
     /// where a thief can take it before it starts, another worker's inbox if placement picks
-    /// one (`worker.rs`, "Placement"), or the injector when spawned from outside the runtime.
+    /// one (`worker.rs`, "Placement"); from outside the runtime, a worker's inbox for a process
+    /// actor (placement, step 7), else the injector.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
@@ -788,7 +794,10 @@ impl Shared {
             _ => Some(actor),
         });
         if let Some(actor) = outside {
-            self.push_injector(actor);
+            match worker::place_from_outside(self, &actor) {
+                Some(o) => self.remotes[o].take_placed(o, actor),
+                None => self.push_injector(actor),
+            }
         }
     }
 

@@ -76,8 +76,7 @@
 //!    that worker's load (the three terms of step 2) is at least `PLACE_MARGIN` above its own,
 //!    or once it has held back for `FRESH_GRACE` (`may_take_fresh`, `grace.rs`). A worker that holds
 //!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does
-//!    not pin, and what came through the injector: spawns from outside the runtime are
-//!    balanced by stealing alone). Without the rule a burst came apart whenever the spawner's
+//!    not pin, and what came through the injector). Without the rule a burst came apart whenever the spawner's
 //!    thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
 //!    CPU): the woken worker started the members placed on it, then stole the spawner's own,
 //!    and the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
@@ -96,6 +95,23 @@
 //!    for work after that; never for good. `tests/placement.rs` leaves a child behind a
 //!    spawner blocked in a plain `recv` (2 and 3 workers, time slices off) and behind one
 //!    spinning, and checks that a worker that held back, then went idle, sleeps.
+//!
+//! 7. Spawns from outside the runtime (a plain thread, `block_on`, a `Handle`) of process
+//!    actors are placed too ([`place_from_outside`]), or a pool spawned from `main` would
+//!    start on whichever worker woke first, one member after another, before the others woke
+//!    (4 members on one worker of two in 39 of 40 runs, as stealing alone left it). The
+//!    runtime keeps an *outside home*, a worker that takes such spawns while it is not
+//!    `PLACE_MARGIN` more loaded (its `Remote::load`: pinned and placed actors) than another
+//!    candidate, which turns over the other workers; when it is, the candidate takes the
+//!    spawn and becomes the home. The worker so picked takes the actor only if it is parked,
+//!    as in step 2: it goes in as a placed actor (step 3), into that worker's inbox, whose push
+//!    unparks it, then its fresh queue, where thieves may take it under step 5. An awake
+//!    worker's inbox is drained only by that worker, which may be in actor code that never
+//!    comes back to its loop, so a spawn that picks an awake worker goes through the injector,
+//!    open to every worker, as before. So a burst spawned onto an idle runtime spreads two by
+//!    two, and two actors spawned in a row (a server and its client) tend to start together.
+//!    Handler and migratable actors, which thieves balance at any time, and every spawn on a
+//!    runtime of one worker go through the injector.
 //!
 //! The figures are read with relaxed loads and may lag: a stale one makes one placement less
 //! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
@@ -282,6 +298,45 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     }
     let theirs = other.load() + other.fresh_stealer.len();
     (theirs + PLACE_MARGIN <= mine).then_some(o)
+}
+
+/// Placement, step 7 (module docs): where spawns from outside the runtime place process
+/// actors. Touched by any thread that spawns from outside; relaxed accesses, as for the loads
+/// they weigh: a stale value makes one placement less apt, never a wrong one.
+#[derive(Debug, Default)]
+pub(crate) struct OutsidePlacement {
+    /// The worker that took the last one, kept while it is not `PLACE_MARGIN` more loaded
+    /// than the other candidate.
+    home: AtomicUsize,
+    /// Turns the other candidate over the remaining workers.
+    turn: AtomicUsize,
+}
+
+/// Placement, step 7 (module docs): the worker whose inbox takes a process actor spawned from
+/// outside the runtime; `None` (the worker picked is awake, one worker, an actor that does not
+/// pin at start, shutdown begun): the injector, as before placement.
+pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<usize> {
+    // The workers only, as for placement from inside.
+    let n = shared.spares.first;
+    if n < 2 || !actor.pins_at_start() || shared.is_shutdown() {
+        return None;
+    }
+    let outside = &shared.outside;
+    // Relaxed, all: see `OutsidePlacement` (and `Remote::parked` for the flag).
+    let home = outside.home.load(Ordering::Relaxed);
+    let turn = outside.turn.fetch_add(1, Ordering::Relaxed);
+    let other = (home + 1 + turn % (n - 1)) % n;
+    let remotes = &shared.remotes;
+    let pick = if remotes[other].load() + PLACE_MARGIN <= remotes[home].load() {
+        outside.home.store(other, Ordering::Relaxed);
+        other
+    } else {
+        home
+    };
+    // Only a parked worker, as from inside (step 2): only its owner takes from an inbox, and
+    // an awake owner may be in actor code that never comes back to its loop, while the
+    // injector is open to every worker.
+    remotes[pick].parked.load(Ordering::Relaxed).then_some(pick)
 }
 
 /// Whether a steal may take from a victim's fresh queue (unstarted process actors, which pin to

@@ -4,7 +4,8 @@
 //! 1,024 steps), and waits for every result.
 //!
 //! With process actors the pool waits on one rendezvous channel; they are spawned by the driver
-//! and stay where they start (pinned). Without placement at spawn (`docs/scheduler.md`,
+//! (an actor, or with `--from outside` the bench's own thread, as a `main` would) and stay
+//! where they start (pinned). Without placement at spawn (`docs/scheduler.md`,
 //! "Placement") all of them started on the driver's worker, before a parked worker woken to
 //! steal got there, and the jobs were computed on one worker however many there were. With
 //! handler actors each job goes to one actor's mailbox; a handler
@@ -20,14 +21,14 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 use threadlet::channel;
-use threadlet::{Actor, Context};
+use threadlet::{Actor, Context, RuntimeExt};
 
 use super::Figure;
 use crate::Opts;
 use crate::measure::{Sample, Spec, check, measure};
 use crate::output::Out;
 use crate::plot::{Field, quantity};
-use crate::runtimes::{self, ActorKind, Rt, RtConfig};
+use crate::runtimes::{self, ActorKind, Rt, RtConfig, SpawnFrom};
 
 /// pool's options.
 #[derive(Args, Clone, Debug)]
@@ -44,6 +45,10 @@ pub struct Params {
     /// Which kind of threadlet actor makes up the pool.
     #[arg(long, value_enum, default_value_t = ActorKind::Process)]
     pub actor: ActorKind,
+    /// Where the pool is spawned from and driven: an actor, or the bench's own thread
+    /// (outside the runtime, as a `main` would).
+    #[arg(long, value_enum, default_value_t = SpawnFrom::Inside)]
+    pub from: SpawnFrom,
 }
 
 /// The pool is threadlet's: its point is where threadlet runs running work.
@@ -65,6 +70,7 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
                 ("jobs", json!(p.jobs)),
                 ("work", json!(p.work)),
                 ("actor", json!(p.actor.name())),
+                ("from", json!(p.from.name())),
             ],
         };
         measure(out, spec, opts.repeat, || run(rt, w, opts.migrate, p))
@@ -75,10 +81,14 @@ pub fn main(out: &mut Out, opts: &Opts, p: &Params) -> Result<(), String> {
 fn figure(p: &Params) -> Figure {
     Figure {
         title: format!(
-            "pool: {}, {} of {}",
+            "pool: {}, {} of {}{}",
             quantity(p.actors, &format!("{} actor", p.actor.name())),
             quantity(p.jobs, "job"),
-            quantity(p.work, "step")
+            quantity(p.work, "step"),
+            match p.from {
+                SpawnFrom::Inside => "",
+                SpawnFrom::Outside => ", spawned from outside",
+            }
         ),
         y: Field::total_ms("first job to last result (ms)"),
     }
@@ -113,22 +123,29 @@ impl Actor for Member {
 /// starts with the program and gets work later.
 const SETTLE: Duration = Duration::from_millis(20);
 
-/// One run on `rt`.
-pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<Sample, String> {
-    let sched = rt.scheduler().expect("a threadlet runtime");
-    let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
-    let (actors, jobs, steps, kind) = (p.actors, p.jobs, p.work, p.actor);
-    let (took, sum) = runtime.block_on(move || match kind {
+/// A pool member as a process actor: its loop over the jobs, returning the sum of its results.
+type MemberLoop = Box<dyn FnOnce() -> u64 + Send>;
+
+/// Spawns the pool with `spawn` (process actors) or `start` (handler actors), lets it settle,
+/// hands out the jobs and waits for every result: the time from the first job to the last
+/// result, and the sum of the results. Runs in an actor or on a plain thread alike.
+fn drive(
+    kind: ActorKind,
+    (actors, jobs, steps): (u64, u64, u64),
+    spawn: impl Fn(MemberLoop) -> threadlet::JoinHandle<u64>,
+    start: impl Fn(Member) -> (threadlet::Addr<u64>, threadlet::JoinHandle<Member>),
+) -> (Duration, u64) {
+    match kind {
         ActorKind::Process => {
             let (tx, rx) = channel::bounded::<u64>(0);
             let members: Vec<_> = (0..actors)
                 .map(|_| {
                     let rx = rx.clone();
-                    runtimes::spawn(migrate, move || {
+                    spawn(Box::new(move || {
                         rx.iter()
                             .map(|job| work(job, steps))
                             .fold(0u64, u64::wrapping_add)
-                    })
+                    }))
                 })
                 .collect();
             drop(rx);
@@ -148,7 +165,7 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
             let (results, got) = channel::unbounded::<u64>();
             let members: Vec<_> = (0..actors)
                 .map(|_| {
-                    threadlet::start(Member {
+                    start(Member {
                         steps,
                         results: results.clone(),
                     })
@@ -171,7 +188,30 @@ pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<
             }
             (took, sum)
         }
-    });
+    }
+}
+
+/// One run on `rt`.
+pub fn run(rt: Rt, workers: Option<usize>, migrate: bool, p: &Params) -> Result<Sample, String> {
+    let sched = rt.scheduler().expect("a threadlet runtime");
+    let runtime = runtimes::threadlet(sched, super::workers(workers), RtConfig::default());
+    let (actors, jobs, steps, kind) = (p.actors, p.jobs, p.work, p.actor);
+    let (took, sum) = match p.from {
+        SpawnFrom::Inside => runtime.block_on(move || {
+            drive(
+                kind,
+                (actors, jobs, steps),
+                |f| runtimes::spawn(migrate, f),
+                threadlet::start,
+            )
+        }),
+        SpawnFrom::Outside => drive(
+            kind,
+            (actors, jobs, steps),
+            |f| runtimes::spawn_on(&runtime, migrate, f),
+            |m| runtime.start(m),
+        ),
+    };
     // The same jobs on this thread (outside any runtime, its safe points do nothing).
     let want = (0..jobs)
         .map(|job| work(job, steps))
