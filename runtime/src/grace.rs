@@ -1,4 +1,4 @@
-//! The grace: how long an idle worker leaves another worker's unstarted process actors alone,
+//! The grace: how long idle workers leave another worker's unstarted process actors alone,
 //! and why that work is never stranded.
 //!
 //! A process actor pins to the worker that starts it, so a thief that starts one decides where
@@ -9,114 +9,123 @@
 //! queue, and the owner may be stuck in actor code that never returns to its loop (a blocking
 //! call, a loop without safe points). The sleep protocol of `idle.rs` takes work only where a
 //! worker may take it, so a hold-back with no end could leave the work in its queue while
-//! every other worker sleeps. A [`Grace`] gives the hold-back its end. One lives in each
-//! worker's `Core`, touched only by that worker's thread; [`Idle::search`](crate::idle::Idle)
-//! drives it through the [`Searcher`](crate::idle::Searcher) hooks, so that the loom model in
-//! `tests/loom_idle.rs` runs this code with a modelled clock.
+//! every other worker sleeps. The grace gives the hold-back its end.
+//!
+//! The grace belongs to the work, not to the worker held back: each worker's fresh queue has
+//! a [`FreshMark`] (in its `Remote`), the time since which some worker has been held back from
+//! what the queue holds now. Every worker held back from that queue counts from the same
+//! mark, and what a held-back worker does meanwhile (run work of its own, sleep) does not move
+//! it. [`Idle::search`](crate::idle::Idle) runs the protocol through the
+//! [`Searcher`](crate::idle::Searcher) hooks `holds_back`, `grace_left` and `take_held_back`,
+//! and the loom model in `tests/loom_idle.rs` runs it with a modelled clock.
 //!
 //! # The protocol
 //!
-//! 1. A worker that holds back from a non-empty fresh queue (in a steal, or in the re-check
-//!    before it sleeps) marks when it began ([`Grace::hold_back`]); a mark already there
-//!    stays. From then on it may take from that queue once `FRESH_GRACE` has passed since the
-//!    mark.
-//! 2. Its sleep ends by the end of the grace at the latest ([`Grace::sleep_for`], after the
-//!    re-check, which may have made the mark). Once the grace is over, its `find`, which runs
-//!    whether or not it counts as searching, takes the held-back work ([`Grace::is_over`],
-//!    `Searcher::take_held_back`).
-//! 3. If it finds other work first, it keeps its mark while it still holds back
-//!    ([`Grace::after_found`]), so that its grace runs on through that work: new work of its
-//!    own does not start the grace again, and it takes the queue at its next search after the
-//!    grace. It also wakes a parked worker, which may take the work sooner.
-//! 4. The mark is cleared when the worker is about to sleep and holds nothing back any more
-//!    (the owner came back, or another worker took the work), and when it finds work while
-//!    holding nothing back. So an idle worker sleeps without a deadline, and a later
-//!    hold-back starts a grace of its own.
+//! 1. A worker W held back from another worker O's non-empty fresh queue (by the balance rule,
+//!    in a steal or in the re-check before it sleeps) marks that queue with the time unless it
+//!    is marked ([`FreshMark::hold_back`]), and gets what is left of the queue's grace. W looks
+//!    at the queue before it reads the mark.
+//! 2. W sleeps no longer than the shortest grace left among the queues it holds back from
+//!    (`Searcher::grace_left`, asked after the re-check, which may have made a mark). Once a
+//!    queue's grace is over ([`FreshMark::is_over`]), W's search takes from it right after
+//!    `find`, whether or not W counts as searching (`Searcher::take_held_back`).
+//! 3. If W finds other work while it still holds back, it wakes a parked worker, which may
+//!    take the held-back work sooner. The mark does not move: the grace runs on through W's
+//!    own work.
+//! 4. O clears its mark ([`FreshMark::clear`]) before it pushes into its fresh queue while
+//!    that queue is empty: new work, which nobody has been held back from yet. Only O pushes
+//!    there, so a queue that has run empty and filled again starts unmarked. (The one gap: a
+//!    thief that read the old mark, found it over, and then steals from the refilled queue
+//!    takes one actor of the new work without its grace. That makes one placement less apt;
+//!    nothing waits longer for it.)
 //!
 //! # Why nothing held back is stranded
 //!
-//! Held-back work is in some worker's fresh queue, whose owner either comes back to its loop
-//! (and runs it: it empties its fresh queue before it searches or parks) or not. If not, take
-//! any worker W that was held back from it. W marked the time (step 1), and the mark stays
-//! while W holds back (steps 3 and 4), that is, while the queue is non-empty and the load rule
-//! still says no. The rule's figures do not move while W sleeps and the owner is stuck: W's
-//! own load changes on W's thread, or by a placement onto W, whose inbox push unparks W; the
-//! owner's, by a placement onto it, which only a parked owner is chosen for (`parked` is a
-//! relaxed hint: a stale one can pick an owner that has only just woken). While W sleeps,
-//! its sleep ends with the grace (step 2); while W runs work of its own, its mark keeps
-//! running (step 3), and its next `find` after the grace takes the work. So the work waits
-//! about one grace, or until W next looks for work after it; never for good. A worker that is
-//! not held back (it holds no pinned actors, or the owner is busier) takes fresh work like any
-//! other stealable work, under the argument of `idle.rs`.
+//! Held-back work waits in O's fresh queue. If O comes back to its loop, it runs that queue
+//! itself (it empties its fresh queue before it searches or parks). If it does not, O pushes
+//! nothing, so the mark that the first held-back worker made (step 1) stays for as long as the
+//! work is there, and so does the hold-back: the loads the balance rule weighs do not move
+//! while a held-back worker W sleeps and O is stuck, except by a placement onto W (whose inbox
+//! push unparks W) or onto O (only if O looks parked; `parked` is a relaxed hint, so a stale
+//! one can pick an O that has only just woken), and a change that lets W through makes the
+//! work plain stealable work for W. While W sleeps, its sleep ends with the grace (step 2);
+//! while W runs work of its own, the grace runs on (step 3), and W's next search after it
+//! takes the work. So held-back work waits about one grace, or until a held-back worker next
+//! looks for work after that; never for good. A worker that is not held back (it holds no
+//! pinned actors, or O is busier) takes fresh work like any other stealable work, under the
+//! argument of `idle.rs`.
 //!
-//! Step 3's wake matters when W is busy with its own work for longer than a grace: a parked
-//! worker woken then searches, and takes the work if it holds nothing (no balance rule) or
-//! once its own grace is over.
+//! # Why the grace is not cut short
+//!
+//! W takes held-back work only once the queue's mark is a grace old (steps 1 and 2), and the
+//! mark is no older than the queue's contents (step 4; the one gap is named there). Ordering:
+//! O's clear is sequenced before its push, whose publication W's look at the queue acquires
+//! (crossbeam's push and `is_empty`), and W reads the mark after that look; so a W that saw
+//! the new work reads a mark no older than the clear. The mark itself is a hint under that
+//! order: relaxed accesses, and a compare-and-swap so that held-back workers agree on one.
 
-use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
-/// How long a searching worker that holds pinned actors leaves another worker's unstarted
-/// process actors to that worker before it takes them anyway. Long enough for an owner whose
-/// thread the kernel set aside for a moment to come back and start them itself (a few hundred
+use crate::sync::AtomicU64;
+
+/// How long workers that hold pinned actors leave another worker's unstarted process actors
+/// to that worker before they take them anyway. Long enough for an owner whose thread the
+/// kernel set aside for a moment to come back and start them itself (a few hundred
 /// microseconds were seen here, and a pool came apart over them); short enough that an owner
 /// stuck in a blocking call or in a loop without safe points delays its children by about a
 /// millisecond, not for good.
 pub const FRESH_GRACE: Duration = Duration::from_millis(1);
 
-/// One worker's grace; see the module docs. Touched only by its worker's thread.
+/// `FRESH_GRACE` in the mark's unit.
+const GRACE_NANOS: u64 = FRESH_GRACE.as_nanos() as u64;
+
+/// The grace of one worker's fresh queue; see the module docs. Times are nanoseconds on the
+/// runtime's clock (`Shared::grace_now`), which never reads zero.
 #[derive(Debug, Default)]
-pub struct Grace {
-    /// When this worker began to hold back (step 1); `None` while it holds back nothing.
-    since: Cell<Option<Instant>>,
+pub struct FreshMark {
+    /// Since when some worker has been held back from the queue's contents; 0: nobody has.
+    since: AtomicU64,
 }
 
-impl Grace {
-    /// A grace that has not started.
-    pub fn new() -> Grace {
-        Grace::default()
+impl FreshMark {
+    /// An unmarked queue.
+    pub fn new() -> FreshMark {
+        FreshMark::default()
     }
 
-    /// Step 1: the worker holds back from a non-empty fresh queue at `now`. Marks the start
-    /// of its grace unless it has one, and returns what is left of it (zero: the worker may
+    /// Step 1: a worker is held back from the queue, which it saw non-empty, at `now`. Marks
+    /// it unless it is marked, and returns what is left of its grace (zero: the worker may
     /// take the work).
-    pub fn hold_back(&self, now: Instant) -> Duration {
-        let since = *self.since.get().get_or_insert(now);
-        self.since.set(Some(since));
-        (since + FRESH_GRACE).saturating_duration_since(now)
+    pub fn hold_back(&self, now: u64) -> Duration {
+        // Relaxed, both: see "Why the grace is not cut short".
+        let since = match self.since.load(Relaxed) {
+            0 => match self.since.compare_exchange(0, now, Relaxed, Relaxed) {
+                Ok(_) => now,
+                Err(marked) => marked,
+            },
+            marked => marked,
+        };
+        Duration::from_nanos((since + GRACE_NANOS).saturating_sub(now))
     }
 
-    /// Step 2: whether the grace has run out, so that `find` takes the held-back work. Reads
-    /// the clock only while a grace runs.
-    pub fn is_over(&self, now: impl FnOnce() -> Instant) -> bool {
-        self.since
-            .get()
-            .is_some_and(|since| now().saturating_duration_since(since) >= FRESH_GRACE)
+    /// Step 2: whether the queue's grace is over. Reads the clock only if it is marked.
+    pub fn is_over(&self, now: impl FnOnce() -> u64) -> bool {
+        // Relaxed: see "Why the grace is not cut short".
+        match self.since.load(Relaxed) {
+            0 => false,
+            since => now().saturating_sub(since) >= GRACE_NANOS,
+        }
     }
 
-    /// Steps 2 and 4: how long the worker, about to sleep at `now`, may sleep before its grace
-    /// runs out; `None` if it holds nothing back any more (`holds_back`), which clears the
-    /// mark.
-    pub fn sleep_for(&self, holds_back: bool, now: Instant) -> Option<Duration> {
-        if !holds_back {
-            self.since.set(None);
-            return None;
+    /// Step 4: the owner is about to push into its fresh queue, which it found empty. Writes
+    /// only if the queue was marked, so that the spawn path pays a load.
+    pub fn clear(&self) {
+        // Relaxed, both: the push that follows publishes it (see "Why the grace is not cut
+        // short").
+        if self.since.load(Relaxed) != 0 {
+            self.since.store(0, Relaxed);
         }
-        Some(self.hold_back(now))
-    }
-
-    /// Steps 3 and 4: the worker found work. Keeps the mark while it still holds back, and
-    /// then returns `true`: the caller wakes a parked worker for the held-back work. Clears
-    /// the mark otherwise. `holds_back` is asked only while a grace runs.
-    pub fn after_found(&self, holds_back: impl FnOnce() -> bool) -> bool {
-        if self.since.get().is_none() {
-            return false;
-        }
-        if holds_back() {
-            return true;
-        }
-        self.since.set(None);
-        false
     }
 }
 
@@ -124,52 +133,36 @@ impl Grace {
 mod tests {
     use super::*;
 
+    const G: u64 = GRACE_NANOS;
+
     #[test]
     fn the_grace_runs_from_the_first_hold_back() {
-        let g = Grace::new();
-        let t0 = Instant::now();
-        assert!(
-            !g.is_over(|| t0 + FRESH_GRACE),
-            "no grace before a hold-back"
+        let m = FreshMark::new();
+        assert!(!m.is_over(|| 5 * G), "no grace before a hold-back");
+        assert_eq!(m.hold_back(10), FRESH_GRACE);
+        assert_eq!(
+            m.hold_back(10 + G / 2),
+            FRESH_GRACE / 2,
+            "a second worker counts from the same mark"
         );
-        assert_eq!(g.hold_back(t0), FRESH_GRACE);
-        let half = FRESH_GRACE / 2;
-        assert_eq!(g.hold_back(t0 + half), FRESH_GRACE - half, "the mark stays");
-        assert!(!g.is_over(|| t0 + half));
-        assert!(g.is_over(|| t0 + FRESH_GRACE));
-        assert_eq!(g.hold_back(t0 + 2 * FRESH_GRACE), Duration::ZERO);
+        assert!(!m.is_over(|| 10 + G / 2));
+        assert!(m.is_over(|| 10 + G));
+        assert_eq!(m.hold_back(10 + 2 * G), Duration::ZERO);
     }
 
     #[test]
-    fn own_work_does_not_restart_the_grace() {
-        let g = Grace::new();
-        let t0 = Instant::now();
-        g.hold_back(t0);
-        assert!(
-            g.after_found(|| true),
-            "still held back: wake a parked worker"
-        );
-        assert_eq!(
-            g.sleep_for(true, t0 + FRESH_GRACE / 4),
-            Some(FRESH_GRACE * 3 / 4)
-        );
-        assert!(g.is_over(|| t0 + FRESH_GRACE));
+    fn new_work_in_an_empty_queue_starts_a_new_grace() {
+        let m = FreshMark::new();
+        m.hold_back(10);
+        m.clear();
+        assert!(!m.is_over(|| 10 + 5 * G), "cleared");
+        assert_eq!(m.hold_back(10 + 5 * G), FRESH_GRACE, "a grace of its own");
+        assert!(m.is_over(|| 10 + 6 * G));
     }
 
     #[test]
-    fn holding_nothing_back_clears_the_mark() {
-        let g = Grace::new();
-        let t0 = Instant::now();
-        assert!(!g.after_found(|| panic!("not asked without a grace")));
-        g.hold_back(t0);
-        assert_eq!(g.sleep_for(false, t0), None, "sleeps without a deadline");
-        assert!(!g.is_over(|| t0 + FRESH_GRACE));
-        g.hold_back(t0 + FRESH_GRACE);
-        assert!(!g.after_found(|| false));
-        assert_eq!(
-            g.hold_back(t0 + 2 * FRESH_GRACE),
-            FRESH_GRACE,
-            "a new grace"
-        );
+    fn the_clock_is_read_only_while_a_grace_runs() {
+        let m = FreshMark::new();
+        assert!(!m.is_over(|| panic!("read the clock with no mark")));
     }
 }

@@ -15,8 +15,8 @@
 //! 1. becomes *searching* if fewer than half of the workers already are
 //!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2
 //!    (except what `find` takes: see the second exception below);
-//! 2. looks in its own queues and the injector (and, once its grace is over, in the fresh
-//!    queues it held back from: see the second exception below) and, if searching, steals
+//! 2. looks in its own queues and the injector (and in the fresh queues it held back from
+//!    whose grace is over: see the second exception below) and, if searching, steals
 //!    from the others, for up to [`Searcher::ROUNDS`] rounds; if it finds work it stops
 //!    searching ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked
 //!    worker, because more work may be waiting where it did not look;
@@ -59,11 +59,12 @@
 //! `examples/steal_probe.rs` reproduced it.) A second exception, also by design: a worker may hold
 //! back from another worker's fresh queue (process actors not started yet) for a short grace, to
 //! keep pinned load balanced (`worker.rs`, "Placement", steps 5 and 6), in its steals and in its
-//! re-check alike. It then stays answerable for that work: its sleep ends when the grace does and,
-//! once the grace is over, [`Idle::search`] takes what is still there, searching or not; if it
-//! finds other work first, it takes the queue at its next look for work after the grace, and wakes
-//! a parked worker that may take it sooner. `grace.rs` has that protocol and why nothing held back
-//! is stranded; `search` runs it through the [`Searcher`] hooks `grace`, `holds_back` and
+//! re-check alike. It then stays answerable for that work: the queue is marked with the time it was
+//! first held back from, its sleep ends when that grace does and, once the grace is over,
+//! [`Idle::search`] takes what is still there, searching or not; if it finds other work first, the
+//! grace runs on, it takes the queue at its next look for work after the grace, and it wakes a
+//! parked worker that may take it sooner. `grace.rs` has that protocol and why nothing held back is
+//! stranded; `search` runs it through the [`Searcher`] hooks `holds_back`, `grace_left` and
 //! `take_held_back`, so the loom model checks it too. Work for a specific worker (a pinned actor's
 //! wake, see `worker.rs`) does not go through this set: the waker unparks that worker's `Parker`,
 //! whose token survives an unpark that comes before park.
@@ -72,14 +73,13 @@
 //! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
 //! publish with `SeqCst` fences or read-modify-writes.
 //!
-//! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in two
+//! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in
 //! modelled workers (with one extra fence in the model's re-check, since loom models `SeqCst`
 //! loads as acquire loads; see that file), and the grace with it, on a modelled clock.
 
-use crate::grace::Grace;
 use crate::sync::{AtomicUsize, Mutex, fence};
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Rounds of looking for work before an idle worker parks (step 2). Waking a parked thread
 /// costs about 10 us here against well under 1 us for a spinning one, so a short spin pays for
@@ -120,27 +120,24 @@ pub trait Searcher {
     /// that came before the sleep must make it return at once (a `Parker`'s token).
     fn sleep(&self, timeout: Option<Duration>);
 
-    /// The worker's grace, if it may hold back from other workers' fresh queues (`grace.rs`);
-    /// `None`, the default: it never holds back, and the hooks below are not called.
-    fn grace(&self) -> Option<&Grace> {
-        None
-    }
-
     /// Whether the balance rule holds the worker back from some other worker's non-empty
-    /// fresh queue now (`grace.rs`, step 1).
+    /// fresh queue now (`grace.rs`, step 3); asked after it found work. The default, for a
+    /// worker that never holds back: no.
     fn holds_back(&self) -> bool {
         false
     }
 
-    /// Takes from the fresh queues it held back from, freely: its grace is over (`grace.rs`,
-    /// step 2).
-    fn take_held_back(&self) -> Option<Self::Work> {
+    /// The shortest grace left among the fresh queues the worker holds back from, marking
+    /// each that is not marked (`grace.rs`, steps 1 and 2); `None` if it holds back from none,
+    /// as by default.
+    fn grace_left(&self) -> Option<Duration> {
         None
     }
 
-    /// The time, for the grace.
-    fn now(&self) -> Instant {
-        Instant::now()
+    /// Takes from a fresh queue whose grace is over, freely (`grace.rs`, step 2); by default,
+    /// nothing.
+    fn take_held_back(&self) -> Option<Self::Work> {
+        None
     }
 }
 
@@ -255,18 +252,14 @@ impl Idle {
             for round in 0..S::ROUNDS {
                 let found = worker
                     .find()
-                    .or_else(|| Self::take_after_grace(worker))
+                    .or_else(|| worker.take_held_back())
                     .or_else(|| if searching { worker.steal() } else { None });
                 if let Some(work) = found {
                     if searching && self.stop_searching() {
                         worker.notify_parked();
                     }
-                    // `grace.rs`, step 3: its grace runs on through this work; someone else
-                    // may take what it holds back sooner.
-                    if worker
-                        .grace()
-                        .is_some_and(|g| g.after_found(|| worker.holds_back()))
-                    {
+                    // `grace.rs`, step 3: someone else may take what it holds back sooner.
+                    if worker.holds_back() {
                         worker.notify_parked();
                     }
                     return Some(work);
@@ -305,11 +298,8 @@ impl Idle {
         if worker.any_stealable_work() {
             worker.notify_parked();
         }
-        // `grace.rs`, steps 2 and 4: after the re-check, which may have begun the grace.
-        if let Some(left) = worker
-            .grace()
-            .and_then(|g| g.sleep_for(worker.holds_back(), worker.now()))
-        {
+        // `grace.rs`, step 2: after the re-check, which may have marked a queue.
+        if let Some(left) = worker.grace_left() {
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         if !worker.is_shutdown() {
@@ -323,15 +313,6 @@ impl Idle {
             return None;
         }
         Some(searching)
-    }
-
-    /// `grace.rs`, step 2: once the worker's grace is over, the work it held back.
-    fn take_after_grace<S: Searcher>(worker: &S) -> Option<S::Work> {
-        let grace = worker.grace()?;
-        if !grace.is_over(|| worker.now()) {
-            return None;
-        }
-        worker.take_held_back()
     }
 
     /// Whether worker `index` is on the sleeper list: parked (step 3) and not yet taken off it

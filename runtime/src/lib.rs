@@ -109,7 +109,7 @@ pub mod __private {
     //! Exposed for the loom models and tests, and for the `threadlet` crate's `select!` and
     //! mailboxes; not part of the API.
     pub use crate::actor::ActorCell;
-    pub use crate::grace::{FRESH_GRACE, Grace};
+    pub use crate::grace::{FRESH_GRACE, FreshMark};
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
     pub use crate::join::{

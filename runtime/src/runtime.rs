@@ -29,7 +29,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::sync::{Parker, WaitGroup};
@@ -631,6 +631,7 @@ impl Builder {
             deadlock: crate::deadlock::DeadlockWatch::new(self.deadlock),
             spares: crate::spare::Spares::new(workers, spares),
             outside: worker::OutsidePlacement::default(),
+            epoch: Instant::now(),
         });
         let dump_signal = match self.dump_signal.or_else(crate::dump::signal_from_env) {
             Some(signal) => Some(
@@ -712,6 +713,8 @@ pub(crate) struct Shared {
     /// Where spawns from outside the runtime place process actors (`worker.rs`, "Placement",
     /// step 7).
     pub(crate) outside: worker::OutsidePlacement,
+    /// The zero of the graces' clock (`grace_now`).
+    epoch: Instant,
     /// Serialises the sweeps of the queues at shutdown (see `after_push`).
     sweep: Mutex<()>,
     /// Whether spawns through a [`Handle`](crate::Handle) are still accepted (see `handle.rs`).
@@ -736,6 +739,14 @@ pub(crate) struct Config {
 }
 
 impl Shared {
+    /// The time on the clock of the fresh queues' graces (`grace.rs`): nanoseconds since the
+    /// runtime was built, plus one, so that it never reads zero (an unmarked queue).
+    pub(crate) fn grace_now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1)
+    }
+
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }
@@ -785,7 +796,8 @@ impl Shared {
                         self.remotes[other].take_placed(other, actor);
                     }
                     None => {
-                        ctx.core.push_spawned(actor);
+                        ctx.core
+                            .push_spawned(actor, &self.remotes[ctx.index].fresh_mark);
                         self.notify_parked();
                     }
                 }

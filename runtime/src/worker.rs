@@ -70,32 +70,34 @@
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
 //!    moved it to). `pinned` is the registry's length, republished at every change of it.
-//! 5. Thieves keep the balance too, for a while. A process actor spawned by an actor waits
-//!    in its worker's fresh queue until it starts, apart from the deque, and an idle worker
-//!    that already holds pinned or placed actors steals from another's fresh queue only if
-//!    that worker's load (the three terms of step 2) is at least `PLACE_MARGIN` above its own,
-//!    or once it has held back for `FRESH_GRACE` (`may_take_fresh`, `grace.rs`). A worker that holds
-//!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does
-//!    not pin, and what came through the injector). Without the rule a burst came apart whenever the spawner's
-//!    thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
-//!    CPU): the woken worker started the members placed on it, then stole the spawner's own,
-//!    and the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
+//! 5. Thieves keep the balance too, for a while. A process actor spawned by an actor waits in its
+//!    worker's fresh queue until it starts, apart from the deque, and an idle worker that already
+//!    holds pinned or placed actors steals from another's fresh queue only if that worker's load
+//!    (the three terms of step 2) is at least `PLACE_MARGIN` above its own, or once that queue has
+//!    been held back from for `FRESH_GRACE` (`may_take_fresh`, `grace.rs`). A worker that holds
+//!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does not
+//!    pin, and what came through the injector). Without the rule a burst came apart whenever the
+//!    spawner's thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
+//!    CPU): the woken worker started the members placed on it, then stole the spawner's own, and
+//!    the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
 //! 6. The grace, and why nothing held back is stranded. Only a worker's own thread pushes its
 //!    fresh queue, and it empties that queue before it searches or parks; but it may be stuck
 //!    in actor code that never comes back to the loop (a blocking call, a loop without safe
 //!    points), with no spare to cover it, and the wakeup argument of `idle.rs` needs a worker
-//!    that sees work to take it. So a worker held back marks when it began, sleeps no longer
-//!    than `FRESH_GRACE` from then, and once the grace is over takes the work in its `find`,
-//!    searching or not; work of its own that it finds meanwhile does not start the grace
-//!    again, and it wakes a parked worker for what it holds back. `grace.rs` keeps this
-//!    protocol and its argument; `Idle::search` runs it through the `Searcher` hooks
-//!    (`grace`, `holds_back`, `take_held_back`), and `tests/loom_idle.rs` models it.
-//!    Held-back work therefore waits for its own worker for about one grace, or, if every
-//!    worker that holds it back is busy with work of its own, until one of them next looks
-//!    for work after that; never for good. `tests/placement.rs` leaves a child behind a
-//!    spawner blocked in a plain `recv` (2 and 3 workers, time slices off) and behind one
-//!    spinning, and checks that a worker that held back, then went idle, sleeps.
-//!
+//!    that sees work to take it. So the first worker held back from a fresh queue marks it
+//!    with the time (`Remote::fresh_mark`), every worker held back from it sleeps no longer
+//!    than `FRESH_GRACE` from that mark, and once the grace is over their searches take the
+//!    work, right after `find`, searching or not. What a held-back worker does meanwhile does
+//!    not move the mark, and a worker that finds work of its own while it holds back wakes a
+//!    parked worker for what it holds back. The owner clears the mark when it pushes into its
+//!    fresh queue empty, so new work gets a grace of its own. `grace.rs` keeps this protocol
+//!    and its argument; `Idle::search` runs it through the `Searcher` hooks (`holds_back`,
+//!    `grace_left`, `take_held_back`), and `tests/loom_idle.rs` models it. Held-back work
+//!    therefore waits for its own worker for about one grace, or, if every worker that holds
+//!    it back is busy with work of its own, until one of them next looks for work after that;
+//!    never for good. `actors/tests/placement.rs` leaves a child behind a spawner blocked in
+//!    a plain `recv` (2 and 3 workers, time slices off) and behind one spinning, and checks
+//!    that a worker that held back, then went idle, sleeps.
 //! 7. Spawns from outside the runtime (a plain thread, `block_on`, a `Handle`) of process
 //!    actors are placed too ([`place_from_outside`]), or a pool spawned from `main` would
 //!    start on whichever worker woke first, one member after another, before the others woke
@@ -225,7 +227,7 @@ use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
 use crate::fault;
 use crate::fault::AbortOnUnwind;
-use crate::grace::Grace;
+use crate::grace::FreshMark;
 use crate::handler::{Activation, Step};
 use crate::idle::Searcher;
 use crate::io::Driver;
@@ -386,6 +388,9 @@ pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
     /// The stealer end of `Core::fresh`.
     pub(crate) fresh_stealer: Stealer<Runnable>,
+    /// The grace of `Core::fresh` ("Placement", step 6; `grace.rs`): marked by idle workers
+    /// held back from it, cleared by the owner when it pushes into it empty.
+    pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
     /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
@@ -437,6 +442,7 @@ impl Remote {
         Remote {
             stealer: queues.deque.stealer(),
             fresh_stealer: queues.fresh.stealer(),
+            fresh_mark: FreshMark::new(),
             free_stealer: queues.free_fifo.stealer(),
             inbox: Injector::new(),
             inbox_hint: AtomicBool::new(false),
@@ -658,9 +664,10 @@ pub(crate) struct Core {
     /// before the local queue, so a preempted actor cannot starve actors that have not started
     /// yet.
     preempted: Cell<bool>,
-    /// How long this idle worker has held back from another worker's fresh queue
-    /// ("Placement", steps 5 and 6; `grace.rs`).
-    grace: Grace,
+    /// Held back from another worker's fresh queue since `Searcher::holds_back` last asked
+    /// ("Placement", step 6): a hint that spares the search that found work a look at every
+    /// fresh queue when it has held back from none.
+    held_back: Cell<bool>,
 }
 
 impl Core {
@@ -678,7 +685,7 @@ impl Core {
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
             preempted: Cell::new(false),
-            grace: Grace::new(),
+            held_back: Cell::new(false),
         }
     }
 
@@ -751,12 +758,21 @@ impl Core {
 
     /// A new actor, stealable until it starts: a process actor that will pin where it starts
     /// to the fresh queue, any other to the deque.
-    pub(crate) fn push_spawned(&self, actor: Runnable) {
+    pub(crate) fn push_spawned(&self, actor: Runnable, mark: &FreshMark) {
         if actor.pins_at_start() {
-            self.fresh.push(actor);
+            self.push_fresh(actor, mark);
         } else {
             self.deque.push(actor);
         }
+    }
+
+    /// Pushes into the fresh queue, whose grace is `mark`: new work in an empty queue starts
+    /// unmarked (`grace.rs`, step 4; the clear comes first, and the push publishes it).
+    fn push_fresh(&self, actor: Runnable, mark: &FreshMark) {
+        if self.fresh.is_empty() {
+            mark.clear();
+        }
+        self.fresh.push(actor);
     }
 
     fn rand(&self) -> u64 {
@@ -1039,7 +1055,7 @@ impl WorkerLoop<'_> {
                 // not wait behind a busy actor of this worker while others idle ("Placement").
                 // Acquire: pairs with the release store of `started` at its start.
                 Steal::Success(a) if !a.started.load(Ordering::Acquire) => {
-                    self.core().fresh.push(a);
+                    self.core().push_fresh(a, &self.remote().fresh_mark);
                     stealable = true;
                 }
                 Steal::Success(a) => local.push_back(Turn::Pinned(a)),
@@ -1132,8 +1148,14 @@ impl WorkerLoop<'_> {
                         Fresh::Open => true,
                         Fresh::Balanced => self.may_take_fresh(theirs),
                     };
-                open.then(|| steal_half(&theirs.fresh_stealer, &mine.fresh))
-                    .flatten()
+                open.then(|| {
+                    // Into this worker's own fresh queue: as a push (`push_fresh`).
+                    if mine.fresh.is_empty() {
+                        self.remote().fresh_mark.clear();
+                    }
+                    steal_half(&theirs.fresh_stealer, &mine.fresh)
+                })
+                .flatten()
             })
             .or_else(|| {
                 let (a, stolen) = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
@@ -1152,11 +1174,27 @@ impl WorkerLoop<'_> {
     /// it here for good, so a worker that already holds pinned (or placed) actors takes them
     /// only from a worker whose load, counting its fresh queue, is at least `PLACE_MARGIN`
     /// above its own: the balance a spawn's placement keeps, kept by thieves too. A worker
-    /// that holds nothing takes them freely, and so does one that has left fresh queues alone
-    /// for `FRESH_GRACE` already (step 6). Relaxed loads, as for placement: a stale figure
+    /// that holds nothing takes them freely, and so does one held back from a queue whose
+    /// grace is over (step 6; held back, it marks the queue if nobody has). Relaxed loads, as for placement: a stale figure
     /// lets one steal through, or holds one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
-        self.balance_allows(victim) || self.core().grace.hold_back(Instant::now()).is_zero()
+        if self.balance_allows(victim) {
+            return true;
+        }
+        self.core().held_back.set(true);
+        victim
+            .fresh_mark
+            .hold_back(self.shared().grace_now())
+            .is_zero()
+    }
+
+    /// The other workers' fresh queues that the load rule of step 5 holds this worker back
+    /// from now: non-empty, and not `PLACE_MARGIN` more loaded than it.
+    fn held_back_from(&self) -> impl Iterator<Item = &Remote> {
+        let mine = self.remote();
+        self.shared().remotes.iter().filter(move |r| {
+            !std::ptr::eq(*r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
+        })
     }
 
     /// The load rule of step 5, without the grace.
@@ -1880,24 +1918,34 @@ impl Searcher for WorkerLoop<'_> {
         remote.parked.store(false, Ordering::Relaxed);
     }
 
-    /// Placement, step 6 (module docs; `grace.rs`).
-    fn grace(&self) -> Option<&Grace> {
-        Some(&self.core().grace)
-    }
-
-    /// Whether the load rule of step 5 holds this worker back from some other worker's
-    /// non-empty fresh queue now.
+    /// Placement, step 6 (module docs; `grace.rs`, step 3). Looks at the fresh queues only
+    /// if this worker has been held back since it was last asked.
     fn holds_back(&self) -> bool {
-        let mine = self.remote();
-        self.shared().remotes.iter().any(|r| {
-            !std::ptr::eq(r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
-        })
+        self.core().held_back.replace(false) && self.held_back_from().next().is_some()
     }
 
-    /// Steals as a covering spare does, without the balance rule.
+    /// Placement, step 6 (`grace.rs`, steps 1 and 2).
+    fn grace_left(&self) -> Option<Duration> {
+        let now = self.shared().grace_now();
+        self.held_back_from()
+            .map(|r| {
+                self.core().held_back.set(true);
+                r.fresh_mark.hold_back(now)
+            })
+            .min()
+    }
+
+    /// Placement, step 6 (`grace.rs`, step 2): a fresh queue whose grace is over, taken as a
+    /// covering spare takes it, without the balance rule. The queue is looked at before its
+    /// mark is read.
     fn take_held_back(&self) -> Option<Runnable> {
-        (0..self.shared().remotes.len())
+        let shared = self.shared();
+        (0..shared.remotes.len())
             .filter(|&victim| victim != self.ctx.index)
+            .filter(|&victim| {
+                let r = &shared.remotes[victim];
+                !r.fresh_stealer.is_empty() && r.fresh_mark.is_over(|| shared.grace_now())
+            })
             .find_map(|victim| self.steal_from(victim, Fresh::Open))
     }
 }

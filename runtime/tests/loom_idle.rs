@@ -25,11 +25,14 @@
 //! model's main thread: it pushes, wakes a parked worker as a spawn does, and then is stuck
 //! in actor code for good, or comes back and takes the item itself. The other workers hold
 //! pinned actors, so the balance rule holds them back from that queue (`holds_back`) until
-//! their grace is over. Time is modelled: a clock that moves only while a worker sleeps with
-//! a deadline (to the deadline, or to when its own next work arrives), so executions stay
-//! deterministic, as loom needs. A worker that slept with a deadline more than a few times in
-//! one execution fails the model: that is a worker spinning on a grace that never ends, or on
-//! one that no longer holds anything back.
+//! the grace of the queue's mark (the shipped `FreshMark`, a loom atomic here) is over. Time
+//! is modelled: a clock that moves only while a worker sleeps with a deadline or without one
+//! while its own next work is due (to the deadline, or to when that work arrives), and while
+//! it runs its own work, so executions stay deterministic, as loom needs. The models fail if
+//! a worker that holds back sleeps without a deadline (a loom deadlock), if one sleeps with a
+//! deadline more than a few times in one execution (a worker spinning on a grace that never
+//! ends, or on one that no longer holds anything back), or if held-back work is taken less
+//! than a grace after it arrived in its queue.
 #![cfg(loom)]
 
 mod loom_support;
@@ -42,40 +45,37 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 // The clock and the model's records are outside the memory model (std atomics): they add no
 // interleavings, and within one execution their values follow from its schedule.
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, fence};
 use loom::thread;
 use loom_support::Parker;
-use threadlet_runtime::__private::{FRESH_GRACE, Grace, Idle, Searcher};
+use threadlet_runtime::__private::{FRESH_GRACE, FreshMark, Idle, Searcher};
 
 /// Timed sleeps one worker may take in one execution of a grace model. Each sleep the grace
-/// bounds ends it or moves the clock to its end, after which `find` takes the item (or the
+/// bounds ends it or moves the clock to its end, after which the search takes the item (or the
 /// worker no longer holds back, and sleeps without a deadline); an unpark's token may end one
 /// early. A worker past this bound is spinning.
 const MAX_TIMED_SLEEPS: usize = 4;
 
-/// Time in a model: moves only when a sleeping worker moves it.
-struct Clock {
-    base: Instant,
-    micros: StdAtomicU64,
-}
+/// `FRESH_GRACE` on the model's clock (nanoseconds).
+const G: u64 = FRESH_GRACE.as_nanos() as u64;
+
+/// Time in a model, in nanoseconds from 1 (a `FreshMark` reads 0 as unmarked): moves only
+/// when a worker moves it.
+struct Clock(StdAtomicU64);
 
 impl Clock {
     fn new() -> Clock {
-        Clock {
-            base: Instant::now(),
-            micros: StdAtomicU64::new(0),
-        }
+        Clock(StdAtomicU64::new(1))
     }
 
-    fn now(&self) -> Instant {
-        self.base + Duration::from_micros(self.micros.load(SeqCst))
+    fn now(&self) -> u64 {
+        self.0.load(SeqCst)
     }
 
-    fn advance_to(&self, t: Instant) {
-        let micros = u64::try_from(t.saturating_duration_since(self.base).as_micros()).unwrap();
-        self.micros.fetch_max(micros, SeqCst);
+    fn advance_to(&self, t: u64) {
+        self.0.fetch_max(t, SeqCst);
     }
 }
 
@@ -85,13 +85,19 @@ struct Shared {
     /// are `SeqCst` read-modify-writes, as in crossbeam's deque and injector; see `try_pop` and
     /// `any_stealable_work` for the emptiness checks.
     queue: AtomicUsize,
-    /// The owner's fresh queue (its unstarted process actors), for the grace's models.
+    /// The owner's fresh queue (its unstarted process actors), for the grace's models, and
+    /// its mark.
     fresh: AtomicUsize,
+    mark: FreshMark,
+    /// When the fresh queue's contents arrived: the clock at its last push into it empty.
+    fresh_since: StdAtomicU64,
     taken: AtomicUsize,
+    /// Items the model ends after: one, or two once the owner refills its queue.
+    items: StdAtomicUsize,
     shutdown: AtomicBool,
     parkers: Vec<Parker>,
     clock: Clock,
-    /// Work of its own the worker that took the fresh item had still to come, then.
+    /// Work of its own the worker that took a fresh item had still to come, then.
     own_left_at_fresh: StdAtomicUsize,
 }
 
@@ -101,7 +107,10 @@ impl Shared {
             idle: Idle::new(workers),
             queue: AtomicUsize::new(0),
             fresh: AtomicUsize::new(0),
+            mark: FreshMark::new(),
+            fresh_since: StdAtomicU64::new(0),
             taken: AtomicUsize::new(0),
+            items: StdAtomicUsize::new(1),
             shutdown: AtomicBool::new(false),
             parkers: (0..workers).map(|_| Parker::default()).collect(),
             clock: Clock::new(),
@@ -116,18 +125,35 @@ impl Shared {
         }
     }
 
-    /// A spawn into a worker's deque (or, for `fresh`, its fresh queue), then
-    /// `notify_parked` (`Shared::spawn_cell`).
-    fn push(&self, queue: &AtomicUsize) {
-        queue.fetch_add(1, SeqCst);
+    /// A spawn into a worker's deque, then `notify_parked` (`Shared::spawn_cell`).
+    fn push(&self) {
+        self.queue.fetch_add(1, SeqCst);
         self.notify_parked();
     }
 
-    /// Runtime shutdown, done by whoever took the item.
+    /// A spawn into the owner's fresh queue (`Core::push_fresh`: the mark cleared first if the
+    /// queue is empty), then `notify_parked`.
+    fn push_fresh(&self) {
+        if self.fresh.load(SeqCst) == 0 {
+            self.mark.clear();
+            self.fresh_since.store(self.clock.now(), SeqCst);
+        }
+        self.fresh.fetch_add(1, SeqCst);
+        self.notify_parked();
+    }
+
+    /// Runtime shutdown, done by whoever took the last item.
     fn shut_down(&self) {
         self.shutdown.store(true, SeqCst);
         for p in &self.parkers {
             p.unpark();
+        }
+    }
+
+    /// Counts an item taken; the last one shuts the model down.
+    fn took(&self) {
+        if self.taken.fetch_add(1, SeqCst) + 1 == self.items.load(SeqCst) {
+            self.shut_down();
         }
     }
 }
@@ -147,37 +173,60 @@ fn try_pop(queue: &AtomicUsize) -> bool {
     false
 }
 
+/// A piece of a worker's own work (the grace's models): due at `due`, it keeps the worker
+/// busy for `busy`, and with `refill` the owner, meanwhile, takes its item back and pushes a
+/// new one into its emptied queue (at the end of that time, so deterministically).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OwnWork {
+    due: u64,
+    busy: u64,
+    refill: bool,
+}
+
+impl OwnWork {
+    fn at(due: u64) -> OwnWork {
+        OwnWork {
+            due,
+            busy: 0,
+            refill: false,
+        }
+    }
+}
+
 /// What a modelled worker found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found {
     /// The item of the stealable queue.
     Queued,
-    /// The item of the owner's fresh queue.
+    /// An item of the owner's fresh queue.
     Fresh,
-    /// A piece of work of its own (the grace's models).
-    Own,
+    /// A piece of work of its own.
+    Own(OwnWork),
 }
 
 /// One modelled worker, as `Idle::search` sees it.
 struct Worker<'a> {
     shared: &'a Shared,
     index: usize,
-    /// `Some` for a worker that holds pinned actors: the balance rule holds it back from the
-    /// owner's fresh queue, whose load is not `PLACE_MARGIN` above its own, until its grace
-    /// is over. `None`: it holds nothing, and takes fresh work freely.
-    grace: Option<Grace>,
-    /// When each piece of its own work arrives, the soonest last (a trickle of wakes of its
-    /// pinned actors, each run at once).
-    own: RefCell<Vec<Instant>>,
+    /// Holds pinned actors: the balance rule holds it back from the owner's fresh queue, whose
+    /// load is not `PLACE_MARGIN` above its own, until the queue's grace is over. Otherwise it
+    /// holds nothing, and takes fresh work freely.
+    holds_pinned: bool,
+    /// Its own work, the soonest last.
+    own: RefCell<Vec<OwnWork>>,
     timed_sleeps: Cell<usize>,
 }
 
 impl Worker<'_> {
-    /// `WorkerLoop::may_take_fresh`: the balance rule, or the grace over.
+    /// `WorkerLoop::may_take_fresh`, for a queue seen non-empty: the balance rule, or the
+    /// queue's grace over (marking it if nobody has).
     fn may_take_fresh(&self) -> bool {
-        self.grace
-            .as_ref()
-            .is_none_or(|g| g.hold_back(self.now()).is_zero())
+        !self.holds_pinned
+            || self
+                .shared
+                .mark
+                .hold_back(self.shared.clock.now())
+                .is_zero()
     }
 
     fn fresh_takeable(&self) -> bool {
@@ -192,14 +241,11 @@ impl Searcher for Worker<'_> {
     /// and adds no new kind of step (a round is `find`, `steal`, the shutdown check).
     const ROUNDS: u32 = 1;
 
-    /// A worker's own queues and the injector: its own work once it has arrived.
+    /// A worker's own queues and the injector: its own work once it is due.
     fn find(&self) -> Option<Found> {
         let mut own = self.own.borrow_mut();
-        let due = own.last().is_some_and(|&due| due <= self.now());
-        due.then(|| {
-            own.pop();
-            Found::Own
-        })
+        let due = own.last().is_some_and(|w| w.due <= self.shared.clock.now());
+        if due { own.pop().map(Found::Own) } else { None }
     }
 
     fn steal(&self) -> Option<Found> {
@@ -237,12 +283,12 @@ impl Searcher for Worker<'_> {
     }
 
     /// A sleep with a deadline returns at once if an unpark left its token, else when time
-    /// reaches the deadline or the worker's own next work arrives (whose push would unpark
+    /// reaches the deadline or the worker's own next work is due (whose push would unpark
     /// it), whichever comes first. A sleep without one waits for an unpark, or for its own
     /// next work.
     fn sleep(&self, timeout: Option<Duration>) {
         let parker = &self.shared.parkers[self.index];
-        let next_own = self.own.borrow().last().copied();
+        let next_own = self.own.borrow().last().map(|w| w.due);
         let until = match timeout {
             Some(d) => {
                 let n = self.timed_sleeps.get() + 1;
@@ -252,7 +298,7 @@ impl Searcher for Worker<'_> {
                     "worker {} slept with a deadline {n} times: it spins",
                     self.index
                 );
-                let deadline = self.now() + d;
+                let deadline = self.shared.clock.now() + d.as_nanos() as u64;
                 Some(next_own.map_or(deadline, |own| own.min(deadline)))
             }
             None => next_own,
@@ -267,45 +313,68 @@ impl Searcher for Worker<'_> {
         }
     }
 
-    fn grace(&self) -> Option<&Grace> {
-        self.grace.as_ref()
-    }
-
+    /// `WorkerLoop::holds_back`.
     fn holds_back(&self) -> bool {
-        self.grace.is_some() && self.shared.fresh.load(SeqCst) > 0
+        self.holds_pinned && self.shared.fresh.load(SeqCst) > 0
     }
 
+    /// `WorkerLoop::grace_left`: the queue looked at before its mark is read.
+    fn grace_left(&self) -> Option<Duration> {
+        self.holds_back()
+            .then(|| self.shared.mark.hold_back(self.shared.clock.now()))
+    }
+
+    /// `WorkerLoop::take_held_back`: the queue looked at before its mark is read.
     fn take_held_back(&self) -> Option<Found> {
-        try_pop(&self.shared.fresh).then_some(Found::Fresh)
-    }
-
-    fn now(&self) -> Instant {
-        self.shared.clock.now()
+        let over = self.shared.fresh.load(SeqCst) > 0
+            && self.shared.mark.is_over(|| self.shared.clock.now());
+        (over && try_pop(&self.shared.fresh)).then_some(Found::Fresh)
     }
 }
 
 /// A worker: runs the shipped search/park sequence until shutdown. It runs its own work as it
-/// finds it (taking no time); the item it takes, it counts, then shuts the model down.
-fn worker(shared: &Shared, index: usize, park_first: bool, grace: bool, own: Vec<Instant>) {
+/// finds it; an item it takes, it counts (the last one shuts the model down).
+fn worker(shared: &Shared, index: usize, park_first: bool, holds_pinned: bool, own: Vec<OwnWork>) {
     let me = Worker {
         shared,
         index,
-        grace: grace.then(Grace::new),
+        holds_pinned,
         own: RefCell::new(own),
         timed_sleeps: Cell::new(0),
     };
     let mut park_first = park_first;
     while let Some(found) = shared.idle.search(index, &me, park_first) {
         park_first = false;
-        if found == Found::Own {
-            continue;
+        match found {
+            Found::Own(w) => {
+                let clock = &shared.clock;
+                clock.advance_to(clock.now() + w.busy);
+                if w.refill {
+                    // The owner came back: it started its item, then spawned another.
+                    shared.items.fetch_add(1, SeqCst);
+                    if try_pop(&shared.fresh) {
+                        shared.took();
+                    }
+                    shared.push_fresh();
+                }
+                continue;
+            }
+            Found::Fresh => {
+                // The grace is not cut short: a held-back worker takes fresh work a grace
+                // after it arrived in its queue at the soonest.
+                let arrived = shared.fresh_since.load(SeqCst);
+                let now = shared.clock.now();
+                assert!(
+                    !holds_pinned || now >= arrived + G,
+                    "worker {index} took held-back work {} ns after it arrived",
+                    now - arrived
+                );
+                let left = me.own.borrow().len();
+                shared.own_left_at_fresh.store(left, SeqCst);
+            }
+            Found::Queued => {}
         }
-        if found == Found::Fresh {
-            let left = me.own.borrow().len();
-            shared.own_left_at_fresh.store(left, SeqCst);
-        }
-        shared.taken.fetch_add(1, SeqCst);
-        shared.shut_down();
+        shared.took();
     }
 }
 
@@ -317,12 +386,12 @@ fn check(preemption_bound: usize, body: impl Fn() + Sync + Send + 'static) {
     builder.check(body);
 }
 
-/// Joins the workers, then checks that the one item was taken and every count is back.
+/// Joins the workers, then checks that every item was taken and every count is back.
 fn end(shared: &Shared, workers: Vec<thread::JoinHandle<()>>) {
     for w in workers {
         w.join().unwrap();
     }
-    assert_eq!(shared.taken.load(SeqCst), 1);
+    assert_eq!(shared.taken.load(SeqCst), shared.items.load(SeqCst));
     assert_eq!(shared.queue.load(SeqCst), 0);
     assert_eq!(shared.fresh.load(SeqCst), 0);
     assert_eq!(shared.idle.num_searching(), 0);
@@ -341,7 +410,7 @@ fn sleep_protocol(park_first: bool) {
             .collect();
 
         // The producer: an actor spawning another on its worker's deque.
-        shared.push(&shared.queue);
+        shared.push();
 
         end(&shared, workers);
     });
@@ -364,8 +433,8 @@ fn pushed_work_is_always_taken_from_searching_start() {
 /// parked worker, as a spawn does; `workers - 1` others hold pinned actors, so the balance rule
 /// holds them back. Then the owner is stuck for good or, with `owner_returns`, comes back and
 /// takes the item itself unless a thief has. Either way it is taken exactly once, nobody
-/// spins, and (when stuck) loom would report a deadlock if every other worker slept without a
-/// deadline.
+/// spins, a thief takes it no sooner than a grace after it arrived, and (when stuck) loom
+/// would report a deadlock if every other worker slept without a deadline.
 fn held_back(workers: usize, park_first: bool, owner_returns: bool, preemption_bound: usize) {
     check(preemption_bound, move || {
         let shared = Shared::new(workers);
@@ -376,18 +445,17 @@ fn held_back(workers: usize, park_first: bool, owner_returns: bool, preemption_b
             })
             .collect();
 
-        shared.push(&shared.fresh);
+        shared.push_fresh();
         if owner_returns && try_pop(&shared.fresh) {
-            shared.taken.fetch_add(1, SeqCst);
-            shared.shut_down();
+            shared.took();
         }
 
         end(&shared, thieves);
     });
 }
 
-/// Held-back work is taken though its owner never comes back: the thief's sleep ends with its
-/// grace and its `find` takes the item, with workers that start parked.
+/// Held-back work is taken though its owner never comes back: the thief's sleep ends with the
+/// queue's grace and its search takes the item, with workers that start parked.
 #[test]
 fn held_back_work_is_taken_when_its_owner_is_stuck() {
     held_back(2, true, false, 3);
@@ -400,44 +468,73 @@ fn held_back_work_is_taken_when_its_owner_is_stuck_from_searching_start() {
 }
 
 /// An owner that comes back races the thief's grace: the item is taken once, and a thief that
-/// no longer holds anything back sleeps without a deadline (its mark cleared) until shutdown.
+/// no longer holds anything back sleeps without a deadline until shutdown (one that slept
+/// with deadlines on would trip `MAX_TIMED_SLEEPS`).
 #[test]
 fn held_back_work_is_taken_once_when_its_owner_comes_back() {
     held_back(2, true, true, 3);
 }
 
 /// Two thieves held back from a stuck owner, both starting parked: the push wakes one, and
-/// whichever sleeps through its grace first takes the item.
+/// whichever sleeps through the queue's grace first takes the item.
 #[test]
 fn held_back_work_is_taken_with_two_thieves() {
     held_back(3, true, false, 2);
 }
 
-/// A trickle of its own work does not restart a thief's grace (`grace.rs`, step 3): pieces
-/// arrive every half grace, and the thief takes the held-back item once a grace has passed
-/// since it first held back, while its own work still comes. Had each piece restarted the
-/// grace, the item would wait for the trickle to end.
+/// A thief with its own work: the owner pushed its item and got stuck before the thief looks,
+/// and the thief's own work arrives as `own` says. Returns the model's shared state once the
+/// thief is done.
+fn thief_with_own_work(own: Vec<OwnWork>) -> Arc<Shared> {
+    let shared = Shared::new(2);
+    shared.push_fresh();
+    let thief = {
+        let shared = shared.clone();
+        thread::spawn(move || worker(&shared, 1, false, true, own))
+    };
+    end(&shared, vec![thief]);
+    shared
+}
+
+/// A trickle of its own work does not restart the grace (`grace.rs`, step 3): pieces arrive
+/// every half grace, and the thief takes the held-back item once a grace has passed since it
+/// first held back, while its own work still comes. Had each piece restarted the grace, the
+/// item would wait for the trickle to end.
 #[test]
 fn own_work_does_not_restart_the_grace() {
     check(3, || {
-        let shared = Shared::new(2);
-        // The owner pushed, then got stuck, before the thief looks.
-        shared.push(&shared.fresh);
-        let base = shared.clock.now();
         // Due at 0, 1/2, 1, 3/2 and 2 graces, the soonest last.
-        let own: Vec<Instant> = (0..5u32)
+        let own = (0..5u64)
             .rev()
-            .map(|i| base + FRESH_GRACE * i / 2)
+            .map(|i| OwnWork::at(1 + G * i / 2))
             .collect();
-        let thief = {
-            let shared = shared.clone();
-            thread::spawn(move || worker(&shared, 1, false, true, own))
-        };
-        end(&shared, vec![thief]);
+        let shared = thief_with_own_work(own);
         let left = shared.own_left_at_fresh.load(SeqCst);
         assert!(
             (1..5).contains(&left),
             "taken with {left} pieces of own work still to come"
         );
+    });
+}
+
+/// New work in a queue that ran empty gets a grace of its own (`grace.rs`, step 4): the thief
+/// holds back from the owner's first item, then runs its own work for a grace while the owner
+/// comes back, starts that item and spawns another. The thief must wait a grace from the new
+/// item's arrival (checked where it takes it), not take it at once on the old mark, which a
+/// grace kept by the thief, or a mark the owner did not clear, would do.
+#[test]
+fn new_work_in_an_emptied_queue_gets_a_grace_of_its_own() {
+    check(3, || {
+        let own = vec![
+            // Due at half a grace, busy for a grace, during which the owner refills.
+            OwnWork {
+                due: 1 + G / 2,
+                busy: G,
+                refill: true,
+            },
+            OwnWork::at(1),
+        ];
+        let shared = thief_with_own_work(own);
+        assert_eq!(shared.items.load(SeqCst), 2, "the owner refilled");
     });
 }
