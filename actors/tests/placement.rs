@@ -199,3 +199,49 @@ fn a_worker_that_held_back_then_idles_sleeps() {
     holder.join().unwrap();
     assert!(parks < 100, "{parks} parks in 200 ms of idleness");
 }
+
+/// Rounds of `a_placed_actor_does_not_wait_behind_its_workers_blocked_actor`.
+const BLOCKED_ROUNDS: usize = 30;
+
+/// A placed actor does not wait behind the actor its worker runs first. A worker woken from
+/// its I/O poll runs the actor the poll woke (from its next slot) before it looks anywhere
+/// else; if that actor then blocks the thread, an actor placed on that worker meanwhile (from
+/// outside, on the worker's `parked` flag, which it had not lowered yet) must start on the
+/// other worker. When placed actors waited in their worker's inbox, which only that worker
+/// drains, it waited there for the blocked actor, which was waiting for it (in 19 of 30
+/// rounds of this shape).
+#[test]
+fn a_placed_actor_does_not_wait_behind_its_workers_blocked_actor() {
+    use std::io::{Read, Write};
+    common::within_watchdog("placed beside a blocked actor", || {
+        for round in 0..BLOCKED_ROUNDS {
+            let rt = Runtime::builder().workers(2).build().unwrap();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (ran, wait_for_it) = std::sync::mpsc::channel::<()>();
+            let reading = Arc::new(AtomicBool::new(false));
+            let blocked = rt.spawn({
+                let reading = reading.clone();
+                move || {
+                    let mut s = threadlet::net::TcpStream::connect(addr).unwrap();
+                    reading.store(true, Ordering::SeqCst);
+                    let mut byte = [0u8; 1];
+                    s.read_exact(&mut byte).unwrap(); // parked, until the poll wakes it
+                    // Holds its worker's thread, with no safe point, until the other has run.
+                    wait_for_it.recv_timeout(Duration::from_secs(2)).is_ok()
+                }
+            });
+            let (mut peer, _) = listener.accept().unwrap();
+            spin_until(&reading);
+            // Both workers idle: one of them in the I/O poll.
+            std::thread::sleep(Duration::from_millis(5));
+            peer.write_all(&[1]).unwrap();
+            let placed = rt.spawn(move || ran.send(()).unwrap());
+            assert!(
+                blocked.join().unwrap(),
+                "round {round}: the placed actor waited behind the blocked one"
+            );
+            placed.join().unwrap();
+        }
+    });
+}

@@ -11,13 +11,15 @@
 //! worker may take it, so a hold-back with no end could leave the work in its queue while
 //! every other worker sleeps. The grace gives the hold-back its end.
 //!
-//! The grace belongs to the work, not to the worker held back: each worker's fresh queue has
-//! a [`FreshMark`] (in its `Remote`), the time since which some worker has been held back from
-//! what the queue holds now. Every worker held back from that queue counts from the same
-//! mark, and what a held-back worker does meanwhile (run work of its own, sleep) does not move
-//! it. [`Idle::search`](crate::idle::Idle) runs the protocol through the
-//! [`Searcher`](crate::idle::Searcher) hooks `holds_back`, `grace_left` and `take_held_back`,
-//! and the loom model in `tests/loom_idle.rs` runs it with a modelled clock.
+//! The grace belongs to the work, not to the worker held back: each worker's unstarted process
+//! actors (its fresh queue, and those placed on it by spawns elsewhere) have one
+//! [`FreshMark`] (in its `Remote`), the time since which some worker has been held back from
+//! them. Every worker held back from them counts from the same mark, and what a held-back
+//! worker does meanwhile (run work of its own, sleep) does not move it. Below, "the queue"
+//! means both of those queues. [`Idle::search`](crate::idle::Idle) runs the protocol through
+//! the [`Searcher`](crate::idle::Searcher) hooks `holds_back`, `grace_left` and
+//! `take_held_back`. The loom model in `tests/loom_idle.rs` runs `Idle::search` and
+//! `FreshMark` with a modelled clock, through hooks of its own written like the worker's.
 //!
 //! # The protocol
 //!
@@ -32,12 +34,13 @@
 //! 3. If W finds other work while it still holds back, it wakes a parked worker, which may
 //!    take the held-back work sooner. The mark does not move: the grace runs on through W's
 //!    own work.
-//! 4. O clears its mark ([`FreshMark::clear`]) before it pushes into its fresh queue while
-//!    that queue is empty: new work, which nobody has been held back from yet. Only O pushes
-//!    there, so a queue that has run empty and filled again starts unmarked. (The one gap: a
-//!    thief that read the old mark, found it over, and then steals from the refilled queue
-//!    takes one actor of the new work without its grace. That makes one placement less apt;
-//!    nothing waits longer for it.)
+//! 4. Whoever pushes into the queue while it is empty clears the mark first
+//!    ([`FreshMark::clear`]): O, into its fresh queue, or a spawn that places an actor on O. A
+//!    queue that has run empty and filled again so starts unmarked; work pushed into a queue
+//!    that is not empty joins the current run of work and its grace. (The gap: a thief that
+//!    read the old mark, found it over, and then steals from the refilled queue takes new work
+//!    without its grace, as much as one steal takes, up to half the queue. That makes those
+//!    placements less apt; nothing waits longer for it.)
 //!
 //! # Why nothing held back is stranded
 //!
@@ -58,11 +61,13 @@
 //! # Why the grace is not cut short
 //!
 //! W takes held-back work only once the queue's mark is a grace old (steps 1 and 2), and the
-//! mark is no older than the queue's contents (step 4; the one gap is named there). Ordering:
-//! O's clear is sequenced before its push, whose publication W's look at the queue acquires
-//! (crossbeam's push and `is_empty`), and W reads the mark after that look; so a W that saw
-//! the new work reads a mark no older than the clear. The mark itself is a hint under that
-//! order: relaxed accesses, and a compare-and-swap so that held-back workers agree on one.
+//! mark is no older than the queue's current run of work: the time it last went from empty to
+//! not (step 4; the gap is named there). Ordering: the pusher's clear is sequenced before its
+//! push, whose publication W's look at the queue acquires (crossbeam's push and `is_empty`),
+//! and W reads the mark, and the clock for a new mark, after that look; so a W that saw the
+//! new work reads a mark no older than the clear, and dates a mark it makes after the work was
+//! there. The mark itself is a hint under that order: relaxed accesses, and a
+//! compare-and-swap so that held-back workers agree on one.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -109,6 +114,12 @@ impl FreshMark {
         Duration::from_nanos((since + GRACE_NANOS).saturating_sub(now))
     }
 
+    /// Whether some worker has been held back from the queue's contents (a relaxed load: a
+    /// hint, for callers that skip work when it is unmarked).
+    pub fn is_marked(&self) -> bool {
+        self.since.load(Relaxed) != 0
+    }
+
     /// Step 2: whether the queue's grace is over. Reads the clock only if it is marked.
     pub fn is_over(&self, now: impl FnOnce() -> u64) -> bool {
         // Relaxed: see "Why the grace is not cut short".
@@ -118,8 +129,8 @@ impl FreshMark {
         }
     }
 
-    /// Step 4: the owner is about to push into its fresh queue, which it found empty. Writes
-    /// only if the queue was marked, so that the spawn path pays a load.
+    /// Step 4: someone is about to push into the queue, which they found empty. Writes only
+    /// if the queue was marked.
     pub fn clear(&self) {
         // Relaxed, both: the push that follows publishes it (see "Why the grace is not cut
         // short").

@@ -65,9 +65,9 @@
 //! grace runs on, it takes the queue at its next look for work after the grace, and it wakes a
 //! parked worker that may take it sooner. `grace.rs` has that protocol and why nothing held back is
 //! stranded; `search` runs it through the [`Searcher`] hooks `holds_back`, `grace_left` and
-//! `take_held_back`, so the loom model checks it too. Work for a specific worker (a pinned actor's
-//! wake, see `worker.rs`) does not go through this set: the waker unparks that worker's `Parker`,
-//! whose token survives an unpark that comes before park.
+//! `take_held_back`; the loom model runs it with hooks of its own written like the worker's. Work
+//! for a specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
+//! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
 //!
 //! The argument needs the queues' emptiness checks to take part in the `SeqCst` order: crossbeam
 //! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
@@ -75,7 +75,8 @@
 //!
 //! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in
 //! modelled workers (with one extra fence in the model's re-check, since loom models `SeqCst`
-//! loads as acquire loads; see that file), and the grace with it, on a modelled clock.
+//! loads as acquire loads; see that file), and the grace's `FreshMark` with it, on a modelled
+//! clock. The workers' `Searcher` hooks there are the model's own.
 
 use crate::sync::{AtomicUsize, Mutex, fence};
 use std::sync::atomic::Ordering::SeqCst;

@@ -791,13 +791,12 @@ impl Shared {
                 match worker::place(ctx, &actor) {
                     Some(other) => {
                         stats.bump(&stats.placed);
-                        // Only `other` pops its inbox, and its push unparks it: no need to
-                        // wake a searcher.
+                        // Unparks `other`; and it is stealable work, so wake a searcher too.
                         self.remotes[other].take_placed(other, actor);
+                        self.notify_parked();
                     }
                     None => {
-                        ctx.core
-                            .push_spawned(actor, &self.remotes[ctx.index].fresh_mark);
+                        ctx.core.push_spawned(actor, &self.remotes[ctx.index]);
                         self.notify_parked();
                     }
                 }
@@ -807,7 +806,10 @@ impl Shared {
         });
         if let Some(actor) = outside {
             match worker::place_from_outside(self, &actor) {
-                Some(o) => self.remotes[o].take_placed(o, actor),
+                Some(o) => {
+                    self.remotes[o].take_placed(o, actor);
+                    self.notify_parked();
+                }
                 None => self.push_injector(actor),
             }
         }
@@ -916,14 +918,17 @@ impl Shared {
     }
 
     /// Takes every entry out of the queues that other threads push into: the injector and the
-    /// workers' inboxes, or the global queue's. Caller holds the sweep lock (see `after_push`).
+    /// workers' inboxes and queues of placed actors, or the global queue's. Caller holds the sweep lock (see `after_push`).
     fn take_shared_queued(&self) -> Vec<Runnable> {
         let mut taken = Vec::new();
         match &self.policy {
             Policy::GlobalQueue(gq) => taken.extend(gq.drain()),
             Policy::WorkStealing | Policy::Gil(_) => {
-                let queues =
-                    std::iter::once(&self.injector).chain(self.remotes.iter().map(|r| &r.inbox));
+                let queues = std::iter::once(&self.injector).chain(
+                    self.remotes
+                        .iter()
+                        .flat_map(|r| [&r.inbox, &r.placed_actors]),
+                );
                 for q in queues {
                     loop {
                         match q.steal() {
@@ -978,7 +983,7 @@ impl Shared {
                     || self.remotes.iter().any(|r| {
                         !r.stealer.is_empty()
                             || !r.free_stealer.is_empty()
-                            || (!r.fresh_stealer.is_empty() && may_take_fresh(r))
+                            || (r.has_unstarted() && may_take_fresh(r))
                     })
             }
         }

@@ -16,24 +16,26 @@
 //! |---|---|---|---|
 //! | `next` slot | the actor just woken by the running one | this worker | this worker |
 //! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
-//! | `inbox` | pinned actors woken by other threads; new actors placed here by spawns on other workers | anyone | this worker |
+//! | `inbox` | pinned actors woken by other threads | anyone | this worker |
+//! | `placed_actors` | process actors not started yet, placed here by spawns elsewhere (from other workers, or from outside the runtime) | anyone | this worker (after `fresh`), thieves that the balance rule lets, a covering spare |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
 //! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake, batches taken from the injector | this worker | this worker, thieves, a covering spare |
 //! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or placed here | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
-//! | `injector` (shared) | spawns from outside, migratable wakes from outside | anyone | every worker |
+//! | `injector` (shared) | spawns from outside that placement does not place, migratable wakes from outside | anyone | every worker |
 //!
 //! # Finding work
 //!
-//! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every `GLOBAL_POLL_INTERVAL` turns and after a
-//! preemption, the injector, the deque and `fresh` (so a busy local queue cannot starve actors
-//! that have not started), and after a preemption with nothing else waiting here, one actor
-//! that can move from the other workers' deques and free FIFOs; otherwise the inbox (moved to the back of `local`), `local` (a
-//! pinned actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, a batch from the
-//! injector. A chain cut by the cap with nothing queued runs again at once (`turn_after_chain`). With none, the
-//! worker runs the sleep protocol (`Idle::search` in `idle.rs`, through this worker's
-//! `Searcher` impl): it steals half of a random victim's deque (or else of its fresh queue, if
-//! the balance rule of "Placement" lets it, or else of its free FIFO), for up to
-//! `idle::SEARCH_ROUNDS` rounds, then parks.
+//! Each turn: the `next` slot first (at most `MAX_NEXT_RUNS` times in a row); then, every
+//! `GLOBAL_POLL_INTERVAL` turns and after a preemption, the injector, the deque, `fresh` and
+//! `placed_actors` (so a busy local queue cannot starve actors that have not started), and after a
+//! preemption with nothing else waiting here, one actor that can move from the other workers'
+//! deques and free FIFOs; otherwise the inbox (moved to the back of `local`), `local` (a pinned
+//! actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, `placed_actors`, a batch from
+//! the injector. A chain cut by the cap with nothing queued runs again at once
+//! (`turn_after_chain`). With none, the worker runs the sleep protocol (`Idle::search` in
+//! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque (or
+//! else of its unstarted process actors, fresh or placed, if the balance rule of "Placement" lets
+//! it, or else of its free FIFO), for up to `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
@@ -61,11 +63,16 @@
 //!    that already holds other pinned actors, a parked and lighter worker may get even a first
 //!    child: placement balances load, it does not know which actors talk to each other.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
-//!    actor goes into O's inbox, whose push unparks O (`Remote::take_placed`). O moves it to its
-//!    fresh queue (`drain_inbox`: it has not started, so it is not pinned yet) and, unless
-//!    a thief takes it first, starts it there like any queued actor, pinning it to itself. So a
-//!    placed actor never waits behind a busy actor of O while other workers idle (O may have
-//!    been woken for other work just before: `parked` is only a hint).
+//!    actor goes into O's queue of placed actors (`Remote::placed_actors`), whose push is
+//!    followed by an unpark of O and, as for any stealable work, `Shared::notify_parked`
+//!    (`Remote::take_placed`). O takes it after its fresh queue and, unless a thief takes it
+//!    first, starts it like any queued actor, pinning it to itself. Thieves take placed actors
+//!    under the same rule as fresh queues (step 5), and a covering spare takes them freely. So
+//!    a placed actor never waits on O alone: O may have been woken for other work just before
+//!    (`parked` is only a hint), and run first an actor that then blocks its thread. (An
+//!    earlier version put placed actors in O's inbox, which only O drains; an actor placed on a
+//!    worker that had just woken from its I/O poll waited there behind the actor the poll woke,
+//!    `tests/placement.rs`.)
 //! 4. The actor leaves `placed` exactly once, through `ActorCell::unplace`, by whoever holds its
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
@@ -105,19 +112,18 @@
 //!    runtime keeps an *outside home*, a worker that takes such spawns while it is not
 //!    `PLACE_MARGIN` more loaded (its `Remote::load`: pinned and placed actors) than another
 //!    candidate, which turns over the other workers; when it is, the candidate takes the
-//!    spawn and becomes the home. The worker so picked takes the actor only if it is parked,
-//!    as in step 2: it goes in as a placed actor (step 3), into that worker's inbox, whose push
-//!    unparks it, then its fresh queue, where thieves may take it under step 5. An awake
-//!    worker's inbox is drained only by that worker, which may be in actor code that never
-//!    comes back to its loop, so a spawn that picks an awake worker goes through the injector,
-//!    open to every worker, as before. So a burst spawned onto an idle runtime spreads two by
+//!    spawn and becomes the home. The worker so picked takes the actor only if it is parked
+//!    (only that condition of step 2 applies here, not its `PLACE_PER_PARK` cap or its
+//!    fresh-queue term): it goes in as a placed actor (step 3). A spawn that picks an awake
+//!    worker goes through the injector, open to every worker, as before: an awake worker
+//!    would run its own actors first. So a burst spawned onto an idle runtime spreads two by
 //!    two, and two actors spawned in a row (a server and its client) tend to start together.
 //!    Handler and migratable actors, which thieves balance at any time, and every spawn on a
 //!    runtime of one worker go through the injector.
 //!
 //! The figures are read with relaxed loads and may lag: a stale one makes one placement less
 //! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
-//! stealable until it starts).
+//! stealable until it starts, in `placed_actors` or the fresh queue of whoever stole it).
 //!
 //! # Shutdown
 //!
@@ -324,9 +330,11 @@ pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<u
         return None;
     }
     let outside = &shared.outside;
-    // Relaxed, all: see `OutsidePlacement` (and `Remote::parked` for the flag).
+    // Relaxed, all: see `OutsidePlacement` (and `Remote::parked` for the flag). The turn is
+    // a load and a store, not a read-modify-write: two spawns that race may see the same one.
     let home = outside.home.load(Ordering::Relaxed);
-    let turn = outside.turn.fetch_add(1, Ordering::Relaxed);
+    let turn = outside.turn.load(Ordering::Relaxed);
+    outside.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
     let other = (home + 1 + turn % (n - 1)) % n;
     let remotes = &shared.remotes;
     let pick = if remotes[other].load() + PLACE_MARGIN <= remotes[home].load() {
@@ -335,9 +343,8 @@ pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<u
     } else {
         home
     };
-    // Only a parked worker, as from inside (step 2): only its owner takes from an inbox, and
-    // an awake owner may be in actor code that never comes back to its loop, while the
-    // injector is open to every worker.
+    // Only a parked worker, as from inside (step 2): an awake one would run its own actors
+    // first, and the injector is open to every worker.
     remotes[pick].parked.load(Ordering::Relaxed).then_some(pick)
 }
 
@@ -393,9 +400,13 @@ pub(crate) struct Remote {
     pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
-    /// Pinned actors of this worker woken from other threads, and unstarted actors placed here
-    /// (`drain_inbox` moves the latter to the fresh queue).
+    /// Pinned actors of this worker woken from other threads (started, so only this worker
+    /// may run them).
     pub(crate) inbox: Injector<Runnable>,
+    /// Process actors placed here by spawns elsewhere and not started yet ("Placement", step
+    /// 3): this worker takes them after its fresh queue, and thieves under the same rule as
+    /// that queue, whose grace (`fresh_mark`) covers them too.
+    pub(crate) placed_actors: Injector<Runnable>,
     /// Raised (release) after every push into `inbox`, lowered by the owner before it drains:
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
     inbox_hint: AtomicBool,
@@ -435,7 +446,17 @@ pub(crate) struct Remote {
 impl Remote {
     /// Actors in this worker's stealable queues now (for the dump and the metrics).
     pub(crate) fn stealable_len(&self) -> usize {
-        self.stealer.len() + self.fresh_stealer.len() + self.free_stealer.len()
+        self.stealer.len()
+            + self.fresh_stealer.len()
+            + self.placed_actors.len()
+            + self.free_stealer.len()
+    }
+
+    /// Whether this worker holds unstarted process actors that other workers may take under
+    /// the balance rule: its fresh queue, and actors placed here. `SeqCst` emptiness checks
+    /// (crossbeam's), as the sleep protocol's re-check needs (`idle.rs`).
+    pub(crate) fn has_unstarted(&self) -> bool {
+        !self.fresh_stealer.is_empty() || !self.placed_actors.is_empty()
     }
 
     pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {
@@ -445,6 +466,7 @@ impl Remote {
             fresh_mark: FreshMark::new(),
             free_stealer: queues.free_fifo.stealer(),
             inbox: Injector::new(),
+            placed_actors: Injector::new(),
             inbox_hint: AtomicBool::new(false),
             unparker,
             safe_point: SafePoint::new(ticks),
@@ -537,14 +559,9 @@ impl Remote {
         self.has_inbox_hint() && self.inbox_hint.swap(false, Ordering::Acquire)
     }
 
-    /// Hands a woken pinned actor to this worker from another thread.
+    /// Hands a woken pinned actor to this worker from another thread, and wakes it.
     pub(crate) fn push_inbox(&self, actor: Runnable) {
         self.stats.remote_wakes.fetch_add(1, Ordering::Relaxed);
-        self.push_inbox_quiet(actor);
-    }
-
-    /// Pushes into the inbox and wakes the owner, without counting a remote wake.
-    fn push_inbox_quiet(&self, actor: Runnable) {
         self.inbox.push(actor);
         // Release: pairs with the acquire swap in `take_inbox_hint`.
         self.inbox_hint.store(true, Ordering::Release);
@@ -559,14 +576,21 @@ impl Remote {
         self.pinned.load(Ordering::Relaxed) + self.placed.load(Ordering::Relaxed)
     }
 
-    /// Step 3 of placement: takes in an unstarted actor that a spawn on another worker placed
-    /// here. It counts in this worker's load until it starts or ends (`ActorCell::unplace`).
+    /// Step 3 of placement: takes in an unstarted actor that a spawn elsewhere placed here,
+    /// and unparks this worker to start it. It counts in this worker's load until it starts or
+    /// ends (`ActorCell::unplace`). The caller then calls `Shared::notify_parked`, as after
+    /// any push of stealable work (`idle.rs`): thieves may take it too.
     pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
-        // Relaxed, both: `placed_on` is published to the popping worker by the inbox's push and
-        // pop, as the body is; `placed` is a figure (see `load`).
+        // Relaxed, both: `placed_on` is published to whoever takes the actor by the queue's
+        // push and steal, as the body is; `placed` is a figure (see `load`).
         actor.placed_on.store(index as u32, Ordering::Relaxed);
         self.placed.fetch_add(1, Ordering::Relaxed);
-        self.push_inbox_quiet(actor);
+        // New unstarted work here starts a grace of its own (`grace.rs`, step 4).
+        if !self.has_unstarted() {
+            self.fresh_mark.clear();
+        }
+        self.placed_actors.push(actor);
+        self.unpark();
     }
 
     /// One actor placed here started, or ended unstarted (`ActorCell::unplace`).
@@ -751,28 +775,32 @@ impl Core {
         }
     }
 
-    /// The owner's end of its two LIFO queues: the deque's newest, else the fresh queue's.
-    fn pop_lifo(&self) -> Option<Runnable> {
-        self.deque.pop().or_else(|| self.fresh.pop())
+    /// The owner's end of its two LIFO queues, the deque's newest, else the fresh queue's;
+    /// else the oldest actor placed here (`remote` is this worker's).
+    fn pop_lifo(&self, remote: &Remote) -> Option<Runnable> {
+        // The emptiness check first: an injector's steal from an empty queue issues a fence,
+        // and most turns find none placed here.
+        let placed = &remote.placed_actors;
+        self.deque
+            .pop()
+            .or_else(|| self.fresh.pop())
+            .or_else(|| (!placed.is_empty()).then(|| settle(|| placed.steal()))?)
     }
 
     /// A new actor, stealable until it starts: a process actor that will pin where it starts
     /// to the fresh queue, any other to the deque.
-    pub(crate) fn push_spawned(&self, actor: Runnable, mark: &FreshMark) {
+    pub(crate) fn push_spawned(&self, actor: Runnable, remote: &Remote) {
         if actor.pins_at_start() {
-            self.push_fresh(actor, mark);
+            // New unstarted work in a worker that held none starts a grace of its own
+            // (`grace.rs`, step 4; the clear comes first, and the push publishes it). The mark
+            // is read first: most spawns find none, and skip the emptiness checks.
+            if remote.fresh_mark.is_marked() && !remote.has_unstarted() {
+                remote.fresh_mark.clear();
+            }
+            self.fresh.push(actor);
         } else {
             self.deque.push(actor);
         }
-    }
-
-    /// Pushes into the fresh queue, whose grace is `mark`: new work in an empty queue starts
-    /// unmarked (`grace.rs`, step 4; the clear comes first, and the push publishes it).
-    fn push_fresh(&self, actor: Runnable, mark: &FreshMark) {
-        if self.fresh.is_empty() {
-            mark.clear();
-        }
-        self.fresh.push(actor);
     }
 
     fn rand(&self) -> u64 {
@@ -936,7 +964,7 @@ impl WorkerLoop<'_> {
                 core.next
                     .take()
                     .or_else(|| core.pop_turn())
-                    .or_else(|| core.pop_lifo())
+                    .or_else(|| core.pop_lifo(self.remote()))
             };
             if let Some(actor) = work {
                 if covered.is_some() || actor.home() == Some(me) {
@@ -1021,7 +1049,7 @@ impl WorkerLoop<'_> {
         }
         let preempted = core.preempted.take();
         if (tick.is_multiple_of(GLOBAL_POLL_INTERVAL) || preempted)
-            && let Some(a) = self.pop_injector().or_else(|| core.pop_lifo())
+            && let Some(a) = self.pop_injector().or_else(|| core.pop_lifo(self.remote()))
         {
             return Some(a);
         }
@@ -1037,7 +1065,7 @@ impl WorkerLoop<'_> {
         }
         self.drain_inbox();
         core.pop_turn()
-            .or_else(|| core.pop_lifo())
+            .or_else(|| core.pop_lifo(self.remote()))
             .or_else(|| self.pop_injector())
     }
 
@@ -1048,24 +1076,14 @@ impl WorkerLoop<'_> {
         }
         let inbox = &self.remote().inbox;
         let mut local = self.core().local.borrow_mut();
-        let mut stealable = false;
-        loop {
-            match inbox.steal() {
-                // Placed here and not started (so not pinned yet): stealable, so that it does
-                // not wait behind a busy actor of this worker while others idle ("Placement").
-                // Acquire: pairs with the release store of `started` at its start.
-                Steal::Success(a) if !a.started.load(Ordering::Acquire) => {
-                    self.core().push_fresh(a, &self.remote().fresh_mark);
-                    stealable = true;
-                }
-                Steal::Success(a) => local.push_back(Turn::Pinned(a)),
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
-        }
-        drop(local);
-        if stealable {
-            self.shared().notify_parked();
+        while let Some(a) = settle(|| inbox.steal()) {
+            // Only started actors come here (`schedule_woken`); unstarted placed ones go to
+            // `placed_actors`. Acquire: pairs with the release store of `started` at start.
+            debug_assert!(
+                a.started.load(Ordering::Acquire),
+                "an unstarted actor in an inbox"
+            );
+            local.push_back(Turn::Pinned(a));
         }
     }
 
@@ -1138,24 +1156,18 @@ impl WorkerLoop<'_> {
     }
 
     /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
-    /// one actor to run: its deque, else its fresh queue (as `fresh` says), else its free FIFO.
+    /// one actor to run: its deque, else its unstarted process actors (its fresh queue, else
+    /// those placed there; as `fresh` says), else its free FIFO.
     fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
         let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
             .or_else(|| {
-                let open = !theirs.fresh_stealer.is_empty()
+                let open = theirs.has_unstarted()
                     && match fresh {
                         Fresh::Open => true,
                         Fresh::Balanced => self.may_take_fresh(theirs),
                     };
-                open.then(|| {
-                    // Into this worker's own fresh queue: as a push (`push_fresh`).
-                    if mine.fresh.is_empty() {
-                        self.remote().fresh_mark.clear();
-                    }
-                    steal_half(&theirs.fresh_stealer, &mine.fresh)
-                })
-                .flatten()
+                open.then(|| self.steal_unstarted(theirs)).flatten()
             })
             .or_else(|| {
                 let (a, stolen) = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
@@ -1169,31 +1181,49 @@ impl WorkerLoop<'_> {
         Some(a)
     }
 
+    /// About half of `theirs`' unstarted process actors into this worker's fresh queue, one
+    /// of them to run: from their fresh queue, else from those placed there.
+    fn steal_unstarted(&self, theirs: &Remote) -> Option<(Runnable, usize)> {
+        let (mine, me) = (self.core(), self.remote());
+        // Into this worker's own fresh queue: as a push (`Core::push_spawned`).
+        if me.fresh_mark.is_marked() && !me.has_unstarted() {
+            me.fresh_mark.clear();
+        }
+        steal_half(&theirs.fresh_stealer, &mine.fresh).or_else(|| {
+            let before = mine.fresh.len();
+            let a = settle(|| theirs.placed_actors.steal_batch_and_pop(&mine.fresh))?;
+            Some((a, mine.fresh.len().saturating_sub(before)))
+        })
+    }
+
     /// Placement, step 5 (module docs): whether this worker, idle, may take unstarted process
-    /// actors from `victim`'s fresh queue, which the caller saw non-empty. Starting one pins
-    /// it here for good, so a worker that already holds pinned (or placed) actors takes them
-    /// only from a worker whose load, counting its fresh queue, is at least `PLACE_MARGIN`
-    /// above its own: the balance a spawn's placement keeps, kept by thieves too. A worker
-    /// that holds nothing takes them freely, and so does one held back from a queue whose
-    /// grace is over (step 6; held back, it marks the queue if nobody has). Relaxed loads, as for placement: a stale figure
-    /// lets one steal through, or holds one back for the grace.
+    /// actors from `victim` (its fresh queue, or those placed there), which the caller saw
+    /// holding some. Starting one pins it here for good, so a worker that already holds
+    /// pinned (or placed) actors takes them only from a worker whose load, counting its fresh
+    /// queue, is at least `PLACE_MARGIN` above its own: the balance a spawn's placement keeps,
+    /// kept by thieves too. A worker that holds nothing takes them freely, and so does one
+    /// held back from work whose grace is over (step 6; held back, it marks the work if nobody
+    /// has). Relaxed loads, as for placement: a stale figure lets one steal through, or holds
+    /// one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
         if self.balance_allows(victim) {
             return true;
         }
         self.core().held_back.set(true);
+        // The clock is read after the caller's look at the queues (`grace.rs`, "Why the grace
+        // is not cut short").
         victim
             .fresh_mark
             .hold_back(self.shared().grace_now())
             .is_zero()
     }
 
-    /// The other workers' fresh queues that the load rule of step 5 holds this worker back
-    /// from now: non-empty, and not `PLACE_MARGIN` more loaded than it.
+    /// The other workers whose unstarted process actors the load rule of step 5 holds this
+    /// worker back from now: they hold some, and are not `PLACE_MARGIN` more loaded than it.
     fn held_back_from(&self) -> impl Iterator<Item = &Remote> {
         let mine = self.remote();
         self.shared().remotes.iter().filter(move |r| {
-            !std::ptr::eq(*r, mine) && !r.fresh_stealer.is_empty() && !self.balance_allows(r)
+            !std::ptr::eq(*r, mine) && r.has_unstarted() && !self.balance_allows(r)
         })
     }
 
@@ -1924,27 +1954,33 @@ impl Searcher for WorkerLoop<'_> {
         self.core().held_back.replace(false) && self.held_back_from().next().is_some()
     }
 
-    /// Placement, step 6 (`grace.rs`, steps 1 and 2).
+    /// Placement, step 6 (`grace.rs`, steps 1 and 2). The clock is read after each look at
+    /// a worker's queues.
     fn grace_left(&self) -> Option<Duration> {
-        let now = self.shared().grace_now();
         self.held_back_from()
             .map(|r| {
                 self.core().held_back.set(true);
-                r.fresh_mark.hold_back(now)
+                r.fresh_mark.hold_back(self.shared().grace_now())
             })
             .min()
     }
 
-    /// Placement, step 6 (`grace.rs`, step 2): a fresh queue whose grace is over, taken as a
-    /// covering spare takes it, without the balance rule. The queue is looked at before its
-    /// mark is read.
+    /// Placement, step 6 (`grace.rs`, step 2): unstarted process actors whose grace is over,
+    /// taken as a covering spare takes them, without the balance rule. A worker that holds no
+    /// pinned actors is never held back, and looks nowhere; the others read a mark (relaxed,
+    /// mostly unmarked) before they look at a queue, then read it again after.
     fn take_held_back(&self) -> Option<Runnable> {
+        if self.remote().load() == 0 {
+            return None;
+        }
         let shared = self.shared();
         (0..shared.remotes.len())
             .filter(|&victim| victim != self.ctx.index)
             .filter(|&victim| {
                 let r = &shared.remotes[victim];
-                !r.fresh_stealer.is_empty() && r.fresh_mark.is_over(|| shared.grace_now())
+                r.fresh_mark.is_marked()
+                    && r.has_unstarted()
+                    && r.fresh_mark.is_over(|| shared.grace_now())
             })
             .find_map(|victim| self.steal_from(victim, Fresh::Open))
     }

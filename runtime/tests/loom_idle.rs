@@ -1,6 +1,8 @@
 //! Loom models of the worker sleep protocol (`idle.rs`) and of the grace (`grace.rs`): the
 //! shipped `Idle::search`, the search and park sequence every worker runs when it has no work,
-//! and the shipped `Grace` it drives, run by modelled workers.
+//! and the shipped `FreshMark` that it consults, run by modelled workers. The workers'
+//! `Searcher` hooks (where they look, how they steal, how they read and make marks) are the
+//! model's own, written like `WorkerLoop`'s; the model checks the protocol, not those.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
@@ -32,7 +34,7 @@
 //! a worker that holds back sleeps without a deadline (a loom deadlock), if one sleeps with a
 //! deadline more than a few times in one execution (a worker spinning on a grace that never
 //! ends, or on one that no longer holds anything back), or if held-back work is taken less
-//! than a grace after it arrived in its queue.
+//! than a grace after its queue's current run of work began.
 #![cfg(loom)]
 
 mod loom_support;
@@ -131,7 +133,7 @@ impl Shared {
         self.notify_parked();
     }
 
-    /// A spawn into the owner's fresh queue (`Core::push_fresh`: the mark cleared first if the
+    /// A spawn into the owner's fresh queue (`Core::push_spawned`: the mark cleared first if the
     /// queue is empty), then `notify_parked`.
     fn push_fresh(&self) {
         if self.fresh.load(SeqCst) == 0 {
