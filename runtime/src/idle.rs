@@ -15,8 +15,8 @@
 //! 1. becomes *searching* if fewer than half of the workers already are
 //!    ([`Idle::try_start_searching`]); a non-searching idle worker does not steal in step 2
 //!    (except what `find` takes: see the second exception below);
-//! 2. looks in its own queues and the injector (and in the fresh queues it held back from
-//!    whose grace is over: see the second exception below) and, if searching, steals
+//! 2. looks in its own queues and the injector (and at the unstarted process actors it held
+//!    back from whose grace is over: see the second exception below) and, if searching, steals
 //!    from the others, for up to [`Searcher::ROUNDS`] rounds; if it finds work it stops
 //!    searching ([`Idle::stop_searching`]) and, if it was the last searcher, wakes one parked
 //!    worker, because more work may be waiting where it did not look;
@@ -57,17 +57,18 @@
 //! earlier version re-checked only in the last searcher; a worker that was awake but not searching
 //! when the last searcher found work and stopped could then park next to a stranded spawn.
 //! `examples/steal_probe.rs` reproduced it.) A second exception, also by design: a worker may hold
-//! back from another worker's fresh queue (process actors not started yet) for a short grace, to
-//! keep pinned load balanced (`worker.rs`, "Placement", steps 5 and 6), in its steals and in its
-//! re-check alike. It then stays answerable for that work: the queue is marked with the time it was
-//! first held back from, its sleep ends when that grace does and, once the grace is over,
-//! [`Idle::search`] takes what is still there, searching or not; if it finds other work first, the
-//! grace runs on, it takes the queue at its next look for work after the grace, and it wakes a
-//! parked worker that may take it sooner. `grace.rs` has that protocol and why nothing held back is
-//! stranded; `search` runs it through the [`Searcher`] hooks `holds_back`, `grace_left` and
-//! `take_held_back`; the loom model runs it with hooks of its own written like the worker's. Work
-//! for a specific worker (a pinned actor's wake, see `worker.rs`) does not go through this set: the
-//! waker unparks that worker's `Parker`, whose token survives an unpark that comes before park.
+//! back from another worker's unstarted process actors (its fresh queue, and those placed on it)
+//! for a short grace, to keep pinned load balanced (`worker.rs`, "Placement", steps 5 and 6), in
+//! its steals and in its re-check alike. It then stays answerable for that work: the work is marked
+//! with the time it was first held back from, its sleep ends when that grace does and, once the
+//! grace is over, [`Idle::search`] takes what is still there, searching or not; if it finds other
+//! work first, the grace runs on, it takes the queue at its next look for work after the grace, and
+//! it wakes a parked worker that may take it sooner. `grace.rs` has that protocol and why nothing
+//! held back is stranded; `search` runs it through the [`Searcher`] hooks `holds_back`,
+//! `grace_left` and `take_held_back`; the loom model runs it with hooks of its own written like the
+//! worker's. Work for a specific worker (a pinned actor's wake, see `worker.rs`) does not go
+//! through this set: the waker unparks that worker's `Parker`, whose token survives an unpark that
+//! comes before park.
 //!
 //! The argument needs the queues' emptiness checks to take part in the `SeqCst` order: crossbeam
 //! -deque 0.8's `Injector::is_empty` and `Stealer::is_empty` use `SeqCst` loads, and its pushes
@@ -121,22 +122,22 @@ pub trait Searcher {
     /// that came before the sleep must make it return at once (a `Parker`'s token).
     fn sleep(&self, timeout: Option<Duration>);
 
-    /// Whether the balance rule holds the worker back from some other worker's non-empty
-    /// fresh queue now (`grace.rs`, step 3); asked after it found work. The default, for a
+    /// Whether the balance rule holds the worker back from some other worker's unstarted
+    /// process actors now (`grace.rs`, step 3); asked after it found work. The default, for a
     /// worker that never holds back: no.
     fn holds_back(&self) -> bool {
         false
     }
 
-    /// The shortest grace left among the fresh queues the worker holds back from, marking
-    /// each that is not marked (`grace.rs`, steps 1 and 2); `None` if it holds back from none,
+    /// The shortest grace left among the workers whose unstarted process actors this worker
+    /// holds back from, marking each that is not marked (`grace.rs`, steps 1 and 2); `None` if it holds back from none,
     /// as by default.
     fn grace_left(&self) -> Option<Duration> {
         None
     }
 
-    /// Takes from a fresh queue whose grace is over, freely (`grace.rs`, step 2); by default,
-    /// nothing.
+    /// Takes unstarted process actors whose grace is over, freely (`grace.rs`, step 2); by
+    /// default, nothing.
     fn take_held_back(&self) -> Option<Self::Work> {
         None
     }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!  spawn ─▶ Shared::spawn_cell ─▶ worker's fresh queue or deque (in an actor), a worker's
-//!                                  inbox (placed), or injector
+//!                                  placed actors (placed), or injector
 //!                                   │
 //!                                   ▼
 //!                     worker loop (worker.rs) pops or steals it,
@@ -769,8 +769,8 @@ impl Shared {
 
     /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque,
     /// where a thief can take it before it starts, another worker's inbox if placement picks
-    /// one (`worker.rs`, "Placement"); from outside the runtime, a worker's inbox for a process
-    /// actor (placement, step 7), else the injector.
+    /// one (`worker.rs`, "Placement"); from outside the runtime, a parked worker's placed
+    /// actors for a process actor (placement, step 7), else the injector.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
@@ -918,7 +918,8 @@ impl Shared {
     }
 
     /// Takes every entry out of the queues that other threads push into: the injector and the
-    /// workers' inboxes and queues of placed actors, or the global queue's. Caller holds the sweep lock (see `after_push`).
+    /// workers' inboxes and queues of placed actors, or the global queue's. Caller holds the
+    /// sweep lock (see `after_push`).
     fn take_shared_queued(&self) -> Vec<Runnable> {
         let mut taken = Vec::new();
         match &self.policy {

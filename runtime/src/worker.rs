@@ -320,8 +320,8 @@ pub(crate) struct OutsidePlacement {
     turn: AtomicUsize,
 }
 
-/// Placement, step 7 (module docs): the worker whose inbox takes a process actor spawned from
-/// outside the runtime; `None` (the worker picked is awake, one worker, an actor that does not
+/// Placement, step 7 (module docs): the worker on which a process actor spawned from outside
+/// the runtime is placed; `None` (the worker picked is awake, one worker, an actor that does not
 /// pin at start, shutdown begun): the injector, as before placement.
 pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<usize> {
     // The workers only, as for placement from inside.
@@ -395,8 +395,9 @@ pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Runnable>,
     /// The stealer end of `Core::fresh`.
     pub(crate) fresh_stealer: Stealer<Runnable>,
-    /// The grace of `Core::fresh` ("Placement", step 6; `grace.rs`): marked by idle workers
-    /// held back from it, cleared by the owner when it pushes into it empty.
+    /// The grace of this worker's unstarted process actors, `Core::fresh` and
+    /// `placed_actors` ("Placement", step 6; `grace.rs`): marked by idle workers held back
+    /// from them, cleared by whoever pushes into them while both are empty.
     pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
@@ -688,9 +689,9 @@ pub(crate) struct Core {
     /// before the local queue, so a preempted actor cannot starve actors that have not started
     /// yet.
     preempted: Cell<bool>,
-    /// Held back from another worker's fresh queue since `Searcher::holds_back` last asked
-    /// ("Placement", step 6): a hint that spares the search that found work a look at every
-    /// fresh queue when it has held back from none.
+    /// Held back from another worker's unstarted process actors since `Searcher::holds_back`
+    /// last asked ("Placement", step 6): a hint that spares the search that found work a look
+    /// at every worker when it has held back from none.
     held_back: Cell<bool>,
 }
 
