@@ -219,10 +219,10 @@ pub struct WorkerDump {
     pub spare: bool,
     /// What it was doing.
     pub state: WorkerState,
-    /// Actors in its stealable queues (its deque, its fresh queue and its free FIFO).
+    /// Actors in its stealable queues (its deque, its fresh queue, the actors placed on it and
+    /// not started, and its free FIFO).
     pub queued: usize,
-    /// Actors handed to it by other threads, not yet taken in (woken pinned actors, placed
-    /// unstarted ones).
+    /// Pinned actors woken by other threads, not yet taken in.
     pub inbox: usize,
 }
 

@@ -4,10 +4,10 @@
 //! A process actor pins to the worker that starts it, so a thief that starts one decides where
 //! it will run for good. Placement (`worker.rs`, "Placement", step 5) keeps pinned load
 //! balanced by holding an idle worker that already holds pinned actors back from another
-//! worker's *fresh queue* (its unstarted process actors) unless that worker is clearly busier.
-//! Held back, the work still needs a worker answerable for it: only its owner pushes that
-//! queue, and the owner may be stuck in actor code that never returns to its loop (a blocking
-//! call, a loop without safe points). The sleep protocol of `idle.rs` takes work only where a
+//! worker's unstarted process actors (its *fresh queue*, and those placed on it) unless that
+//! worker is clearly busier. Held back, the work still needs a worker answerable for it: it is
+//! its owner's to start, and the owner may be stuck in actor code that never returns to its
+//! loop (a blocking call, a loop without safe points). The sleep protocol of `idle.rs` takes work only where a
 //! worker may take it, so a hold-back with no end could leave the work in its queue while
 //! every other worker sleeps. The grace gives the hold-back its end.
 //!
@@ -23,7 +23,7 @@
 //!
 //! # The protocol
 //!
-//! 1. A worker W held back from another worker O's non-empty fresh queue (by the balance rule,
+//! 1. A worker W held back from another worker O's unstarted process actors (by the balance rule,
 //!    in a steal or in the re-check before it sleeps) marks that queue with the time unless it
 //!    is marked ([`FreshMark::hold_back`]), and gets what is left of the queue's grace. W looks
 //!    at the queue before it reads the mark.
@@ -37,21 +37,27 @@
 //! 4. Whoever pushes into the queue while it is empty clears the mark first
 //!    ([`FreshMark::clear`]): O, into its fresh queue, or a spawn that places an actor on O. A
 //!    queue that has run empty and filled again so starts unmarked; work pushed into a queue
-//!    that is not empty joins the current run of work and its grace. (The gap: a thief that
-//!    read the old mark, found it over, and then steals from the refilled queue takes new work
-//!    without its grace, as much as one steal takes, up to half the queue. That makes those
-//!    placements less apt; nothing waits longer for it.)
+//!    that is not empty joins the current run of work and its grace. (The gaps, all races
+//!    with a take: a thief that read the old mark, found it over, and then steals from the
+//!    refilled queue takes new work without its grace, as much as one steal takes, up to half
+//!    the queue; a pusher that saw the queue non-empty just before its last actor was taken
+//!    pushes new work under the old mark, which may be over; and a pusher that saw it empty may
+//!    clear a mark that a thief made for work pushed meanwhile, which then waits one grace
+//!    more. Each makes a placement less apt or a wait a grace longer, once per race; none
+//!    strands work: a cleared mark is made again by the next look.)
 //!
 //! # Why nothing held back is stranded
 //!
-//! Held-back work waits in O's fresh queue. If O comes back to its loop, it runs that queue
-//! itself (it empties its fresh queue before it searches or parks). If it does not, O pushes
-//! nothing, so the mark that the first held-back worker made (step 1) stays for as long as the
-//! work is there, and so does the hold-back: the loads the balance rule weighs do not move
-//! while a held-back worker W sleeps and O is stuck, except by a placement onto W (whose inbox
-//! push unparks W) or onto O (only if O looks parked; `parked` is a relaxed hint, so a stale
-//! one can pick an O that has only just woken), and a change that lets W through makes the
-//! work plain stealable work for W. While W sleeps, its sleep ends with the grace (step 2);
+//! Held-back work waits in O's queue. If O comes back to its loop, it runs that queue itself
+//! (it empties its unstarted actors before it searches or parks). If it does not, O pushes
+//! nothing; a placement may still push onto O, but only into a queue that is not empty (the
+//! held-back work is there), which clears nothing, so the mark that the first held-back
+//! worker made (step 1) stays for as long as the work is there (or, after a clear raced with
+//! it, is made again at the next look), and so does the hold-back: the loads the balance rule
+//! weighs do not move while a held-back worker W sleeps and O is stuck, except by a placement
+//! onto W (which unparks W) or onto O (only if O looks parked; `parked` is a relaxed hint, so
+//! a stale one can pick an O that has only just woken), and a change that lets W through makes
+//! the work plain stealable work for W. While W sleeps, its sleep ends with the grace (step 2);
 //! while W runs work of its own, the grace runs on (step 3), and W's next search after it
 //! takes the work. So held-back work waits about one grace, or until a held-back worker next
 //! looks for work after that; never for good. A worker that is not held back (it holds no
@@ -85,7 +91,7 @@ pub const FRESH_GRACE: Duration = Duration::from_millis(1);
 /// `FRESH_GRACE` in the mark's unit.
 const GRACE_NANOS: u64 = FRESH_GRACE.as_nanos() as u64;
 
-/// The grace of one worker's fresh queue; see the module docs. Times are nanoseconds on the
+/// The grace of one worker's unstarted process actors; see the module docs. Times are nanoseconds on the
 /// runtime's clock (`Shared::grace_now`), which never reads zero.
 #[derive(Debug, Default)]
 pub struct FreshMark {

@@ -7,7 +7,8 @@
 //!
 //! # Spawning after shutdown
 //!
-//! A spawn from outside the runtime pushes the new actor into a shared queue (the injector).
+//! A spawn from outside the runtime pushes the new actor into a queue that other threads push
+//! into: the injector, or the queue of placed actors of the worker it is placed on.
 //! `Runtime::drop` drains those queues one last time after joining its workers; anything pushed
 //! after that drain would never run, never be dropped, and its join would wait forever. A
 //! `Runtime` cannot spawn after its own drop, but a handle can, from any thread. So:

@@ -197,9 +197,10 @@ impl MailboxTotals {
 pub struct WorkerMetrics {
     /// Its counters: runs, steals, parks, preemptions...
     pub counters: WorkerSnapshot,
-    /// Actors in its stealable queues now (its deque, its fresh queue and its free FIFO).
+    /// Actors in its stealable queues now (its deque, its fresh queue, the actors placed on it
+    /// and not started, and its free FIFO).
     pub queued: usize,
-    /// Actors in its inbox now (woken pinned actors, placed unstarted ones).
+    /// Actors in its inbox now (pinned actors woken by other threads).
     pub inbox: usize,
 }
 

@@ -7,8 +7,8 @@
 //!   of started actors). Actor code running on the worker reaches it through the thread's
 //!   context, so every field is a `Cell`/`RefCell` and no borrow is held across a resume.
 //! * [`Remote`]: what other threads may touch (the stealer ends of the deque, the fresh queue
-//!   and the free FIFO, the inbox for wakes of pinned actors, the unparker, the preempt flag,
-//!   the counters). Lives in `Shared`.
+//!   and the free FIFO, the queue of actors placed here, the inbox for wakes of pinned actors,
+//!   the unparker, the preempt flag, the counters). Lives in `Shared`.
 //!
 //! # Run queues of one worker
 //!
@@ -20,7 +20,7 @@
 //! | `placed_actors` | process actors not started yet, placed here by spawns elsewhere (from other workers, or from outside the runtime) | anyone | this worker (after `fresh`), thieves that the balance rule lets, a covering spare |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
 //! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake, batches taken from the injector | this worker | this worker, thieves, a covering spare |
-//! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or placed here | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
+//! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or stolen by this worker | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
 //! | `injector` (shared) | spawns from outside that placement does not place, migratable wakes from outside | anyone | every worker |
 //!
 //! # Finding work
@@ -87,17 +87,17 @@
 //!    spawner's thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
 //!    CPU): the woken worker started the members placed on it, then stole the spawner's own, and
 //!    the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
-//! 6. The grace, and why nothing held back is stranded. Only a worker's own thread pushes its
-//!    fresh queue, and it empties that queue before it searches or parks; but it may be stuck
-//!    in actor code that never comes back to the loop (a blocking call, a loop without safe
-//!    points), with no spare to cover it, and the wakeup argument of `idle.rs` needs a worker
-//!    that sees work to take it. So the first worker held back from a fresh queue marks it
-//!    with the time (`Remote::fresh_mark`), every worker held back from it sleeps no longer
-//!    than `FRESH_GRACE` from that mark, and once the grace is over their searches take the
-//!    work, right after `find`, searching or not. What a held-back worker does meanwhile does
-//!    not move the mark, and a worker that finds work of its own while it holds back wakes a
-//!    parked worker for what it holds back. The owner clears the mark when it pushes into its
-//!    fresh queue empty, so new work gets a grace of its own. `grace.rs` keeps this protocol
+//! 6. The grace, and why nothing held back is stranded. A worker's unstarted process actors
+//!    (its fresh queue and `placed_actors`) are its own to start, and it empties both before it
+//!    searches or parks; but it may be stuck in actor code that never comes back to the loop (a
+//!    blocking call, a loop without safe points), with no spare to cover it, and the wakeup
+//!    argument of `idle.rs` needs a worker that sees work to take it. So the first worker held
+//!    back from them marks them with the time (`Remote::fresh_mark`), every worker held back
+//!    from them sleeps no longer than `FRESH_GRACE` from that mark, and once the grace is over
+//!    their searches take the work, right after `find`, searching or not. What a held-back
+//!    worker does meanwhile does not move the mark, and a worker that finds work of its own
+//!    while it holds back wakes a parked worker for what it holds back. Whoever pushes into
+//!    them while both are empty clears the mark first, so new work gets a grace of its own. `grace.rs` keeps this protocol
 //!    and its argument; `Idle::search` runs it through the `Searcher` hooks (`holds_back`,
 //!    `grace_left`, `take_held_back`), and `tests/loom_idle.rs` models it. Held-back work
 //!    therefore waits for its own worker for about one grace, or, if every worker that holds
@@ -147,8 +147,8 @@
 //!    actors. Then the workers take them out of the registry one by one and unwind them, and
 //!    meet at a second barrier, so that no worker thread exits while migratable code runs.
 //! 5. Each worker repeats 3 for what step 4 queued, and exits.
-//! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes and
-//!    the injector after their owner had finished.
+//! 6. `Runtime::drop` joins the workers, then drops what other threads pushed into inboxes,
+//!    queues of placed actors and the injector after their owner had finished.
 //!
 //! # Polling for I/O
 //!
@@ -1894,6 +1894,7 @@ impl WorkerLoop<'_> {
             || !core.fresh.is_empty()
             || !self.remote().inbox.is_empty()
             || !shared.idle.is_sleeping(self.ctx.index)
+            // And this worker's own `placed_actors`: `any_takeable_work` counts its own queues.
             || self.any_takeable_work()
     }
 
@@ -1937,7 +1938,7 @@ impl Searcher for WorkerLoop<'_> {
     fn sleep(&self, timeout: Option<Duration>) {
         let remote = self.remote();
         remote.stats.bump(&remote.stats.parks);
-        // Relaxed, both: a hint for placement, which publishes nothing; the inbox push of a
+        // Relaxed, both: a hint for placement, which publishes nothing; the push of a
         // placed actor wakes this worker whatever the flag says.
         remote.parked.store(true, Ordering::Relaxed);
         if !self.poll_instead_of_park(timeout) {
