@@ -791,9 +791,7 @@ impl Shared {
                 match worker::place(ctx, &actor) {
                     Some(other) => {
                         stats.bump(&stats.placed);
-                        // Unparks `other`; and it is stealable work, so wake a searcher too.
-                        self.remotes[other].take_placed(other, actor);
-                        self.notify_parked();
+                        self.place_on(other, actor);
                     }
                     None => {
                         ctx.core.push_spawned(actor, &self.remotes[ctx.index]);
@@ -806,13 +804,18 @@ impl Shared {
         });
         if let Some(actor) = outside {
             match worker::place_from_outside(self, &actor) {
-                Some(o) => {
-                    self.remotes[o].take_placed(o, actor);
-                    self.notify_parked();
-                }
+                Some(o) => self.place_on(o, actor),
                 None => self.push_injector(actor),
             }
         }
+    }
+
+    /// Placement, step 3 (`worker.rs`): hands an unstarted process actor to worker `o`, which
+    /// it unparks; and, as after any push of stealable work, wakes a searcher (`idle.rs`):
+    /// thieves may take it too.
+    fn place_on(&self, o: usize, actor: Runnable) {
+        self.remotes[o].take_placed(o, actor);
+        self.notify_parked();
     }
 
     /// Routes a woken actor (the winner of `IDLE -> SCHEDULED`) to a run queue. See the module

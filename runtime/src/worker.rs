@@ -371,11 +371,15 @@ fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     settle(|| from.steal())
 }
 
-/// Steals about half of `from` into `into`, returning one actor to run and how many more went
-/// into `into`.
-fn steal_half(from: &Stealer<Runnable>, into: &Deque<Runnable>) -> Option<(Runnable, usize)> {
+/// Steals about half of a queue into `into` with `steal` (a crossbeam `steal_batch_and_pop`
+/// from another worker's `Stealer` or from an `Injector`), returning one actor to run and how
+/// many more went into `into`.
+fn steal_half(
+    into: &Deque<Runnable>,
+    steal: impl Fn(&Deque<Runnable>) -> Steal<Runnable>,
+) -> Option<(Runnable, usize)> {
     let before = into.len();
-    let a = settle(|| from.steal_batch_and_pop(into))?;
+    let a = settle(|| steal(into))?;
     Some((a, into.len().saturating_sub(before)))
 }
 
@@ -458,6 +462,16 @@ impl Remote {
     /// (crossbeam's), as the sleep protocol's re-check needs (`idle.rs`).
     pub(crate) fn has_unstarted(&self) -> bool {
         !self.fresh_stealer.is_empty() || !self.placed_actors.is_empty()
+    }
+
+    /// Called just before a push of unstarted process actors here, by whoever pushes: new work
+    /// in queues that held none starts a grace of its own (`grace.rs`, step 4; the clear comes
+    /// first, and the push publishes it). The mark is read first: most pushes find none, and
+    /// skip the emptiness checks.
+    fn before_unstarted_push(&self) {
+        if self.fresh_mark.is_marked() && !self.has_unstarted() {
+            self.fresh_mark.clear();
+        }
     }
 
     pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {
@@ -579,17 +593,14 @@ impl Remote {
 
     /// Step 3 of placement: takes in an unstarted actor that a spawn elsewhere placed here,
     /// and unparks this worker to start it. It counts in this worker's load until it starts or
-    /// ends (`ActorCell::unplace`). The caller then calls `Shared::notify_parked`, as after
-    /// any push of stealable work (`idle.rs`): thieves may take it too.
+    /// ends (`ActorCell::unplace`). Called through `Shared::place_on`, which then wakes a
+    /// searcher, as after any push of stealable work (`idle.rs`): thieves may take it too.
     pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
         // Relaxed, both: `placed_on` is published to whoever takes the actor by the queue's
         // push and steal, as the body is; `placed` is a figure (see `load`).
         actor.placed_on.store(index as u32, Ordering::Relaxed);
         self.placed.fetch_add(1, Ordering::Relaxed);
-        // New unstarted work here starts a grace of its own (`grace.rs`, step 4).
-        if !self.has_unstarted() {
-            self.fresh_mark.clear();
-        }
+        self.before_unstarted_push();
         self.placed_actors.push(actor);
         self.unpark();
     }
@@ -792,12 +803,7 @@ impl Core {
     /// to the fresh queue, any other to the deque.
     pub(crate) fn push_spawned(&self, actor: Runnable, remote: &Remote) {
         if actor.pins_at_start() {
-            // New unstarted work in a worker that held none starts a grace of its own
-            // (`grace.rs`, step 4; the clear comes first, and the push publishes it). The mark
-            // is read first: most spawns find none, and skip the emptiness checks.
-            if remote.fresh_mark.is_marked() && !remote.has_unstarted() {
-                remote.fresh_mark.clear();
-            }
+            remote.before_unstarted_push();
             self.fresh.push(actor);
         } else {
             self.deque.push(actor);
@@ -1161,7 +1167,7 @@ impl WorkerLoop<'_> {
     /// those placed there; as `fresh` says), else its free FIFO.
     fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
-        let (a, queued) = steal_half(&theirs.stealer, &mine.deque)
+        let (a, queued) = steal_half(&mine.deque, |d| theirs.stealer.steal_batch_and_pop(d))
             .or_else(|| {
                 let open = theirs.has_unstarted()
                     && match fresh {
@@ -1171,7 +1177,9 @@ impl WorkerLoop<'_> {
                 open.then(|| self.steal_unstarted(theirs)).flatten()
             })
             .or_else(|| {
-                let (a, stolen) = steal_half(&theirs.free_stealer, &mine.free_fifo)?;
+                let (a, stolen) = steal_half(&mine.free_fifo, |d| {
+                    theirs.free_stealer.steal_batch_and_pop(d)
+                })?;
                 // Their turns, after what waits here already.
                 mine.local
                     .borrow_mut()
@@ -1185,16 +1193,11 @@ impl WorkerLoop<'_> {
     /// About half of `theirs`' unstarted process actors into this worker's fresh queue, one
     /// of them to run: from their fresh queue, else from those placed there.
     fn steal_unstarted(&self, theirs: &Remote) -> Option<(Runnable, usize)> {
-        let (mine, me) = (self.core(), self.remote());
-        // Into this worker's own fresh queue: as a push (`Core::push_spawned`).
-        if me.fresh_mark.is_marked() && !me.has_unstarted() {
-            me.fresh_mark.clear();
-        }
-        steal_half(&theirs.fresh_stealer, &mine.fresh).or_else(|| {
-            let before = mine.fresh.len();
-            let a = settle(|| theirs.placed_actors.steal_batch_and_pop(&mine.fresh))?;
-            Some((a, mine.fresh.len().saturating_sub(before)))
-        })
+        let mine = self.core();
+        // Into this worker's own fresh queue: a push.
+        self.remote().before_unstarted_push();
+        steal_half(&mine.fresh, |d| theirs.fresh_stealer.steal_batch_and_pop(d))
+            .or_else(|| steal_half(&mine.fresh, |d| theirs.placed_actors.steal_batch_and_pop(d)))
     }
 
     /// Placement, step 5 (module docs): whether this worker, idle, may take unstarted process
