@@ -135,14 +135,12 @@ impl FreshMark {
         }
     }
 
-    /// Step 4: someone is about to push into the queue, which they found empty. Writes only
-    /// if the queue was marked.
+    /// Step 4: someone is about to push into the queue, which they found empty. (The
+    /// worker's caller, `Remote::before_unstarted_push`, asks `is_marked` first, so unmarked
+    /// queues are not written.)
     pub fn clear(&self) {
-        // Relaxed, both: the push that follows publishes it (see "Why the grace is not cut
-        // short").
-        if self.since.load(Relaxed) != 0 {
-            self.since.store(0, Relaxed);
-        }
+        // Relaxed: the push that follows publishes it (see "Why the grace is not cut short").
+        self.since.store(0, Relaxed);
     }
 }
 
