@@ -39,7 +39,7 @@ use threadlet_runtime::{
     catch_actor_panic,
 };
 
-use crate::mailbox::{self, Poll, UncountedAddr};
+use crate::mailbox::{self, Poll};
 use crate::{Addr, Mailbox};
 
 /// Messages one batch handles at most before the actor goes back into a run queue. Enough to
@@ -90,9 +90,12 @@ pub trait Actor: Send + Sized + 'static {
 }
 
 /// What a handler actor may do besides handling its message: its address, its id, stopping.
+///
+/// It holds the actor's mailbox (the receiving end, which only the program polls): one
+/// pointer, from which an address and the actor's id are made when asked for, so that an idle
+/// handler actor keeps no copies of them (`program_size`).
 pub struct Context<A: Actor> {
-    addr: UncountedAddr<A::Msg>,
-    id: ActorId,
+    mailbox: Mailbox<A::Msg>,
     stopping: bool,
 }
 
@@ -122,19 +125,44 @@ impl<A: Actor> Context<A> {
     /// assert_eq!(h.join().unwrap().0, [3, 2, 1, 0]);
     /// ```
     pub fn addr(&self) -> Addr<A::Msg> {
-        self.addr.addr()
+        self.mailbox.addr()
     }
 
     /// Traps exits for this actor (see [`Mailbox::trap_exits`](crate::Mailbox::trap_exits)):
     /// an exit signal from a linked actor arrives on the returned channel instead of killing
     /// it.
     pub fn trap_exits(&self) -> crate::channel::Receiver<threadlet_runtime::Down> {
-        self.addr.trap_exits()
+        self.mailbox.trap_exits()
     }
 
     /// This actor's id.
+    ///
+    /// ```
+    /// use threadlet::{Actor, Context, RuntimeExt};
+    ///
+    /// struct Me;
+    /// impl Actor for Me {
+    ///     type Msg = threadlet::Addr<threadlet::ActorId>;
+    ///     fn handle(&mut self, reply: Self::Msg, ctx: &mut Context<Self>) {
+    ///         reply.send(ctx.id()).unwrap();
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let (me, h) = rt.start(Me);
+    /// let id = rt.block_on(move || {
+    ///     let (reply, got) = threadlet::spawn_actor(|mb: threadlet::Mailbox<_>| mb.recv());
+    ///     me.send(reply).unwrap();
+    ///     got.join().unwrap().unwrap()
+    /// });
+    /// assert_eq!(id, h.id());
+    /// ```
     pub fn id(&self) -> ActorId {
-        self.id
+        // Set before the program first runs (`Make::into_fn`), to this incarnation's id for
+        // a supervised child's lent mailbox.
+        self.mailbox
+            .actor_id()
+            .expect("a handler actor's mailbox knows its actor")
     }
 
     /// Stops the actor once the current message is handled: its mailbox closes (later sends
@@ -166,7 +194,6 @@ impl<A: Actor> Context<A> {
 impl<A: Actor> fmt::Debug for Context<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("id", &self.id)
             .field("stopping", &self.stopping)
             .finish()
     }
@@ -176,7 +203,7 @@ impl<A: Actor> fmt::Debug for Context<A> {
 struct Program<A: Actor> {
     /// `None` once stopped.
     actor: Option<A>,
-    mailbox: Mailbox<A::Msg>,
+    /// Holds the mailbox, which `batch` polls.
     ctx: Context<A>,
     completion: Option<Completion<A>>,
     started: bool,
@@ -206,7 +233,7 @@ impl<A: Actor> Program<A> {
             }
         }
         for i in 0..BATCH {
-            match self.mailbox.poll(i > 0) {
+            match self.ctx.mailbox.poll(i > 0) {
                 Poll::Message(msg) => {
                     actor.handle(msg, &mut self.ctx);
                     if self.ctx.stopping {
@@ -224,9 +251,10 @@ impl<A: Actor> Program<A> {
     /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything
     /// the actor leaves behind is dropped before `join` returns, as for a process actor.
     fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
-        if !self.mailbox.is_lent() {
-            self.mailbox.close();
-            let left = self.mailbox.take_queued();
+        let mailbox = &self.ctx.mailbox;
+        if !mailbox.is_lent() {
+            mailbox.close();
+            let left = mailbox.take_queued();
             // A message's destructor may panic: it ends nothing more than this actor, which
             // ends.
             let _ = catch_actor_panic(move || drop(left));
@@ -283,11 +311,9 @@ impl<A: Actor> Make<A> {
             Program {
                 actor: Some(actor),
                 ctx: Context {
-                    addr: mailbox.uncounted(),
-                    id,
+                    mailbox,
                     stopping: false,
                 },
-                mailbox,
                 completion: Some(completion),
                 started: false,
                 on_started,
@@ -403,9 +429,10 @@ pub(crate) fn start_on<A: Actor>(
     })
 }
 
-/// An idle handler actor is mostly its program: 72 bytes for a value of one word with a niche
-/// (the `Option` around it then costs nothing) keep it in the 80-byte allocation class
-/// (`docs/benchmarks.md`, "Memory", measured with such an actor).
+/// An idle handler actor is mostly its program: 56 bytes for a value of one word with a niche
+/// (the `Option` around it then costs nothing) keep it in the 64-byte allocation class
+/// (`docs/benchmarks.md`, "Memory", measured with such an actor). The mailbox is held once,
+/// by the context; an address and the id are made from it when asked for.
 #[cfg(all(test, target_pointer_width = "64"))]
 #[test]
 fn program_size() {
@@ -414,5 +441,5 @@ fn program_size() {
         type Msg = ();
         fn handle(&mut self, _: (), _: &mut Context<Self>) {}
     }
-    assert!(std::mem::size_of::<Program<Holder>>() <= 72);
+    assert!(std::mem::size_of::<Program<Holder>>() <= 56);
 }

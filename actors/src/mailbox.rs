@@ -839,6 +839,11 @@ impl<M> Mailbox<M> {
         self.shared.state.lock().actor = Some(id);
     }
 
+    /// The actor whose mailbox this is, once `set_actor` (or an attach) has told it.
+    pub(crate) fn actor_id(&self) -> Option<ActorId> {
+        self.shared.state.lock().actor
+    }
+
     /// A handler actor's receive: a message, or the caller published as the waiter. No
     /// suspension here: the activation returns, and its worker does step 4 of the protocol.
     /// With `past_first` (the batch has handled a message already), a message waiting is left
@@ -914,7 +919,7 @@ impl<M> Mailbox<M> {
     }
 }
 
-/// `Mailbox::trap_exits` and `Context::trap_exits`: the trap channel, made on first use.
+/// `Mailbox::trap_exits` (and so `Context::trap_exits`): the trap channel, made on first use.
 fn trap_exits<M>(shared: &Shared<M>) -> channel::Receiver<Down> {
     let mut st = shared.state.lock();
     let rare = st.rare();
@@ -959,11 +964,6 @@ impl<M> UncountedAddr<M> {
         if let Some(w) = close_shared(&self.shared, false) {
             w.wake();
         }
-    }
-
-    /// See [`Mailbox::trap_exits`].
-    pub(crate) fn trap_exits(&self) -> channel::Receiver<Down> {
-        trap_exits(&self.shared)
     }
 
     /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
