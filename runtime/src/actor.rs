@@ -20,9 +20,9 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
-use std::num::{NonZeroU64, NonZeroUsize};
+use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 use crate::handler::{Activation, Step};
 use crate::home::Home;
 use crate::runtime::Shared;
-use crate::stack::{OwnedStack, Stack};
+use crate::stack::{GuardSpan, OwnedStack, Stack};
 use crate::wait::WaitWord;
 use crate::wake::{WakeAction, WakeState};
 
@@ -122,11 +122,11 @@ unsafe impl corosensei::stack::Stack for ActorStack {
 }
 
 impl ActorStack {
-    /// The start of the guard page below the stack (`stack::GUARD` bytes long).
-    pub(crate) fn guard_page(&self) -> usize {
+    /// Its guard page and usable size, for the overflow reporter.
+    pub(crate) fn guard_span(&self) -> GuardSpan {
         match self {
-            ActorStack::Pooled(s) => s.guard_range().0,
-            ActorStack::Owned(s) => s.guard_range().0,
+            ActorStack::Pooled(s) => s.guard_span(),
+            ActorStack::Owned(s) => s.guard_span(),
         }
     }
 }
@@ -300,6 +300,44 @@ pub(crate) const NO_HOME: u32 = u32::MAX;
 /// In no registry, in `registry_slot` and `handler_slot`.
 const NO_SLOT: u32 = u32::MAX;
 
+// `ActorCell::by_kind` starts out as none for either kind.
+const _: () = assert!(NO_HOME == NO_SLOT);
+
+/// `ActorCell::life`: a worker has started the actor.
+const STARTED: u8 = 1;
+/// `ActorCell::life`: a kill was asked for.
+const KILLED: u8 = 2;
+
+/// What kind of actor a cell is, fixed when it is made: four flags in one byte (four `bool`s
+/// took the cell out of its allocation class; see `actor_cell_size`).
+#[derive(Clone, Copy)]
+struct Traits(u8);
+
+impl Traits {
+    /// Spawned with a name.
+    const NAMED: u8 = 1;
+    /// Spawned migratable (`SpawnOptions::migratable`).
+    const MIGRATABLE: u8 = 2;
+    /// A handler actor (`handler.rs`), not a process actor.
+    const HANDLER: u8 = 4;
+    /// Holds a stack reservation in the slab (`StackSlab::reserve`), released by `end`.
+    const RESERVED: u8 = 8;
+
+    fn new(named: bool, migratable: bool, handler: bool, reserved: bool) -> Traits {
+        let flags = [
+            (named, Traits::NAMED),
+            (migratable, Traits::MIGRATABLE),
+            (handler, Traits::HANDLER),
+            (reserved, Traits::RESERVED),
+        ];
+        Traits(flags.iter().filter(|(on, _)| *on).map(|(_, f)| f).sum())
+    }
+
+    fn has(self, flag: u8) -> bool {
+        self.0 & flag != 0
+    }
+}
+
 /// The shared part of one actor. Reached through [`Waiter::Actor`](crate::Waiter::Actor).
 ///
 /// ```
@@ -319,30 +357,21 @@ const NO_SLOT: u32 = u32::MAX;
 /// ```
 pub struct ActorCell {
     pub(crate) id: ActorId,
-    /// Spawned with a name, which the runtime's `ActorNames` holds while the actor lives (a
-    /// flag, not the name: unnamed actors, most of them, keep 16 bytes; see `actor_cell_size`).
-    pub(crate) named: bool,
-    /// A custom stack size; `None`: the runtime's.
-    pub(crate) stack_size: Option<NonZeroUsize>,
-    pub(crate) migratable: bool,
+    /// What kind of actor it is, fixed at spawn (see `Traits`).
+    traits: Traits,
     pub(crate) state: WakeState,
     /// The worker a started pinned actor belongs to; free before start or if migratable, and
     /// for a handler actor between activations (`home.rs`).
     pub(crate) home: Home,
     /// Index in the owning registry (worker-local or shared), for O(1) removal; `NO_SLOT` in
-    /// none. (Indices are `u32`, as are the two below: a cell is well over 100 bytes, so 2^32
+    /// none. (Indices are `u32`, as is the one below: a cell is well over 100 bytes, so 2^32
     /// live actors would not fit in a 64-bit address space's usable part.)
     pub(crate) registry_slot: AtomicU32,
-    /// The worker whose `Remote::placed` count includes this actor: set when a spawn places it
-    /// there (`worker::place`), reset when it starts or ends unstarted; `NO_HOME` otherwise.
-    /// Touched only by whoever holds the body (the spawner, then the one queue entry's holder),
-    /// so relaxed accesses suffice: the queue push and pop that hand the body over order them.
-    pub(crate) placed_on: AtomicU32,
-    /// A handler actor (`handler.rs`), not a process actor.
-    pub(crate) handler: bool,
-    /// A handler actor's index in its live-table shard's registry of handler actors
-    /// (`live.rs`); `NO_SLOT` in none.
-    pub(crate) handler_slot: AtomicU32,
+    /// One word, two uses that never meet, picked by the actor's kind (fixed at spawn): a
+    /// process actor's placement (`placed_on`), a handler actor's slot in its live-table
+    /// shard (`handler_slot`; handler actors are never placed). Two words took the cell out of
+    /// its allocation class (`actor_cell_size`). `u32::MAX` is none in both.
+    by_kind: AtomicU32,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
     /// Times the actor was preempted, and times a worker ran it (one per run, not per switch);
@@ -360,17 +389,17 @@ pub struct ActorCell {
     /// Its `tracing` span, entered for every run (`trace.rs`).
     #[cfg(feature = "tracing")]
     pub(crate) span: crate::trace::ActorSpan,
-    /// Set (release) when a worker starts the actor; from then on its body belongs to the
-    /// worker running it or to its registry, never to whoever pops a stale queue entry.
-    pub(crate) started: AtomicBool,
-    /// A kill was asked for (`JoinHandle::abort`); the worker that next holds the actor's
-    /// body ends it (`worker.rs`, "Kill").
-    killed: AtomicBool,
-    /// Holds a stack reservation in the slab (`StackSlab::reserve`), released by `end`.
-    reserved: bool,
-    /// The start of the guard page below the actor's stack (`stack::GUARD` bytes; 0 before it
-    /// starts), set when it starts, for the overflow report.
-    pub(crate) guard: Cell<usize>,
+    /// `STARTED` and `KILLED`, one byte (see `actor_cell_size`); both bits are only ever
+    /// raised, each by a read-modify-write, so that neither raise can undo the other.
+    ///
+    /// `STARTED` is raised (release) when a worker starts the actor; from then on its body
+    /// belongs to the worker running it or to its registry, never to whoever pops a stale
+    /// queue entry. `KILLED`: a kill was asked for (`JoinHandle::abort`); the worker that next
+    /// holds the actor's body ends it (`worker.rs`, "Kill").
+    life: AtomicU8,
+    /// The guard page and size of the stack the actor runs on (`NONE` before it starts), set
+    /// when it starts (for a handler actor, at each activation), for the overflow report.
+    pub(crate) guard: Cell<GuardSpan>,
     /// A handler actor's current activation has been preempted: its batch has had a time
     /// slice, and ends after the message at hand (`handler::activation_preempted`). Set and
     /// cleared by the worker running the activation, read by the program running on it.
@@ -380,8 +409,7 @@ pub struct ActorCell {
     pub(crate) shared: Arc<Shared>,
 }
 
-// SAFETY: the fields other threads touch are atomics or immutable (`id`, `named`, `stack_size`,
-// `migratable`, `shared`). `body`, `yielder`, `guard` and `activation_preempted` are touched
+// SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`). `body`, `yielder`, `guard` and `activation_preempted` are touched
 // only by the worker that holds the actor in the `RUNNING` state, which the wake protocol makes
 // exclusive (one queue entry at a time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
 // ever resumed or dropped on its home worker's thread: every wake of it is routed there
@@ -444,24 +472,19 @@ impl ActorCell {
         let handler = matches!(body, Body::Idle(_));
         #[cfg(feature = "tracing")]
         let span = crate::trace::spawned(id.as_u64(), opts.name.as_deref(), handler);
-        let named = opts.name.is_some();
+        let traits = Traits::new(opts.name.is_some(), opts.migratable, handler, reserved);
         if let Some(name) = opts.name {
             shared.names.insert(id, Arc::from(name));
         }
         Arc::new(ActorCell {
             id,
-            named,
-            // 0 is no size: `check_stack_size` refuses it before a spawn gets here.
-            stack_size: opts.stack_size.and_then(NonZeroUsize::new),
-            migratable: opts.migratable,
+            traits,
             state: WakeState::new_scheduled(),
             home: Home::new(),
             registry_slot: AtomicU32::new(NO_SLOT),
-            placed_on: AtomicU32::new(NO_HOME),
-            handler,
-            handler_slot: AtomicU32::new(NO_SLOT),
+            by_kind: AtomicU32::new(NO_HOME),
             yielder: Cell::new(std::ptr::null()),
-            guard: Cell::new(0),
+            guard: Cell::new(GuardSpan::NONE),
             activation_preempted: Cell::new(false),
             preemptions: AtomicU32::new(0),
             runs: AtomicU32::new(0),
@@ -470,9 +493,7 @@ impl ActorCell {
             wait: WaitWord::default(),
             #[cfg(feature = "tracing")]
             span,
-            reserved,
-            started: AtomicBool::new(false),
-            killed: AtomicBool::new(false),
+            life: AtomicU8::new(0),
             body: UnsafeCell::new(body),
             shared,
         })
@@ -530,13 +551,10 @@ impl ActorCell {
     /// assert_eq!(name, None); // `block_on` actors are unnamed
     /// ```
     pub fn name(&self) -> Option<Arc<str>> {
-        self.named.then(|| self.shared.names.get(self.id)).flatten()
-    }
-
-    /// The usable size of the actor's stack (valid once started).
-    pub(crate) fn stack_bytes(&self) -> usize {
-        self.stack_size
-            .map_or(self.shared.slab.stack_size(), NonZeroUsize::get)
+        self.traits
+            .has(Traits::NAMED)
+            .then(|| self.shared.names.get(self.id))
+            .flatten()
     }
 
     /// Wakes the actor (see `wake.rs`): schedules it if it is parked, else leaves a
@@ -572,7 +590,7 @@ impl ActorCell {
         }
         // Release: pairs with the acquire load in `is_killed` on the worker that next takes
         // the body (through the wake below, whose state-word CAS orders it too).
-        self.killed.store(true, Ordering::Release);
+        self.life.fetch_or(KILLED, Ordering::Release);
         // Every worker is asked to preempt its running actor: kills are rare, a spurious
         // yield is cheap, and asking only the worker whose `running_actor` names this actor
         // could race with that worker switching to it. A worker that starts a new time slice
@@ -588,7 +606,28 @@ impl ActorCell {
 
     /// Whether a kill was asked for.
     pub(crate) fn is_killed(&self) -> bool {
-        self.killed.load(Ordering::Acquire)
+        // Acquire: pairs with the release raise in `kill`.
+        self.life.load(Ordering::Acquire) & KILLED != 0
+    }
+
+    /// Marks the actor started, by the worker that starts it (`WorkerLoop::start`, or a
+    /// handler actor's first activation): see `life`.
+    pub(crate) fn mark_started(&self) {
+        // Release: pairs with the acquire load in `has_started`, by whoever later holds a
+        // queue entry of it (a shutdown sweep), which must then leave the body alone.
+        self.life.fetch_or(STARTED, Ordering::Release);
+    }
+
+    /// Whether a worker has started the actor (`mark_started`).
+    pub(crate) fn has_started(&self) -> bool {
+        // Acquire: pairs with the release raise in `mark_started`.
+        self.life.load(Ordering::Acquire) & STARTED != 0
+    }
+
+    /// Whether it was spawned with a name (which the runtime's `ActorNames` holds while it
+    /// lives).
+    pub(crate) fn is_named(&self) -> bool {
+        self.traits.has(Traits::NAMED)
     }
 
     /// The actor has finished, was cancelled, or could not start: wakes become no-ops and its
@@ -607,14 +646,14 @@ impl ActorCell {
         self.unplace();
         self.state.complete();
         self.shared.live.remove(self);
-        if self.reserved {
+        if self.traits.has(Traits::RESERVED) {
             self.shared.slab.unreserve();
         }
     }
 
     /// The last step of `end`: the runtime's table of names lets go of its name.
     pub(crate) fn forget_name(&self) {
-        if self.named {
+        if self.is_named() {
             self.shared.names.remove(self.id);
         }
     }
@@ -642,23 +681,52 @@ impl ActorCell {
     /// The actor stops counting as placed on a worker (`worker::place`): it starts, or ends
     /// without having started. Called by whoever holds the body; a no-op if it was not placed.
     pub(crate) fn unplace(&self) {
+        if self.is_handler() {
+            // Never placed; its word is its `handler_slot`.
+            return;
+        }
         // Relaxed: see `placed_on`.
-        let on = self.placed_on.load(Ordering::Relaxed);
+        let on = self.placed_on().load(Ordering::Relaxed);
         if on != NO_HOME {
-            self.placed_on.store(NO_HOME, Ordering::Relaxed);
+            self.placed_on().store(NO_HOME, Ordering::Relaxed);
             self.shared.remotes[on as usize].unplace_one();
         }
     }
 
+    /// A process actor's placement: the worker whose `Remote::placed` count includes it, set
+    /// when a spawn places it there (`worker::place`), reset when it starts or ends unstarted;
+    /// `NO_HOME` otherwise. Touched only by whoever holds the body (the spawner, then the one
+    /// queue entry's holder), so relaxed accesses suffice: the queue push and pop that hand
+    /// the body over order them.
+    pub(crate) fn placed_on(&self) -> &AtomicU32 {
+        debug_assert!(!self.is_handler(), "handler actors are never placed");
+        &self.by_kind
+    }
+
+    /// A handler actor's index in its live-table shard's registry of handler actors
+    /// (`live.rs`); `NO_SLOT` in none.
+    fn handler_slot(&self) -> &AtomicU32 {
+        debug_assert!(
+            self.is_handler(),
+            "only handler actors are in that registry"
+        );
+        &self.by_kind
+    }
+
     /// Whether this is a handler actor (`handler.rs`).
     pub(crate) fn is_handler(&self) -> bool {
-        self.handler
+        self.traits.has(Traits::HANDLER)
+    }
+
+    /// Whether its spawner made it migratable (`SpawnOptions::migratable`).
+    pub(crate) fn is_migratable(&self) -> bool {
+        self.traits.has(Traits::MIGRATABLE)
     }
 
     /// Whether the worker that starts it keeps it for good: a process actor that is not
     /// migratable.
     pub(crate) fn pins_at_start(&self) -> bool {
-        !self.handler && !self.migratable
+        !self.is_handler() && !self.is_migratable()
     }
 
     /// The pinned home worker, if the actor has started and is not migratable.
@@ -695,14 +763,16 @@ impl Drop for ActorCell {
 }
 
 /// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
-/// 160-byte class (glibc: a 16-byte multiple with 8 bytes of header). The diagnostic fields
+/// 144-byte class (glibc: a 16-byte multiple with 8 bytes of header). The diagnostic fields
 /// (the wait word, runs, CPU time and age, `dump.rs`) took it to 176 until the name left the
-/// cell for the runtime's table of names. Kept here so that a field added without thought
-/// shows up (`docs/benchmarks.md`, "Memory").
+/// cell for the runtime's table of names; it was 136 bytes (the 160-byte class) until its
+/// four kind flags shared a byte (`Traits`), `STARTED` and `KILLED` another (`life`), and the
+/// custom stack size took 32 bits. Kept here so that a field added without thought shows up
+/// (`docs/benchmarks.md`, "Memory").
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
-    assert!(std::mem::size_of::<ActorCell>() <= 136);
+    assert!(std::mem::size_of::<ActorCell>() <= 120);
     assert_eq!(std::mem::size_of::<Body>(), 48);
 }
 
@@ -768,7 +838,7 @@ impl Registry {
     };
     /// The registry whose index lives in `ActorCell::handler_slot` (`live.rs`).
     pub(crate) const HANDLERS: Registry = Registry {
-        slot: |a| &a.handler_slot,
+        slot: |a| a.handler_slot(),
         forgets: true,
     };
 
@@ -857,11 +927,11 @@ impl Runnable {
     /// one is left alone, without touching its body: its worker, or the shutdown's migratable
     /// phase, unwinds it through its registry, possibly right now.
     pub(crate) fn release_at_shutdown(self) {
-        if self.0.started.load(Ordering::Acquire) {
+        if self.0.has_started() {
             return;
         }
-        // SAFETY: the actor has not started (the acquire load pairs with the release store of
-        // `started` in `WorkerLoop::start`/`activate`), so it cannot be woken (only a started
+        // SAFETY: the actor has not started (`has_started`'s acquire load pairs with the release
+        // raise of `mark_started` in `WorkerLoop::start`/`activate`), so it cannot be woken (only a started
         // actor parks) and is in no registry but, for a handler actor, its live-table shard's,
         // which shutdown step 4 swept before the workers were joined; this runs only after
         // that (`Shared::drain_injector`). This entry is its only one, which gives us its

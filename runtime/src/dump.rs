@@ -400,7 +400,7 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
         Phase::Done => ActorState::Ended,
         Phase::Running => ActorState::Running { worker: None },
         // Relaxed: a hint for a report (module docs).
-        Phase::Scheduled if kind == ActorKind::Process && !cell.started.load(Ordering::Relaxed) => {
+        Phase::Scheduled if kind == ActorKind::Process && !cell.has_started() => {
             ActorState::NotStarted
         }
         Phase::Scheduled => ActorState::Runnable,

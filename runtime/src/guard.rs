@@ -59,15 +59,14 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     let actor = context::current_actor_raw();
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
-    if let Some(actor) = unsafe { actor.as_ref() } {
-        let lo = actor.guard.get();
-        if lo != 0 && (lo..lo + crate::stack::GUARD).contains(&addr) {
-            report(actor);
-            // SAFETY: resetting to the default action is async-signal-safe; returning then
-            // re-runs the faulting access, which now kills the process with SIGSEGV.
-            unsafe { libc::signal(sig, libc::SIG_DFL) };
-            return;
-        }
+    if let Some(actor) = unsafe { actor.as_ref() }
+        && actor.guard.get().guards(addr)
+    {
+        report(actor);
+        // SAFETY: resetting to the default action is async-signal-safe; returning then
+        // re-runs the faulting access, which now kills the process with SIGSEGV.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+        return;
     }
     chain(sig, info, uctx);
 }
@@ -155,7 +154,7 @@ fn report(actor: &crate::actor::ActorCell) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
     buf.push_num(actor.id.as_u64());
-    if actor.named {
+    if actor.is_named() {
         // Without waiting: the overflow may have interrupted the holder of the names' lock
         // (a spawn of a named actor), and then the report goes without the name.
         actor.shared.names.read_while_dying(actor.id, |name| {
@@ -165,7 +164,7 @@ fn report(actor: &crate::actor::ActorCell) {
         });
     }
     buf.push(b" overflowed its stack of ");
-    buf.push_num((actor.stack_bytes() / 1024) as u64);
+    buf.push_num((actor.guard.get().usable_size() / 1024) as u64);
     buf.push(
         b" KiB; give it more with Builder::stack_size (whole runtime) or \
           ActorBuilder::stack_size (one actor)\n",

@@ -869,7 +869,7 @@ impl Shared {
 
     /// Pushes stealable work into the injector and wakes a worker for it.
     pub(crate) fn push_injector(&self, actor: Runnable) {
-        if self.is_shutdown() && actor.started.load(Ordering::Acquire) {
+        if self.is_shutdown() && actor.has_started() {
             // A started actor never runs again once shutdown began; its registry unwinds it.
             return;
         }
@@ -914,7 +914,7 @@ impl Shared {
         let _sweep = self.sweep.lock();
         let mut queued = self.take_shared_queued();
         // The entries of started actors are released here; the unstarted go back.
-        queued.retain(|a| !a.started.load(Ordering::Acquire));
+        queued.retain(|a| !a.has_started());
         for a in queued {
             self.requeue_unstarted(a);
         }

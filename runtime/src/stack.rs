@@ -136,9 +136,59 @@ impl Stack {
         self.size
     }
 
-    /// The guard page's address range, for the overflow reporter.
+    /// The guard page's address range.
+    #[cfg(test)]
     pub fn guard_range(&self) -> (usize, usize) {
         (self.slot.get(), self.slot.get() + GUARD)
+    }
+
+    /// Its guard page and usable size, for the overflow reporter.
+    pub(crate) fn guard_span(&self) -> GuardSpan {
+        GuardSpan::new(self.slot.get(), self.size)
+    }
+}
+
+/// What the overflow report knows of the stack an actor runs on (`guard.rs`): where the
+/// stack's guard page starts, and its usable size, in one word (as two, they took the actor
+/// cell out of its allocation class: see `actor_cell_size`).
+///
+/// The guard page's number (its address over `PAGE_SIZE`) fills the low `PAGE_NUMBER_BITS`
+/// bits, the stack's size in pages the bits above. 45 bits of page number cover a 57-bit
+/// address space (five-level paging), and the 19 bits above hold `MAX_STACK_SIZE` in pages.
+/// A stack that would not fit (none on today's machines) gets `NONE`: its overflow is then
+/// reported as a plain crash, without the actor's name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GuardSpan(u64);
+
+/// Low bits of a `GuardSpan`: the guard page's number.
+const PAGE_NUMBER_BITS: u32 = 45;
+
+const _: () = assert!(MAX_STACK_SIZE / PAGE_SIZE < 1 << (64 - PAGE_NUMBER_BITS));
+
+impl GuardSpan {
+    /// No stack (an actor that has not started).
+    pub(crate) const NONE: GuardSpan = GuardSpan(0);
+
+    /// The span of a stack whose guard page starts at `guard`, with `size` usable bytes
+    /// above it (both page aligned).
+    fn new(guard: usize, size: usize) -> GuardSpan {
+        let page = (guard / PAGE_SIZE) as u64;
+        let pages = (size / PAGE_SIZE) as u64;
+        if page == 0 || page >= 1 << PAGE_NUMBER_BITS || pages >= 1 << (64 - PAGE_NUMBER_BITS) {
+            return GuardSpan::NONE;
+        }
+        GuardSpan(pages << PAGE_NUMBER_BITS | page)
+    }
+
+    /// Whether `addr` is in the guard page (never, for `NONE`).
+    pub(crate) fn guards(self, addr: usize) -> bool {
+        let lo = (self.0 & ((1 << PAGE_NUMBER_BITS) - 1)) as usize * PAGE_SIZE;
+        lo != 0 && (lo..lo + GUARD).contains(&addr)
+    }
+
+    /// The stack's usable size in bytes.
+    pub(crate) fn usable_size(self) -> usize {
+        (self.0 >> PAGE_NUMBER_BITS) as usize * PAGE_SIZE
     }
 }
 
@@ -459,8 +509,14 @@ impl OwnedStack {
     }
 
     /// The guard page's address range.
+    #[cfg(test)]
     pub fn guard_range(&self) -> (usize, usize) {
         self.stack.guard_range()
+    }
+
+    /// Its guard page and usable size, for the overflow reporter.
+    pub(crate) fn guard_span(&self) -> GuardSpan {
+        self.stack.guard_span()
     }
 }
 
@@ -624,6 +680,22 @@ fn max_map_count() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guard_span_keeps_its_guard_page_and_size() {
+        let guard = 0x7f12_3456_7000;
+        let span = GuardSpan::new(guard, MAX_STACK_SIZE);
+        assert_eq!(span.usable_size(), MAX_STACK_SIZE);
+        assert!(span.guards(guard) && span.guards(guard + GUARD - 1));
+        assert!(!span.guards(guard - 1) && !span.guards(guard + GUARD));
+        let small = GuardSpan::new(PAGE_SIZE, MIN_STACK_SIZE);
+        assert_eq!(small.usable_size(), MIN_STACK_SIZE);
+        assert!(small.guards(PAGE_SIZE));
+        // None, and what does not fit, guard nothing (the fault is then not ours).
+        assert!(!GuardSpan::NONE.guards(0) && !GuardSpan::NONE.guards(PAGE_SIZE));
+        let beyond = GuardSpan::new(PAGE_SIZE << PAGE_NUMBER_BITS, MIN_STACK_SIZE);
+        assert_eq!(beyond, GuardSpan::NONE);
+    }
 
     #[test]
     fn pool_recycles_warm_stacks() {

@@ -240,7 +240,7 @@ use crate::io::Driver;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
 use crate::spare::{SPARE_POLL_MAX, SPARE_POLL_MIN};
-use crate::stack::StackPool;
+use crate::stack::{GuardSpan, StackPool};
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
@@ -598,7 +598,7 @@ impl Remote {
     pub(crate) fn take_placed(&self, index: usize, actor: Runnable) {
         // Relaxed, both: `placed_on` is published to whoever takes the actor by the queue's
         // push and steal, as the body is; `placed` is a figure (see `load`).
-        actor.placed_on.store(index as u32, Ordering::Relaxed);
+        actor.placed_on().store(index as u32, Ordering::Relaxed);
         self.placed.fetch_add(1, Ordering::Relaxed);
         self.before_unstarted_push();
         self.placed_actors.push(actor);
@@ -618,10 +618,10 @@ impl Remote {
 const IDLE_CARRIERS: usize = 4;
 
 /// A coroutine that runs handler actors' activations one after another (`handler.rs`), with
-/// the guard page of its stack (for the overflow report of the actor it runs).
+/// the guard page and size of its stack (for the overflow report of the actor it runs).
 struct Carrier {
     coroutine: ActorCoroutine,
-    guard: usize,
+    guard: GuardSpan,
 }
 
 /// Sets a body that is `Done`, the placeholder while an activation runs on a lent carrier:
@@ -1085,11 +1085,8 @@ impl WorkerLoop<'_> {
         let mut local = self.core().local.borrow_mut();
         while let Some(a) = settle(|| inbox.steal()) {
             // Only started actors come here (`schedule_woken`); unstarted placed ones go to
-            // `placed_actors`. Acquire: pairs with the release store of `started` at start.
-            debug_assert!(
-                a.started.load(Ordering::Acquire),
-                "an unstarted actor in an inbox"
-            );
+            // `placed_actors`. (`has_started`: acquire, pairs with `mark_started`.)
+            debug_assert!(a.has_started(), "an unstarted actor in an inbox");
             local.push_back(Turn::Pinned(a));
         }
     }
@@ -1482,7 +1479,7 @@ impl WorkerLoop<'_> {
     fn push_yielded(&self, actor: Runnable) {
         match &self.shared().policy {
             Policy::GlobalQueue(gq) => gq.push(actor),
-            Policy::WorkStealing | Policy::Gil(_) if actor.migratable => {
+            Policy::WorkStealing | Policy::Gil(_) if actor.is_migratable() => {
                 self.shared().push_injector(actor);
             }
             Policy::WorkStealing | Policy::Gil(_) => self.core().push_pinned(actor),
@@ -1534,7 +1531,7 @@ impl WorkerLoop<'_> {
         // started process actor's does: a queue entry of it is only a reference, which sweeps
         // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
         // one is held by the live table, which shutdown step 4 sweeps.
-        actor.started.store(true, Ordering::Release);
+        actor.mark_started();
         Some(program)
     }
 
@@ -1543,7 +1540,7 @@ impl WorkerLoop<'_> {
     fn new_carrier(&self) -> std::io::Result<Carrier> {
         let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
         let stack = ActorStack::Pooled(stack);
-        let guard = stack.guard_page();
+        let guard = stack.guard_span();
         let coroutine = Coroutine::with_stack(
             stack,
             |y: &ActorYielder, first: Option<Box<dyn Activation>>| {
@@ -1671,7 +1668,7 @@ impl WorkerLoop<'_> {
                 return false;
             }
         };
-        actor.guard.set(stack.guard_page());
+        actor.guard.set(stack.guard_span());
         let cell: *const ActorCell = Arc::as_ptr(actor);
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, _: Option<_>| {
             // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
@@ -1681,11 +1678,11 @@ impl WorkerLoop<'_> {
             Finished::Process
         });
         *body = Body::Running(coroutine);
-        actor.started.store(true, Ordering::Release);
+        actor.mark_started();
         // Placed here (or, in a race with shutdown's sweep, elsewhere): from now on it counts
         // as pinned instead.
         actor.unplace();
-        if actor.migratable {
+        if actor.is_migratable() {
             shared.register_migratable(actor.clone());
         } else {
             actor.home.pin(self.ctx.index);
@@ -1705,7 +1702,7 @@ impl WorkerLoop<'_> {
 
     /// A started actor whose coroutine is gone leaves its registries and ends.
     fn retire(&self, actor: &ActorRef) {
-        if actor.migratable {
+        if actor.is_migratable() {
             self.shared().unregister_migratable(actor);
         } else if actor.home().is_some() {
             // A pinned process actor, or an activation that had suspended (`pin_activation`).

@@ -1,10 +1,10 @@
 //! A stack overflow in an actor is reported with the actor's name and stack size, not as a bare
-//! segmentation fault. The overflow kills the process, so the test re-runs its own binary in a
+//! segmentation fault. The overflow kills the process, so each test re-runs its own binary in a
 //! child process and reads the child's stderr.
 
 use std::process::Command;
 
-use threadlet_runtime::{Runtime, SpawnOptions};
+use threadlet_runtime::{Activation, Completion, Runtime, SpawnOptions, Step};
 
 const CHILD_ENV: &str = "THREADLET_OVERFLOW_CHILD";
 
@@ -16,6 +16,25 @@ fn recurse(depth: u64) -> u64 {
     r + buf[7] as u64
 }
 
+/// Runs `test` of this binary in a child process (where `CHILD_ENV` makes it overflow), checks
+/// that the child died of `SIGSEGV`, and returns its stderr.
+fn overflow_in_child(test: &str) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the child must die");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigsegv()),
+        "status {:?}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn overflow_names_the_actor() {
     if std::env::var_os(CHILD_ENV).is_some() {
@@ -25,28 +44,41 @@ fn overflow_names_the_actor() {
         let _ = h.join();
         unreachable!("the overflow kills the process");
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "overflow_names_the_actor",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the child must die");
+    let stderr = overflow_in_child("overflow_names_the_actor");
     assert!(
         stderr.contains("'deep-diver' overflowed its stack of 32 KiB"),
         "stderr was: {stderr}"
     );
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        out.status.signal(),
-        Some(libc_sigsegv()),
-        "status {:?}",
-        out.status
+}
+
+/// A handler actor's program that overflows the stack its activation was lent.
+struct Diver(#[allow(dead_code)] Completion<()>);
+
+impl Activation for Diver {
+    fn run(&mut self) -> Step {
+        std::hint::black_box(recurse(1 << 20));
+        Step::Stop
+    }
+}
+
+#[test]
+fn overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder()
+            .workers(1)
+            .stack_size(48 * 1024)
+            .build()
+            .unwrap();
+        let opts = SpawnOptions::new().name("deep-handler");
+        let h = rt.start_handler(opts, |_, done| Diver(done)).unwrap();
+        let _ = h.join();
+        unreachable!("the overflow kills the process");
+    }
+    let stderr =
+        overflow_in_child("overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size");
+    assert!(
+        stderr.contains("'deep-handler' overflowed its stack of 48 KiB"),
+        "stderr was: {stderr}"
     );
 }
 
