@@ -99,6 +99,14 @@ pub struct Context<A: Actor> {
     stopping: bool,
 }
 
+// SAFETY: a `Mailbox` is not `Sync` because its receiving operations (`recv`, `poll`, `close`,
+// `take_queued`) assume one receiver. Through a shared `&Context` none of them is reachable:
+// the field is private, and `Context`'s `&self` methods (`addr`, `trap_exits`, `id`) only make
+// an address, a trap channel or read the id, each under the mailbox's lock, as any address
+// may from any thread. The receiving operations run only through `Program`, which owns the
+// context and hands the user a `&mut` one for a call.
+unsafe impl<A: Actor> Sync for Context<A> {}
+
 impl<A: Actor> Context<A> {
     /// A new address of this actor's mailbox (holding one keeps it running).
     ///
@@ -157,6 +165,8 @@ impl<A: Actor> Context<A> {
     /// });
     /// assert_eq!(id, h.id());
     /// ```
+    ///
+    /// (It is read from the mailbox, under its lock: a context keeps no copy.)
     pub fn id(&self) -> ActorId {
         // Set before the program first runs (`Make::into_fn`), to this incarnation's id for
         // a supervised child's lent mailbox.
@@ -194,6 +204,7 @@ impl<A: Actor> Context<A> {
 impl<A: Actor> fmt::Debug for Context<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
+            .field("id", &self.mailbox.actor_id())
             .field("stopping", &self.stopping)
             .finish()
     }
@@ -442,4 +453,17 @@ fn program_size() {
         fn handle(&mut self, _: (), _: &mut Context<Self>) {}
     }
     assert!(std::mem::size_of::<Program<Holder>>() <= 56);
+}
+
+/// A context may be shared with threads that the actor's `handle` starts (a scoped thread that
+/// sends through `ctx.addr()`), as before it held the mailbox.
+#[test]
+fn context_is_send_and_sync() {
+    fn shared_between_threads<T: Send + Sync>() {}
+    struct Unit;
+    impl Actor for Unit {
+        type Msg = ();
+        fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+    }
+    shared_between_threads::<Context<Unit>>();
 }

@@ -910,8 +910,8 @@ impl<M> Mailbox<M> {
         std::mem::take(&mut self.shared.state.lock().queue)
     }
 
-    /// An address that does not keep the mailbox open: a handler actor's context holds it, so
-    /// that the actor still stops once every address handed out is gone (`handler.rs`).
+    /// An address that does not keep the mailbox open: a supervisor holds one for each child,
+    /// to lend the child's mailbox to its next incarnation (`supervisor.rs`).
     pub(crate) fn uncounted(&self) -> UncountedAddr<M> {
         UncountedAddr {
             shared: self.shared.clone(),

@@ -409,13 +409,14 @@ pub struct ActorCell {
     pub(crate) shared: Arc<Shared>,
 }
 
-// SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`). `body`, `yielder`, `guard` and `activation_preempted` are touched
-// only by the worker that holds the actor in the `RUNNING` state, which the wake protocol makes
-// exclusive (one queue entry at a time, popped by one worker). A started pinned actor's coroutine, which is not `Send`, is only
-// ever resumed or dropped on its home worker's thread: every wake of it is routed there
-// (`Shared::schedule_woken`), thieves never see it (it never enters a stealable queue), and shutdown
-// unwinds it on that thread. A migratable coroutine may move, on the promise its spawner made
-// in `SpawnOptions::migratable`.
+// SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`).
+// `body`, `yielder`, `guard` and `activation_preempted` are touched only by the worker that
+// holds the actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue
+// entry at a time, popped by one worker). A started pinned actor's coroutine, which is not
+// `Send`, is only ever resumed or dropped on its home worker's thread: every wake of it is
+// routed there (`Shared::schedule_woken`), thieves never see it (it never enters a stealable
+// queue), and shutdown unwinds it on that thread. A migratable coroutine may move, on the
+// promise its spawner made in `SpawnOptions::migratable`.
 unsafe impl Send for ActorCell {}
 // SAFETY: as for `Send`: shared access is to atomics and immutable fields only.
 unsafe impl Sync for ActorCell {}
@@ -613,6 +614,12 @@ impl ActorCell {
     /// Marks the actor started, by the worker that starts it (`WorkerLoop::start`, or a
     /// handler actor's first activation): see `life`.
     pub(crate) fn mark_started(&self) {
+        // A handler actor comes here at every activation: the read-modify-write only the
+        // first time. Relaxed: only the holder of the body raises `STARTED`, and the queue
+        // hand-offs that passed the body on carry its earlier raise.
+        if self.life.load(Ordering::Relaxed) & STARTED != 0 {
+            return;
+        }
         // Release: pairs with the acquire load in `has_started`, by whoever later holds a
         // queue entry of it (a shutdown sweep), which must then leave the body alone.
         self.life.fetch_or(STARTED, Ordering::Release);
@@ -766,9 +773,10 @@ impl Drop for ActorCell {
 /// 144-byte class (glibc: a 16-byte multiple with 8 bytes of header). The diagnostic fields
 /// (the wait word, runs, CPU time and age, `dump.rs`) took it to 176 until the name left the
 /// cell for the runtime's table of names; it was 136 bytes (the 160-byte class) until its
-/// four kind flags shared a byte (`Traits`), `STARTED` and `KILLED` another (`life`), and the
-/// custom stack size took 32 bits. Kept here so that a field added without thought shows up
-/// (`docs/benchmarks.md`, "Memory").
+/// four kind flags shared a byte (`Traits`), `STARTED` and `KILLED` another (`life`), the
+/// guard page and the stack's size a word (`GuardSpan`, which replaced a custom size kept
+/// from spawn), and placement and the handler slot another (`by_kind`). Kept here so that a
+/// field added without thought shows up (`docs/benchmarks.md`, "Memory").
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
@@ -930,13 +938,14 @@ impl Runnable {
         if self.0.has_started() {
             return;
         }
-        // SAFETY: the actor has not started (`has_started`'s acquire load pairs with the release
-        // raise of `mark_started` in `WorkerLoop::start`/`activate`), so it cannot be woken (only a started
-        // actor parks) and is in no registry but, for a handler actor, its live-table shard's,
-        // which shutdown step 4 swept before the workers were joined; this runs only after
-        // that (`Shared::drain_injector`). This entry is its only one, which gives us its
-        // body as in `body`. An unstarted body is a `Send` closure (and maybe a stack no code
-        // ran on), or a handler actor's `Send` program, which any thread may drop.
+        // SAFETY: the actor has not started (`has_started`'s acquire load pairs with the
+        // release raise of `mark_started` in `WorkerLoop::start`/`activate`), so it cannot be
+        // woken (only a started actor parks) and is in no registry but, for a handler actor,
+        // its live-table shard's, which shutdown step 4 swept before the workers were joined;
+        // this runs only after that (`Shared::drain_injector`). This entry is its only one,
+        // which gives us its body as in `body`. An unstarted body is a `Send` closure (and
+        // maybe a stack no code ran on), or a handler actor's `Send` program, which any
+        // thread may drop.
         let body = unsafe { &mut *self.0.body.get() };
         self.0.discard_unstarted(body);
     }

@@ -399,7 +399,7 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
     let state = match cell.state.phase() {
         Phase::Done => ActorState::Ended,
         Phase::Running => ActorState::Running { worker: None },
-        // Relaxed: a hint for a report (module docs).
+        // A hint for a report (module docs).
         Phase::Scheduled if kind == ActorKind::Process && !cell.has_started() => {
             ActorState::NotStarted
         }

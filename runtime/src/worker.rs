@@ -187,10 +187,10 @@
 //! `JoinHandle::abort` ends one actor early, by the same means shutdown uses, on the worker
 //! that holds the actor's body:
 //!
-//! 1. The killer raises the actor's `killed` flag (release), and asks every worker to preempt
-//!    its running actor: the target, if it runs now, yields at its next safe point. (A worker
-//!    that lowers such a request when it starts a time slice raises it again if the actor it
-//!    is about to run is killed; see `run_actor`.)
+//! 1. The killer raises the `KILLED` bit of the actor's `life` byte (release), and asks every
+//!    worker to preempt its running actor: the target, if it runs now, yields at its next safe
+//!    point. (A worker that lowers such a request when it starts a time slice raises it again
+//!    if the actor it is about to run is killed; see `run_actor`.)
 //! 2. It wakes the actor. A parked actor is scheduled (to its home worker, if pinned); a
 //!    running one is left `NOTIFIED`. Either way some worker gets the body again: at the pop,
 //!    or when the actor next suspends. A running actor's `park` reads the flag before it would

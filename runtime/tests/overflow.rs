@@ -82,6 +82,54 @@ fn overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size() {
     );
 }
 
+/// A handler actor's program that suspends inside its activation (its carrier then becomes its
+/// own), lets another handler actor run on a fresh carrier meanwhile, then overflows.
+struct SleepThenDive(#[allow(dead_code)] Completion<()>);
+
+impl Activation for SleepThenDive {
+    fn run(&mut self) -> Step {
+        threadlet_runtime::sleep(std::time::Duration::from_millis(20));
+        std::hint::black_box(recurse(1 << 20));
+        Step::Stop
+    }
+}
+
+/// Ends at once: runs on the worker's next carrier while `SleepThenDive` sleeps on its own.
+struct Quick(Option<Completion<()>>);
+
+impl Activation for Quick {
+    fn run(&mut self) -> Step {
+        if let Some(done) = self.0.take() {
+            done.complete(Ok(()));
+        }
+        Step::Stop
+    }
+}
+
+#[test]
+fn overflow_after_a_handler_actor_suspended_in_its_activation() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder()
+            .workers(1)
+            .stack_size(48 * 1024)
+            .build()
+            .unwrap();
+        let opts = SpawnOptions::new().name("resumer");
+        let h = rt
+            .start_handler(opts, |_, done| SleepThenDive(done))
+            .unwrap();
+        let quick = rt.start_handler(SpawnOptions::new(), |_, done| Quick(Some(done)));
+        quick.unwrap().join().unwrap();
+        let _ = h.join();
+        unreachable!("the overflow kills the process");
+    }
+    let stderr = overflow_in_child("overflow_after_a_handler_actor_suspended_in_its_activation");
+    assert!(
+        stderr.contains("'resumer' overflowed its stack of 48 KiB"),
+        "stderr was: {stderr}"
+    );
+}
+
 fn libc_sigsegv() -> i32 {
     11
 }
