@@ -51,50 +51,24 @@ fn overflow_names_the_actor() {
     );
 }
 
-/// A handler actor's program that overflows the stack its activation was lent.
-struct Diver(#[allow(dead_code)] Completion<()>);
+/// A handler actor's program that overflows the stack its activation was lent; with
+/// `sleep_first`, after suspending inside the activation (its carrier then becomes its own).
+struct Diver {
+    sleep_first: bool,
+    _done: Completion<()>,
+}
 
 impl Activation for Diver {
     fn run(&mut self) -> Step {
+        if self.sleep_first {
+            threadlet_runtime::sleep(std::time::Duration::from_millis(20));
+        }
         std::hint::black_box(recurse(1 << 20));
         Step::Stop
     }
 }
 
-#[test]
-fn overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        let rt = Runtime::builder()
-            .workers(1)
-            .stack_size(48 * 1024)
-            .build()
-            .unwrap();
-        let opts = SpawnOptions::new().name("deep-handler");
-        let h = rt.start_handler(opts, |_, done| Diver(done)).unwrap();
-        let _ = h.join();
-        unreachable!("the overflow kills the process");
-    }
-    let stderr =
-        overflow_in_child("overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size");
-    assert!(
-        stderr.contains("'deep-handler' overflowed its stack of 48 KiB"),
-        "stderr was: {stderr}"
-    );
-}
-
-/// A handler actor's program that suspends inside its activation (its carrier then becomes its
-/// own), lets another handler actor run on a fresh carrier meanwhile, then overflows.
-struct SleepThenDive(#[allow(dead_code)] Completion<()>);
-
-impl Activation for SleepThenDive {
-    fn run(&mut self) -> Step {
-        threadlet_runtime::sleep(std::time::Duration::from_millis(20));
-        std::hint::black_box(recurse(1 << 20));
-        Step::Stop
-    }
-}
-
-/// Ends at once: runs on the worker's next carrier while `SleepThenDive` sleeps on its own.
+/// Ends at once: runs on the worker's next carrier while a sleeping `Diver` holds its own.
 struct Quick(Option<Completion<()>>);
 
 impl Activation for Quick {
@@ -106,22 +80,46 @@ impl Activation for Quick {
     }
 }
 
+/// In the child: a handler actor named `name` dives on a one-worker runtime with 48 KiB
+/// stacks; `meanwhile` runs before it is joined.
+fn dive_in_a_handler_actor(name: &str, sleep_first: bool, meanwhile: impl FnOnce(&Runtime)) {
+    let rt = Runtime::builder()
+        .workers(1)
+        .stack_size(48 * 1024)
+        .build()
+        .unwrap();
+    let opts = SpawnOptions::new().name(name);
+    let h = rt
+        .start_handler(opts, |_, done| Diver {
+            sleep_first,
+            _done: done,
+        })
+        .unwrap();
+    meanwhile(&rt);
+    let _ = h.join();
+    unreachable!("the overflow kills the process");
+}
+
+#[test]
+fn overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        dive_in_a_handler_actor("deep-handler", false, |_| ());
+    }
+    let stderr =
+        overflow_in_child("overflow_in_a_handler_actor_names_it_and_the_runtime_stack_size");
+    assert!(
+        stderr.contains("'deep-handler' overflowed its stack of 48 KiB"),
+        "stderr was: {stderr}"
+    );
+}
+
 #[test]
 fn overflow_after_a_handler_actor_suspended_in_its_activation() {
     if std::env::var_os(CHILD_ENV).is_some() {
-        let rt = Runtime::builder()
-            .workers(1)
-            .stack_size(48 * 1024)
-            .build()
-            .unwrap();
-        let opts = SpawnOptions::new().name("resumer");
-        let h = rt
-            .start_handler(opts, |_, done| SleepThenDive(done))
-            .unwrap();
-        let quick = rt.start_handler(SpawnOptions::new(), |_, done| Quick(Some(done)));
-        quick.unwrap().join().unwrap();
-        let _ = h.join();
-        unreachable!("the overflow kills the process");
+        dive_in_a_handler_actor("resumer", true, |rt| {
+            let quick = rt.start_handler(SpawnOptions::new(), |_, done| Quick(Some(done)));
+            quick.unwrap().join().unwrap();
+        });
     }
     let stderr = overflow_in_child("overflow_after_a_handler_actor_suspended_in_its_activation");
     assert!(
