@@ -552,8 +552,7 @@ impl ActorCell {
     /// assert_eq!(name, None); // `block_on` actors are unnamed
     /// ```
     pub fn name(&self) -> Option<Arc<str>> {
-        self.traits
-            .has(Traits::NAMED)
+        self.is_named()
             .then(|| self.shared.names.get(self.id))
             .flatten()
     }

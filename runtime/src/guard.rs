@@ -12,10 +12,11 @@
 //! for every thread it spawns (worker threads included); it only reads a thread-local pointer
 //! and fields of the actor that do not change while it runs (its id, and the span of its
 //! stack's guard page and size, `GuardSpan`, written before it runs on that stack: when a
-//! process actor starts, and before each activation of a handler actor), looks a named actor's name up in the runtime's
-//! table of names if that table's lock is free (a compare-and-swap; the lock is then left
-//! held, since the process dies right after and unlocking could wake a waiter), formats into
-//! a fixed buffer and calls `write(2)`, all of which are async-signal-safe.
+//! process actor starts, and before each activation of a handler actor), looks a named
+//! actor's name up in the runtime's table of names if that table's lock is free (a
+//! compare-and-swap; the lock is then left held, since the process dies right after and
+//! unlocking could wake a waiter), formats into a fixed buffer and calls `write(2)`, all of
+//! which are async-signal-safe.
 
 use std::mem::MaybeUninit;
 use std::sync::Once;
