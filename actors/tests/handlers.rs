@@ -900,8 +900,20 @@ fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
                 let others: Vec<_> = (0..2)
                     .map(|_| threadlet::start(raiser(Arc::default())))
                     .collect();
-                // All four started and idle first, so that each wake below schedules one.
-                while up.load(SeqCst) < 4 {
+                // All four started and idle first, so that each wake below schedules one. An
+                // actor counts itself in `up` in `started`, before its first activation parks:
+                // until it has parked, a wake only leaves it notified (and then the grinder
+                // would stay in this worker's next slot, which no thief takes). So wait for the
+                // dump to show all four waiting on their mailboxes.
+                let ids = [g.id(), r.id(), others[0].1.id(), others[1].1.id()];
+                let handle = threadlet::Handle::current();
+                while up.load(SeqCst) < 4
+                    || !ids.iter().all(|&id| {
+                        handle.dump().actor(id).is_some_and(|a| {
+                            matches!(a.state, threadlet::ActorState::Waiting { .. })
+                        })
+                    })
+                {
                     threadlet::yield_now();
                 }
                 // Each wake of an idle actor takes this worker's next slot and pushes the one
