@@ -135,12 +135,17 @@ impl FreshMark {
         }
     }
 
-    /// Step 4: someone is about to push into the queue, which they found empty. (The
-    /// worker's caller, `Remote::before_unstarted_push`, asks `is_marked` first, so unmarked
-    /// queues are not written.)
-    pub fn clear(&self) {
-        // Relaxed: the push that follows publishes it (see "Why the grace is not cut short").
-        self.since.store(0, Relaxed);
+    /// Step 4: someone is about to push into the queue. If it is marked and `is_empty()`
+    /// says the queue holds nothing, the mark is cleared, so that the new work gets a grace of
+    /// its own. The mark is read first: most pushes find none, and skip the emptiness check
+    /// (and no write touches an unmarked queue's mark). The runtime's one caller is
+    /// `Remote::before_unstarted_push`; the loom model (`tests/loom_idle.rs`) calls it too.
+    pub fn before_push(&self, is_empty: impl FnOnce() -> bool) {
+        if self.is_marked() && is_empty() {
+            // Relaxed: the push that follows publishes it (see "Why the grace is not cut
+            // short").
+            self.since.store(0, Relaxed);
+        }
     }
 }
 
@@ -169,7 +174,12 @@ mod tests {
     fn new_work_in_an_empty_queue_starts_a_new_grace() {
         let m = FreshMark::new();
         m.hold_back(10);
-        m.clear();
+        m.before_push(|| false);
+        assert!(
+            m.is_over(|| 10 + G),
+            "a push behind work waiting keeps the mark"
+        );
+        m.before_push(|| true);
         assert!(!m.is_over(|| 10 + 5 * G), "cleared");
         assert_eq!(m.hold_back(10 + 5 * G), FRESH_GRACE, "a grace of its own");
         assert!(m.is_over(|| 10 + 6 * G));

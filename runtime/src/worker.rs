@@ -466,12 +466,9 @@ impl Remote {
 
     /// Called just before a push of unstarted process actors here, by whoever pushes: new work
     /// in queues that held none starts a grace of its own (`grace.rs`, step 4; the clear comes
-    /// first, and the push publishes it). The mark is read first: most pushes find none, and
-    /// skip the emptiness checks.
+    /// first, and the push publishes it).
     fn before_unstarted_push(&self) {
-        if self.fresh_mark.is_marked() && !self.has_unstarted() {
-            self.fresh_mark.clear();
-        }
+        self.fresh_mark.before_push(|| !self.has_unstarted());
     }
 
     pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {

@@ -133,13 +133,15 @@ impl Shared {
         self.notify_parked();
     }
 
-    /// A spawn into the owner's fresh queue (`Core::push_spawned`: the mark cleared first if the
-    /// queue is empty), then `notify_parked`.
+    /// A spawn into the owner's fresh queue (`Core::push_spawned`: the shipped
+    /// `FreshMark::before_push` first, as `Remote::before_unstarted_push` calls it), then
+    /// `notify_parked`.
     fn push_fresh(&self) {
         if self.fresh.load(SeqCst) == 0 {
-            self.mark.clear();
+            // The model's own record: a run of work begins (for the lower-bound check).
             self.fresh_since.store(self.clock.now(), SeqCst);
         }
+        self.mark.before_push(|| self.fresh.load(SeqCst) == 0);
         self.fresh.fetch_add(1, SeqCst);
         self.notify_parked();
     }
