@@ -902,18 +902,24 @@ fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
                     .collect();
                 // All four started and idle first, so that each wake below schedules one. An
                 // actor counts itself in `up` in `started`, before its first activation parks:
-                // until it has parked, a wake only leaves it notified (and then the grinder
-                // would stay in this worker's next slot, which no thief takes). So wait for the
-                // dump to show all four waiting on their mailboxes.
+                // until it has parked, a wake only leaves it notified and schedules nothing.
+                // Then the actor woken before it is not pushed out of this worker's next slot
+                // (which no thief takes) into the deque: the grinder would stay there. So wait
+                // for the dump to show all four waiting on their mailboxes.
                 let ids = [g.id(), r.id(), others[0].1.id(), others[1].1.id()];
                 let handle = threadlet::Handle::current();
-                while up.load(SeqCst) < 4
-                    || !ids.iter().all(|&id| {
-                        handle.dump().actor(id).is_some_and(|a| {
-                            matches!(a.state, threadlet::ActorState::Waiting { .. })
-                        })
+                let parked = |id| {
+                    handle.dump().actor(id).is_some_and(|a| {
+                        matches!(
+                            a.state,
+                            threadlet::ActorState::Waiting {
+                                on: threadlet::Wait::Message,
+                                ..
+                            }
+                        )
                     })
-                {
+                };
+                while up.load(SeqCst) < 4 || !ids.iter().all(|&id| parked(id)) {
                     threadlet::yield_now();
                 }
                 // Each wake of an idle actor takes this worker's next slot and pushes the one

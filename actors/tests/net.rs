@@ -488,7 +488,14 @@ fn a_ready_socket_does_not_wait_for_the_worker_that_polled() {
             }));
             roles.push(role_tx);
         }
+        // A candidate that ended without reporting ends the wait instead of hanging it.
+        drop(homes_tx);
         let homes: Vec<(usize, Option<usize>)> = homes_rx.iter().take(CANDIDATES).collect();
+        assert_eq!(
+            homes.len(),
+            CANDIDATES,
+            "a candidate ended before it reported"
+        );
         let (hog, hog_at) = homes[0];
         let echo = homes.iter().find(|&&(_, w)| w != hog_at).map(|&(i, _)| i);
         let Some(echo) = echo else {
@@ -529,10 +536,11 @@ fn a_ready_socket_does_not_wait_for_the_worker_that_polled() {
         c2.write_all(b"y").unwrap();
         let mut b = [0u8; 1];
         c2.read_exact(&mut b).unwrap();
-        let saw_echo = within_watchdog("the hog", move || {
-            candidates.into_iter().all(|c| c.join().unwrap())
+        // Every candidate joined (an echo's panic shows as such), then the hog's answer.
+        let ended: Vec<bool> = within_watchdog("the hog", move || {
+            candidates.into_iter().map(|c| c.join().unwrap()).collect()
         });
-        assert!(saw_echo, "the echo waited for the busy worker");
+        assert!(ended[hog], "the echo waited for the busy worker");
         return;
     }
 }

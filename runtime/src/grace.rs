@@ -35,7 +35,7 @@
 //!    take the held-back work sooner. The mark does not move: the grace runs on through W's
 //!    own work.
 //! 4. Whoever pushes into the queue while it is empty clears the mark first
-//!    ([`FreshMark::clear`]): O, into its fresh queue, or a spawn that places an actor on O. A
+//!    ([`FreshMark::before_push`]): O, into its fresh queue, or a spawn that places an actor on O. A
 //!    queue that has run empty and filled again so starts unmarked; work pushed into a queue
 //!    that is not empty joins the current run of work and its grace. (The gaps, all races
 //!    with a take: a thief that read the old mark, found it over, and then steals from the

@@ -137,11 +137,18 @@ impl Shared {
     /// `FreshMark::before_push` first, as `Remote::before_unstarted_push` calls it), then
     /// `notify_parked`.
     fn push_fresh(&self) {
-        if self.fresh.load(SeqCst) == 0 {
+        // The emptiness that `before_push` reads (only if the queue is marked, as in the
+        // runtime) is the one the model's own record goes by, so that the two cannot disagree.
+        let mut seen_empty = None;
+        self.mark.before_push(|| {
+            let empty = self.fresh.load(SeqCst) == 0;
+            seen_empty = Some(empty);
+            empty
+        });
+        if seen_empty.unwrap_or_else(|| self.fresh.load(SeqCst) == 0) {
             // The model's own record: a run of work begins (for the lower-bound check).
             self.fresh_since.store(self.clock.now(), SeqCst);
         }
-        self.mark.before_push(|| self.fresh.load(SeqCst) == 0);
         self.fresh.fetch_add(1, SeqCst);
         self.notify_parked();
     }
