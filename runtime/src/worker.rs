@@ -790,10 +790,13 @@ impl Core {
         // The emptiness check first: an injector's steal from an empty queue issues a fence,
         // and most turns find none placed here.
         let placed = &remote.placed_actors;
-        self.deque
-            .pop()
-            .or_else(|| self.fresh.pop())
-            .or_else(|| (!placed.is_empty()).then(|| settle(|| placed.steal()))?)
+        self.deque.pop().or_else(|| self.fresh.pop()).or_else(|| {
+            if placed.is_empty() {
+                None
+            } else {
+                settle(|| placed.steal())
+            }
+        })
     }
 
     /// A new actor, stealable until it starts: a process actor that will pin where it starts
