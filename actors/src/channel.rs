@@ -422,7 +422,7 @@ impl<T> Woken<T> {
             s.waiter.wake();
         }
         for w in self.watchers {
-            w.wake();
+            w.wake_by_value();
         }
     }
 }
@@ -1262,7 +1262,7 @@ impl<T> Chan<T> {
         };
         wake_all(woken.0);
         for w in woken.1 {
-            w.wake();
+            w.wake_by_value();
         }
     }
 }

@@ -962,7 +962,7 @@ impl<M> UncountedAddr<M> {
     pub(crate) fn close(&self) {
         // The owner may be parked in `recv` on an empty queue: it must see the close.
         if let Some(w) = close_shared(&self.shared, false) {
-            w.wake();
+            w.wake_by_value();
         }
     }
 
@@ -1276,7 +1276,7 @@ impl<M> Addr<M> {
             st.waiter.take()
         };
         if let Some(w) = waiter {
-            w.wake();
+            w.wake_by_value();
         }
         Ok(())
     }
@@ -1317,7 +1317,7 @@ impl<M> Addr<M> {
             st.waiter.take()
         };
         if let Some(w) = waiter {
-            w.wake();
+            w.wake_by_value();
         }
         Ok(())
     }
@@ -1385,7 +1385,7 @@ impl<M> Addr<M> {
                 let w = st.waiter.take();
                 drop(st);
                 if let Some(w) = w {
-                    w.wake();
+                    w.wake_by_value();
                 }
                 return Ok(());
             }
@@ -1399,7 +1399,7 @@ impl<M> Addr<M> {
             (slot, st.waiter.take(), st.actor)
         };
         if let Some(w) = owner {
-            w.wake();
+            w.wake_by_value();
         }
         let waiting = WaitingSender {
             shared: &self.shared,
@@ -1861,7 +1861,7 @@ impl<M> Drop for Addr<M> {
             }
         };
         if let Some(w) = waiter {
-            w.wake();
+            w.wake_by_value();
         }
     }
 }

@@ -581,6 +581,19 @@ impl ActorCell {
         }
     }
 
+    /// `wake` that gives up the caller's reference: a wake that schedules the actor makes its
+    /// entry from this reference instead of a new one. A waiter taken out of a mailbox or a
+    /// channel and woken so costs no reference-count traffic: `wake` and a drop cost a clone
+    /// and a release, each a locked instruction, on every message to a parked actor.
+    #[inline]
+    pub(crate) fn wake_by_value(self: Arc<ActorCell>) {
+        if self.state.wake() == WakeAction::Schedule {
+            crate::trace::woken(&self);
+            // This wake won `IDLE -> SCHEDULED`: this reference becomes the actor's one entry.
+            Shared::schedule_woken_owned(Runnable(self));
+        }
+    }
+
     /// Asks for the actor to be killed (`worker.rs`, "Kill", steps 1 and 2): raises the flag,
     /// asks the worker running it (if any) to preempt it at its next safe point, and wakes it
     /// so that a parked actor is scheduled. `false` if it had already ended.

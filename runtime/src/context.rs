@@ -700,6 +700,27 @@ impl Waiter {
         }
     }
 
+    /// Wakes the waiter and gives it up: what to call on a waiter taken out of a queue or a
+    /// slot, where `wake` and then dropping it would cost an actor's reference count a clone
+    /// and a release (its reference becomes the actor's queue entry instead).
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter, park};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     Waiter::current().wake_by_value();
+    ///     park().unwrap(); // returns at once: the wake was kept
+    /// });
+    /// ```
+    #[inline]
+    pub fn wake_by_value(self) {
+        match self {
+            Waiter::Actor(a) => a.wake_by_value(),
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+
     /// Whether both name the same actor or thread.
     ///
     /// ```

@@ -263,7 +263,7 @@ impl Driver {
             state.notify(readable, writable, closed, woken);
         }
         for w in woken.drain(..) {
-            w.wake();
+            w.wake_by_value();
         }
     }
 
@@ -386,7 +386,7 @@ impl IoState {
             r.drain(..).chain(wr.drain(..)).collect()
         };
         for waiter in woken {
-            waiter.wake();
+            waiter.wake_by_value();
         }
     }
 

@@ -624,7 +624,7 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
     impl Drop for WakeOnDrop {
         fn drop(&mut self) {
             if let Some(w) = self.0.take() {
-                w.wake();
+                w.wake_by_value();
             }
         }
     }

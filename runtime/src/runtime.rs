@@ -818,9 +818,32 @@ impl Shared {
         self.notify_parked();
     }
 
+    /// `schedule_woken` for an entry made from the waker's own reference
+    /// (`ActorCell::wake_by_value`), which may be the last one to the actor and, through it, to
+    /// its runtime: once the entry is in a queue, a worker may run the actor to its end and
+    /// drop it before this call returns. On a worker of the actor's runtime, the worker's
+    /// context holds the runtime for the whole call; anywhere else, the call takes a reference
+    /// of its own for its length.
+    pub(crate) fn schedule_woken_owned(actor: Runnable) {
+        context::with_worker(|ctx| match ctx {
+            Some(ctx) if std::ptr::eq(&*ctx.shared, &*actor.actor().shared) => {
+                ctx.shared.schedule_woken_from(Some(ctx), actor);
+            }
+            _ => {
+                let shared = actor.actor().shared.clone();
+                shared.schedule_woken_from(ctx, actor);
+            }
+        });
+    }
+
     /// Routes a woken actor (the winner of `IDLE -> SCHEDULED`) to a run queue. See the module
     /// docs of `actor.rs` for why pinned actors only go to their home worker.
     pub(crate) fn schedule_woken(&self, actor: Runnable) {
+        context::with_worker(|ctx| self.schedule_woken_from(ctx, actor));
+    }
+
+    /// `schedule_woken` on the thread whose worker context, if it is a worker, is `ctx`.
+    fn schedule_woken_from(&self, ctx: Option<&context::WorkerContext>, actor: Runnable) {
         if self.is_shutdown() {
             // It will never run again: its registry unwinds it (`worker.rs`, "Shutdown").
             return;
@@ -835,35 +858,29 @@ impl Shared {
                 }
                 self.after_push();
             }
-            Policy::WorkStealing | Policy::Gil(_) => self.schedule_woken_stealable(actor),
+            Policy::WorkStealing | Policy::Gil(_) => self.schedule_woken_stealable(ctx, actor),
         }
     }
 
-    /// `schedule_woken` under work stealing.
-    fn schedule_woken_stealable(&self, actor: Runnable) {
+    /// `schedule_woken` under work stealing: the next slot of the waker's worker if it may run
+    /// the actor, else the actor's home's inbox, or the injector.
+    fn schedule_woken_stealable(&self, ctx: Option<&context::WorkerContext>, actor: Runnable) {
         let home = actor.home();
-        // The actor moves into the closure and comes back only if it must go elsewhere.
-        let mut stealable = false;
-        let elsewhere = context::with_worker(|ctx| match ctx {
+        match ctx {
             Some(ctx)
                 if std::ptr::eq(&*ctx.shared, self) && home.is_none_or(|h| h == ctx.index) =>
             {
-                stealable = ctx.core.push_next(actor);
-                None
+                if ctx.core.push_next(actor) {
+                    self.notify_parked();
+                }
             }
-            _ => Some(actor),
-        });
-        if stealable {
-            self.notify_parked();
-        }
-        if let Some(actor) = elsewhere {
-            match home {
+            _ => match home {
                 Some(h) => {
                     self.remotes[h].push_inbox(actor);
                     self.after_push();
                 }
                 None => self.push_injector(actor),
-            }
+            },
         }
     }
 

@@ -71,7 +71,7 @@ impl TimerAction {
     /// Runs the action (step 3), containing a callback's panic (step 5).
     fn fire(self) {
         match self {
-            TimerAction::Wake(w) => w.wake(),
+            TimerAction::Wake(w) => w.wake_by_value(),
             TimerAction::Call(f) => {
                 fault::contain("a timer callback (call_at, send_after)", f);
             }
