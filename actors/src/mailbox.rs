@@ -53,7 +53,11 @@
 //!
 //! The owner moves messages in, so a place freed is never lost between senders: there is no
 //! wake of a sender that then finds the place taken. The queue never holds more than the
-//! capacity, and a flood of senders costs one parked slot each, not queue growth.
+//! capacity, and a flood of senders costs one parked slot each, not queue growth. The one
+//! exception is a send that cannot wait (`try_send`, a timer's delivery) to a capacity-0
+//! mailbox whose owner waits for a message, with nobody in line: as a non-blocking send on an
+//! unbuffered Go channel meets a waiting receiver, it is accepted into the queue and takes
+//! the owner's waiter, so the next one is refused until the owner has taken it.
 //!
 //! # Conservation
 //!
@@ -253,6 +257,22 @@ impl<M> State<M> {
     fn has_room(&self) -> bool {
         // Always for an unbounded mailbox: one flag, no look at the rare block.
         !self.bounded || self.queue.len() < self.rare.as_ref().map_or(usize::MAX, |r| r.cap)
+    }
+
+    /// Whether the owner of a capacity-0 mailbox waits for a message now (parked in `recv`, a
+    /// handler actor between messages, or a select), with nothing queued and no sender in
+    /// line: the one time a send that cannot wait (`try_send`, a timer's delivery) meets it,
+    /// as a non-blocking send on an unbuffered Go channel meets a waiting receiver. The
+    /// message then goes into the queue, and the sender takes the recorded waiter, so a
+    /// second such send finds none and is refused: the queue holds at most that one.
+    fn owner_waits_at_rendezvous(&self) -> bool {
+        self.bounded
+            && self.waiter.is_some()
+            && self.queue.is_empty()
+            && self
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.cap == 0 && r.waiting_senders.is_empty())
     }
 
     /// Takes the next message for the owner. The place it frees goes to the first waiting
@@ -1281,7 +1301,9 @@ impl<M> Addr<M> {
         Ok(())
     }
 
-    /// Sends without waiting: fails with `Full` when a bounded mailbox has no room.
+    /// Sends without waiting: fails with `Full` when a bounded mailbox has no room. A
+    /// capacity-0 mailbox has room only for a message its owner is waiting for: `try_send`
+    /// succeeds while the owner waits to receive, and is refused otherwise.
     ///
     /// ```
     /// use threadlet::channel::TrySendError;
@@ -1304,12 +1326,18 @@ impl<M> Addr<M> {
     /// ```
     pub fn try_send(&self, msg: M) -> Result<(), TrySendError<M>> {
         checkpoint();
+        self.try_send_now(msg)
+    }
+
+    /// `try_send` without the safe point, for a caller that holds a lock of its own (a
+    /// delayed message's slot, `timers.rs`).
+    pub(crate) fn try_send_now(&self, msg: M) -> Result<(), TrySendError<M>> {
         let waiter = {
             let mut st = self.shared.state.lock();
             if st.closed {
                 return Err(TrySendError::Disconnected(msg));
             }
-            if !st.has_room() {
+            if !st.has_room() && !st.owner_waits_at_rendezvous() {
                 return Err(TrySendError::Full(msg));
             }
             st.queue.push_back(msg);

@@ -14,7 +14,9 @@
 //! never wait: a full bounded mailbox would stall every timer of the runtime. So they send with
 //! `try_send`. A delayed message that finds the mailbox full goes back into its slot and is
 //! tried again [`FULL_RETRY`] later (still cancellable); an interval tick that finds it full is
-//! skipped, as tokio's `MissedTickBehavior::Skip` does.
+//! skipped, as tokio's `MissedTickBehavior::Skip` does. A capacity-0 mailbox, which has room
+//! only for a message its owner waits for, takes a delayed message at the first try that finds
+//! its owner waiting (`Addr::try_send`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,17 +96,28 @@ pub(crate) fn send_after<M: Send + 'static>(
 }
 
 /// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full).
+///
+/// The slot stays locked across the try, so that a `cancel` meanwhile waits for its outcome: a
+/// message sent is gone from the slot (`cancel` reports `false`), and one refused for a full
+/// mailbox is back in it (`cancel` takes it and reports `true`), never the other way round.
 fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: Instant) {
     call_at(deadline, move || {
-        let msg = slot.0.lock().take();
-        if let Some(msg) = msg {
-            match addr.try_send(msg) {
-                // The actor may have ended: then there is nobody to hand the message back to.
-                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(msg)) => {
-                    *slot.0.lock() = Some(msg);
-                    deliver(addr, slot, Instant::now() + FULL_RETRY);
-                }
+        let mut held = slot.0.lock();
+        let Some(msg) = held.take() else {
+            return; // cancelled
+        };
+        match addr.try_send_now(msg) {
+            Ok(()) => {}
+            // The actor has ended: there is nobody to hand the message back to. Dropped after
+            // unlocking: its destructor may use the timer again.
+            Err(TrySendError::Disconnected(msg)) => {
+                drop(held);
+                drop(msg);
+            }
+            Err(TrySendError::Full(msg)) => {
+                *held = Some(msg);
+                drop(held);
+                deliver(addr, slot, Instant::now() + FULL_RETRY);
             }
         }
     });
@@ -143,7 +156,7 @@ fn tick<M, F>(
         if interval.0.load(Ordering::Relaxed) {
             return; // cancelled
         }
-        if let Err(TrySendError::Disconnected(_)) = addr.try_send(make_msg()) {
+        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg()) {
             return; // the actor is gone
         }
         // (A full bounded mailbox skips this tick.)

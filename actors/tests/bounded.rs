@@ -105,9 +105,11 @@ fn try_send_and_send_timeout_hand_the_message_back_when_there_is_no_room() {
 #[test]
 fn capacity_zero_is_a_rendezvous() {
     let rt = Runtime::builder().workers(2).build().unwrap();
+    let (go_tx, go_rx) = threadlet::channel::bounded::<()>(1);
     let (addr, h) = ActorBuilder::new()
         .mailbox_capacity(0)
         .spawn_actor_on(&rt, move |mb: Mailbox<usize>| {
+            go_rx.recv().unwrap();
             let mut got = Vec::new();
             while let Some(n) = mb.recv() {
                 threadlet::sleep(Duration::from_millis(1));
@@ -116,8 +118,10 @@ fn capacity_zero_is_a_rendezvous() {
             got
         })
         .unwrap();
-    // No queue at all: a message waits with its sender until the actor takes it.
+    // No queue at all: while the actor is not receiving, a send that cannot wait is refused,
+    // and a send waits with its message until the actor takes it.
     assert_eq!(addr.try_send(9), Err(TrySendError::Full(9)));
+    go_tx.send(()).unwrap();
     for n in 0..20 {
         addr.send(n).unwrap();
         assert!(addr.is_empty()); // taken, not queued
@@ -275,4 +279,41 @@ fn a_select_on_a_bounded_mailbox_lets_waiting_senders_in() {
         within_watchdog("select on bounded", move || h.join().unwrap()),
         3 * 999 * 1000 / 2
     );
+}
+
+/// A send that cannot wait meets a receiver that waits, as on an unbuffered Go channel:
+/// `try_send` to a capacity-0 mailbox succeeds while its owner waits for a message (a process
+/// actor in `recv`, a handler actor between messages), and the owner gets the message.
+#[test]
+fn try_send_is_taken_by_an_owner_waiting_on_a_capacity_zero_mailbox() {
+    struct Keep(Vec<u32>);
+    impl Actor for Keep {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+            self.0.push(n);
+        }
+    }
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (process, p) = ActorBuilder::new()
+        .mailbox_capacity(0)
+        .spawn_actor_on(&rt, |mb: Mailbox<u32>| mb.iter().collect::<Vec<_>>())
+        .unwrap();
+    let (handler, hh) = ActorBuilder::new()
+        .mailbox_capacity(0)
+        .start_on(&rt, Keep(Vec::new()))
+        .unwrap();
+    let got = within_watchdog("try_send at a rendezvous", move || {
+        for n in 0..10 {
+            // Refused only while the owner is not (yet, or again) waiting.
+            while let Err(TrySendError::Full(_)) = process.try_send(n) {
+                std::thread::yield_now();
+            }
+            while let Err(TrySendError::Full(_)) = handler.try_send(n) {
+                std::thread::yield_now();
+            }
+        }
+        drop((process, handler));
+        (p.join().unwrap(), hh.join().unwrap().0)
+    });
+    assert_eq!(got, ((0..10).collect(), (0..10).collect()));
 }

@@ -260,3 +260,28 @@ fn send_interval_refuses_a_zero_period() {
     let (addr, _h) = rt.spawn_actor(|mb: threadlet::Mailbox<()>| mb.recv());
     addr.send_interval(Duration::ZERO, || ());
 }
+
+/// A delayed message and an interval's ticks reach a capacity-0 mailbox while its owner waits
+/// for a message (a mailbox with no room takes only what its owner waits for).
+#[test]
+fn delayed_messages_and_ticks_reach_a_capacity_zero_mailbox_whose_owner_waits() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (addr, h) = threadlet::ActorBuilder::new()
+        .mailbox_capacity(0)
+        .spawn_actor_on(&rt, |mb: Mailbox<&'static str>| {
+            let (mut once, mut ticks) = (0, 0);
+            while once == 0 || ticks == 0 {
+                match mb.recv_timeout(Duration::from_secs(10))? {
+                    "once" => once += 1,
+                    _ => ticks += 1,
+                }
+            }
+            Ok::<_, RecvTimeoutError>(())
+        })
+        .unwrap();
+    addr.send_after(Duration::from_millis(5), "once");
+    let ticks = addr.send_interval(Duration::from_millis(2), || "tick");
+    let got = within_watchdog("timers at a rendezvous", move || h.join().unwrap());
+    ticks.cancel();
+    assert_eq!(got, Ok(()));
+}
