@@ -22,7 +22,9 @@
 //!    panic), so that a supervisor above decides. Otherwise restart by the strategy:
 //!    `OneForOne` the child alone; `OneForAll` every child (the others killed in reverse start
 //!    order first, then all started in order); `RestForOne` the child and those started after
-//!    it, likewise.
+//!    it, likewise. A child whose policy declines the restart is finished, as a `Temporary`
+//!    child is in OTP: its mailbox is closed for good (a send to its address fails and hands
+//!    the message back), and no restart of the others starts it again.
 //! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
 //!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
 //!    child still running after its shutdown timeout is killed. Then the supervisor ends.
@@ -288,6 +290,8 @@ impl Supervisor {
         let mut running: Vec<Option<Running>> =
             (0..n).map(|i| self.start_child(&handle, i)).collect();
         let mut restarts: VecDeque<Instant> = VecDeque::new();
+        // Children whose policy declined a restart: done for the supervisor's life (step 3).
+        let mut finished = vec![false; n];
         loop {
             let event = {
                 let mut sel = Select::new();
@@ -308,6 +312,10 @@ impl Supervisor {
             };
             running[i] = None;
             if !self.children[i].restart.wants(&down.reason) {
+                // Its mailbox closes as an actor's does at its end: a later send fails and
+                // hands its message back, rather than waiting in a queue nobody will read.
+                (self.children[i].close_for_good)();
+                finished[i] = true;
                 continue;
             }
             let now = Instant::now();
@@ -337,7 +345,7 @@ impl Supervisor {
                     r.monitor.recv();
                 }
             }
-            for j in again {
+            for j in again.into_iter().filter(|&j| !finished[j]) {
                 running[j] = self.start_child(&handle, j);
             }
         }

@@ -172,6 +172,65 @@ fn transient_and_temporary_children_are_restarted_only_as_their_policy_says() {
     assert_eq!(log.iter().filter(|e| *e == "start transient").count(), 2);
 }
 
+/// A child that its policy does not restart is finished: a send to its address fails and
+/// hands the message back (it used to be accepted into a queue nobody would read), and a
+/// restart of the whole group does not start it again.
+#[test]
+fn a_child_its_policy_does_not_restart_refuses_sends_and_stays_down() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log: Log = Arc::default();
+    let (tmp, tmp_addr) = logging_child("temporary", &log);
+    // Ends normally on `1`.
+    let t_log = log.clone();
+    let (t, t_addr) = Child::process("transient", move |mb: Mailbox<u32>| {
+        t_log.lock().push("start transient".to_owned());
+        while mb.recv() != Some(1) {}
+        t_log.lock().push("stop transient".to_owned());
+    });
+    let (p, p_addr) = logging_child("permanent", &log);
+    let mut sup = Supervisor::new(Strategy::OneForAll);
+    sup.add(tmp.restart(Restart::Temporary))
+        .add(t.restart(Restart::Transient))
+        .add(p);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "start permanent", 1);
+    tmp_addr.send(0).unwrap(); // fails: not restarted
+    wait_for(&log, "fail temporary", 1);
+    let refused = |addr: &threadlet::Addr<u32>| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match addr.send(7) {
+                Err(e) => return e.into_inner(),
+                Ok(()) => assert!(std::time::Instant::now() < deadline, "still accepted"),
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    assert_eq!(refused(&tmp_addr), 7);
+    assert!(tmp_addr.is_closed());
+    // A transient child that ends normally is finished too.
+    t_addr.send(1).unwrap();
+    wait_for(&log, "stop transient", 1);
+    assert_eq!(refused(&t_addr), 7);
+    // The permanent child fails: the group restarts, without the finished two.
+    p_addr.send(0).unwrap();
+    wait_for(&log, "start permanent", 2);
+    std::thread::sleep(Duration::from_millis(20));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("finished children", move || h.join().unwrap());
+    let log = log.lock().clone();
+    assert_eq!(
+        log.iter().filter(|e| *e == "start temporary").count(),
+        1,
+        "{log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|e| *e == "start transient").count(),
+        1,
+        "{log:?}"
+    );
+}
+
 #[test]
 fn a_child_that_ignores_the_stop_is_killed_after_its_shutdown_timeout() {
     let rt = Runtime::builder().workers(2).build().unwrap();
