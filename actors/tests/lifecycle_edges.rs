@@ -124,3 +124,46 @@ fn watchers_do_not_keep_a_detached_result_alive() {
     }
     drop((addr, monitor, abort));
 }
+
+/// A handler actor's program is built by user code (`make`, at the runtime's level). Built
+/// under the spawn gate, a `make` that spawned through a handle while the runtime was
+/// dropping took the gate's fair read lock a second time, behind shutdown's waiting write:
+/// both waited for good. It is built before the gate is taken.
+#[test]
+fn a_program_built_while_the_runtime_drops_may_spawn_through_a_handle() {
+    use threadlet_runtime::{Activation, Completion, SpawnOptions, Step};
+
+    /// Ends at its first activation.
+    struct Ends(Option<Completion<()>>);
+    impl Activation for Ends {
+        fn run(&mut self) -> Step {
+            if let Some(c) = self.0.take() {
+                c.complete(Ok(()));
+            }
+            Step::Stop
+        }
+    }
+
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let handle = rt.handle();
+    let (building_tx, building) = std::sync::mpsc::channel();
+    let starter = std::thread::spawn(move || {
+        let inner = handle.clone();
+        handle.start_handler(SpawnOptions::new(), move |_, completion| {
+            building_tx.send(()).unwrap();
+            // Long enough for the drop below to reach the gate and wait there to close it.
+            std::thread::sleep(Duration::from_millis(300));
+            let spawned = inner.spawn(|| ());
+            drop(spawned);
+            Ends(Some(completion))
+        })
+    });
+    building.recv().unwrap();
+    common::within(
+        Duration::from_secs(20),
+        "drop while a program is built",
+        move || drop(rt),
+    );
+    // Built before the gate closed, it was refused: the runtime had shut down.
+    assert!(starter.join().unwrap().is_err());
+}

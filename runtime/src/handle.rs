@@ -14,10 +14,11 @@
 //! `Runtime` cannot spawn after its own drop, but a handle can, from any thread. So:
 //!
 //! 1. a spawn through a handle holds the *spawn gate* for reading from its check to its push,
-//!    and pushes only if the gate is open. No user code runs under the gate: a spawn that
-//!    fails gets the user's closure back and drops it after releasing the gate (a destructor
-//!    that spawned through a handle again while shutdown waits to write would deadlock on the
-//!    fair lock);
+//!    and pushes only if the gate is open. No user code runs under the gate: a handler actor's
+//!    program is built (the caller's `make`) before the gate is taken, and a spawn that fails
+//!    gets the user's closure (or the built actor) back and drops it after releasing the gate
+//!    (user code that spawned through a handle again while shutdown waits to write would
+//!    deadlock on the fair lock);
 //! 2. shutdown, after joining the workers, closes the gate under the write lock, then drains
 //!    the queues for the last time.
 //!
@@ -133,11 +134,14 @@ impl Handle {
         P: Activation,
     {
         check_options(&opts)?;
-        // The program was never made; a refused `make` (which owns the actor's value) drops
-        // here, with the gate released.
-        self.through_gate(make, |make| {
-            crate::handler::try_start_on(&self.shared, opts, make)
-                .map_err(|(e, make)| Refused::Failed(e, make))
+        // Once shutdown has begun, `make` is never called; it drops here.
+        crate::handler::refuse_after_shutdown(&self.shared)?;
+        // `make` is user code: it runs before the gate is taken (step 1 in the module docs),
+        // and a refused actor (its program owns the actor's value) drops here, with the gate
+        // released.
+        let built = crate::handler::build(&self.shared, opts, make);
+        self.through_gate(built, |built| {
+            crate::handler::launch(&self.shared, built).map_err(|(e, b)| Refused::Failed(e, b))
         })
         .map_err(Refused::into_error)
     }

@@ -62,7 +62,7 @@ use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
-use crate::actor::{ActorCell, ActorId, SpawnOptions};
+use crate::actor::{ActorCell, ActorId, Runnable, SpawnOptions};
 use crate::context;
 use crate::join::{self, Completer, JoinErrorKind, JoinHandle};
 use crate::runtime::{Runtime, Shared, check_options};
@@ -149,26 +149,28 @@ where
     R: Send + 'static,
     P: Activation,
 {
-    try_start_on(shared, opts, make).map_err(|(e, _make)| e)
+    refuse_after_shutdown(shared)?;
+    launch(shared, build(shared, opts, make)).map_err(|(e, _built)| e)
 }
 
-/// `start_on` that gives `make` back when it refuses, for a caller that must drop it
-/// elsewhere (`Handle::start_handler` drops it after releasing its gate).
-pub(crate) fn try_start_on<R, P, M>(
+/// A handler actor built and not started yet: its cell, which holds its program, and its join
+/// handle. Dropped, it drops the program (its join handle would report `Cancelled`).
+pub(crate) struct Built<R> {
+    entry: Runnable,
+    handle: JoinHandle<R>,
+}
+
+/// Builds a handler actor: runs `make`, user code, so a caller that holds a lock
+/// (`Handle::start_handler`, the spawn gate) calls this before taking it.
+pub(crate) fn build<R, P>(
     shared: &Arc<Shared>,
     opts: SpawnOptions,
-    make: M,
-) -> Result<JoinHandle<R>, (io::Error, M)>
+    make: impl FnOnce(ActorId, Completion<R>) -> P,
+) -> Built<R>
 where
     R: Send + 'static,
     P: Activation,
-    M: FnOnce(ActorId, Completion<R>) -> P,
 {
-    if shared.is_shutdown() {
-        // Its program could only be dropped through the live table's sweep of handler actors,
-        // which shutdown has already made (or is making).
-        return Err((io::Error::other("the runtime is shutting down"), make));
-    }
     // No stack is reserved: an idle handler actor holds none, and an activation borrows one
     // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).
     let id = ActorId::next();
@@ -176,11 +178,34 @@ where
     let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
     let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
     handle.set_actor(entry.actor());
+    Built { entry, handle }
+}
+
+/// Starts a built handler actor; refuses, giving it back, once shutdown has begun. Runs no
+/// user code.
+pub(crate) fn launch<R: Send + 'static>(
+    shared: &Arc<Shared>,
+    built: Built<R>,
+) -> Result<JoinHandle<R>, (io::Error, Built<R>)> {
+    if let Err(e) = refuse_after_shutdown(shared) {
+        return Err((e, built));
+    }
+    let Built { entry, handle } = built;
+    let actor = entry.actor();
     shared
         .live
-        .insert(id, handle.live_entry(), Some(entry.actor().clone()));
+        .insert(actor.id, handle.live_entry(), Some(actor.clone()));
     shared.spawn_cell(entry);
     Ok(handle)
+}
+
+/// No handler actor starts once shutdown has begun: its program could only be dropped through
+/// the live table's sweep of handler actors, which shutdown has already made (or is making).
+pub(crate) fn refuse_after_shutdown(shared: &Shared) -> io::Result<()> {
+    if shared.is_shutdown() {
+        return Err(io::Error::other("the runtime is shutting down"));
+    }
+    Ok(())
 }
 
 /// Starts a handler actor on the current runtime (from inside an actor).
