@@ -167,3 +167,36 @@ fn a_program_built_while_the_runtime_drops_may_spawn_through_a_handle() {
     // Built before the gate closed, it was refused: the runtime had shut down.
     assert!(starter.join().unwrap().is_err());
 }
+
+/// An exit hook must not block. One that did suspended its actor with its worker's count of
+/// running exit hooks still raised, and every other actor on that worker lost its yields
+/// (and time slices): here a spinner that yields until a second actor runs kept the only
+/// worker for good. Blocking in an exit hook now fails at once, as in a shutdown.
+#[test]
+fn an_exit_hook_that_would_block_does_not_take_its_workers_yields_away() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (go_tx, go) = threadlet::channel::bounded::<()>(1);
+    let ending = rt.spawn(move || go.recv().ok());
+    let (slept_tx, slept) = std::sync::mpsc::channel();
+    ending.exit_watch().on_exit(move |_| {
+        threadlet::sleep(Duration::from_secs(3600));
+        let _ = slept_tx.send(());
+    });
+    go_tx.send(()).unwrap();
+    slept
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the hook's sleep returns at once");
+    let ran = within_watchdog("a spinner that yields", move || {
+        rt.block_on(|| {
+            let done = Arc::new(AtomicBool::new(false));
+            let d = done.clone();
+            let other = threadlet::spawn(move || d.store(true, Ordering::SeqCst));
+            while !done.load(Ordering::SeqCst) {
+                threadlet::yield_now();
+            }
+            other.join().is_ok()
+        })
+    });
+    assert!(ran);
+    assert!(ending.join().is_ok());
+}

@@ -39,7 +39,10 @@ pub(crate) struct WorkerContext {
     pub(crate) killing: Cell<bool>,
     /// How deep this thread is in running exit hooks (`join.rs`): safe points there do not
     /// yield, so an actor ending cannot be preempted, killed or unwound half-way through
-    /// telling its monitors.
+    /// telling its monitors; and blocking operations fail as if cancelled (`park_recording`),
+    /// so the actor never suspends with the depth, this worker's, still raised (every other
+    /// actor here would lose its yields and preemptions meanwhile, and one resumed elsewhere
+    /// would lower another worker's depth).
     pub(crate) exit_hooks: Cell<u32>,
 }
 
@@ -227,7 +230,9 @@ pub fn park_on(wait: Wait) -> Result<(), Cancelled> {
 fn park_recording(wait: u64) -> Result<(), Cancelled> {
     with_caller(|caller| match caller {
         Caller::Actor(ctx, actor) => {
-            if ctx.cancelling.get() {
+            if ctx.cancelling.get() || ctx.exit_hooks.get() > 0 {
+                // Shutdown unwinding the actor, or an exit hook (which must not block; see
+                // `WorkerContext::exit_hooks`).
                 return Err(Cancelled);
             }
             if actor.is_killed() {
