@@ -128,16 +128,24 @@ impl Monitor {
         self.got.get_or_init(|| d).clone()
     }
 
-    /// The hook was dropped unsent: only when an actor's end was never recorded (its stack
-    /// leaked after a panic escaped an unwind), reported as a cancellation rather than a
-    /// wait that never ends.
+    /// The hook was dropped unsent. For a known actor, only when its end was never recorded
+    /// (its stack leaked after a panic escaped an unwind): reported as a cancellation rather
+    /// than a wait that never ends. For a monitor made on an address before any actor was
+    /// attached to its mailbox (a supervised child's, before its first incarnation), when the
+    /// mailbox went without one: there was no actor to end, as for a monitor by an id that
+    /// names none (Erlang's `noproc`); the `Down` names a fresh id that no actor has.
     fn lost(&self) -> Down {
-        Down {
-            id: self
-                .id
-                .expect("a monitor watches an address that belongs to an actor"),
-            name: None,
-            reason: ExitReason::Cancelled,
+        match self.id {
+            Some(id) => Down {
+                id,
+                name: None,
+                reason: ExitReason::Cancelled,
+            },
+            None => Down {
+                id: threadlet_runtime::__private::unassigned_actor_id(),
+                name: None,
+                reason: ExitReason::NoProc,
+            },
         }
     }
 }
@@ -168,6 +176,6 @@ impl Recv for Monitor {
         self.rx.unwatch(w);
     }
     fn closed(&self) -> Down {
-        self.lost()
+        self.keep(self.lost())
     }
 }

@@ -197,3 +197,21 @@ fn monitors_work_in_select_beside_a_mailbox() {
     assert_eq!(log, ["hello", "abnormal"]);
     assert!(child.join().is_err());
 }
+
+/// A monitor made on a supervised child's address before its first incarnation watches a
+/// mailbox that no actor has yet. If the child goes unstarted, no actor ever ends there: the
+/// monitor reports `NoProc` (its receive panicked inside the library before), the same `Down`
+/// each time.
+#[test]
+fn a_monitor_of_an_address_that_never_had_an_actor_reports_noproc() {
+    let (child, addr) = threadlet::supervisor::Child::process("never", |mb: Mailbox<u8>| {
+        mb.recv();
+    });
+    let monitor = addr.monitor();
+    assert!(monitor.try_recv().is_none()); // the mailbox is still there
+    drop(child);
+    drop(addr);
+    let down = monitor.recv();
+    assert_eq!(down.reason, ExitReason::NoProc);
+    assert_eq!(monitor.try_recv(), Some(down));
+}

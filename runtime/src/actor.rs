@@ -78,6 +78,12 @@ impl ActorId {
     }
 }
 
+/// A fresh id that no actor has: what a `Down` names when a monitor watched an address whose
+/// mailbox never had an actor (`threadlet`'s monitors).
+pub fn unassigned_actor_id() -> ActorId {
+    ActorId::next()
+}
+
 impl fmt::Display for ActorId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{}", self.0)

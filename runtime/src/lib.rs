@@ -108,7 +108,7 @@ pub use wait::Wait;
 pub mod __private {
     //! Exposed for the loom models and tests, and for the `threadlet` crate's `select!` and
     //! mailboxes; not part of the API.
-    pub use crate::actor::ActorCell;
+    pub use crate::actor::{ActorCell, unassigned_actor_id};
     pub use crate::grace::{FRESH_GRACE, FreshMark};
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
