@@ -186,6 +186,15 @@ impl Child {
     }
 }
 
+/// A child goes with its supervisor (after its stop, or as it unwinds) or unstarted: its
+/// mailbox closes for good, so a send to its address fails and hands the message back rather
+/// than waiting in a queue that nobody will read.
+impl Drop for Child {
+    fn drop(&mut self) {
+        (self.close_for_good)();
+    }
+}
+
 fn incarnation<R>(h: &JoinHandle<R>) -> (AbortHandle, Monitor) {
     (h.abort_handle(), Monitor::of(h))
 }
@@ -236,10 +245,19 @@ pub struct Supervisor {
     children: Vec<Child>,
 }
 
-/// One child's current incarnation.
+/// One child's current incarnation. Dropped before its end (the supervisor unwound by a kill,
+/// its own or its supervisor's, or by shutdown), it kills the child: children end with their
+/// supervisor, as OTP's are linked to theirs. On every other path the child has ended by then,
+/// and the kill is a no-op.
 struct Running {
     abort: AbortHandle,
     monitor: Monitor,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.abort.abort();
+    }
 }
 
 enum Event {
@@ -338,11 +356,17 @@ impl Supervisor {
                 Strategy::OneForAll => (0..n).collect(),
                 Strategy::RestForOne => (i..n).collect(),
             };
-            // The others of the group first, in reverse start order, then all in order.
+            // The others of the group first, in reverse start order, then all in order. A
+            // `Temporary` sibling taken down with the group is finished (OTP: never restarted,
+            // not even by a sibling's restart).
             for &j in again.iter().rev() {
                 if let Some(r) = running[j].take() {
                     r.abort.abort();
                     r.monitor.recv();
+                    if self.children[j].restart == Restart::Temporary {
+                        (self.children[j].close_for_good)();
+                        finished[j] = true;
+                    }
                 }
             }
             for j in again.into_iter().filter(|&j| !finished[j]) {

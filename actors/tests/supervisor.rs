@@ -387,3 +387,85 @@ fn a_supervised_address_names_the_latest_incarnation() {
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("stop", move || h.join().unwrap());
 }
+
+/// A supervisor dies with its children: a nested supervisor killed by its parent's group
+/// restart, or aborted, takes its children down with it (they were left running, and the
+/// restarted supervisor started a second set beside them).
+#[test]
+fn children_end_with_a_supervisor_that_is_killed() {
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts the grandchildren alive: one more while a `Live` is held.
+    struct Live(Arc<AtomicUsize>);
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    fn settle(live: &AtomicUsize, want: usize) -> usize {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while live.load(Ordering::SeqCst) != want && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50)); // and stays there
+        live.load(Ordering::SeqCst)
+    }
+
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let live = Arc::new(AtomicUsize::new(0));
+    let log: Log = Arc::default();
+    let l = live.clone();
+    let (nested, _) = Child::supervisor("nested", move || {
+        let l = l.clone();
+        // Never reads its mailbox: only a kill ends it.
+        let (grandchild, _) = Child::process("grandchild", move |_mb: Mailbox<()>| {
+            l.fetch_add(1, Ordering::SeqCst);
+            let _live = Live(l.clone());
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(grandchild);
+        sup
+    });
+    let (sibling, sibling_addr) = logging_child("sibling", &log);
+    let mut top = Supervisor::new(Strategy::OneForAll);
+    top.add(nested).add(sibling);
+    let (top_addr, h) = top.start(&rt.handle()).unwrap();
+    wait_for(&log, "start sibling", 1);
+    assert_eq!(settle(&live, 1), 1);
+    sibling_addr.send(0).unwrap(); // the group restarts: the nested supervisor is killed
+    wait_for(&log, "start sibling", 2);
+    assert_eq!(
+        settle(&live, 1),
+        1,
+        "the first grandchild outlived its supervisor"
+    );
+    top_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    assert_eq!(settle(&live, 0), 0);
+}
+
+/// OTP: a `Temporary` child is never restarted, not even when a sibling's failure restarts
+/// the whole group; it is finished, and its address refuses sends.
+#[test]
+fn a_temporary_child_taken_down_by_a_group_restart_is_not_started_again() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log: Log = Arc::default();
+    let (tmp, tmp_addr) = logging_child("temporary", &log);
+    let (p, p_addr) = logging_child("permanent", &log);
+    let mut sup = Supervisor::new(Strategy::OneForAll);
+    sup.add(tmp.restart(Restart::Temporary)).add(p);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "start permanent", 1);
+    p_addr.send(0).unwrap();
+    wait_for(&log, "start permanent", 2);
+    assert_eq!(tmp_addr.send(5).map_err(|e| e.into_inner()), Err(5));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    let log = log.lock().clone();
+    assert_eq!(
+        log.iter().filter(|e| *e == "start temporary").count(),
+        1,
+        "{log:?}"
+    );
+}
