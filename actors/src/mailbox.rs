@@ -80,7 +80,10 @@
 //! nobody joins). What comes before the attach (a monitor, or a kill, from an address the
 //! actor made of itself at once) waits in the mailbox and is acted on when the end comes, or
 //! at the attach. A supervised child's mailbox is attached again to each incarnation
-//! (`supervisor.rs`), once the one before has ended.
+//! (`supervisor.rs`), once the one before has ended; lending it to the next one forgets what
+//! the last one left (its end, its id, its trap channel), so that what the new one does
+//! before its attach waits for it as for a new actor, and a link holds only between the
+//! incarnations that made it.
 //!
 //! # Memory
 //!
@@ -442,14 +445,23 @@ impl<M: Send> Shared<M> {
 
 /// The receiving side of a link: what happens to an actor when a linked one ends abnormally.
 trait ExitSignal: Send + Sync {
-    fn exit_signal(&self, down: &Down);
+    /// `linked`: the incarnation of this mailbox's actor that made the link, if one was
+    /// attached then.
+    fn exit_signal(&self, down: &Down, linked: Option<ActorId>);
 }
 
 impl<M: Send> ExitSignal for Shared<M> {
     /// Erlang's rule: a trapping actor gets the `Down` as a message on its trap channel; any
-    /// other is killed.
-    fn exit_signal(&self, down: &Down) {
-        let trap = self.state.lock().rare.as_ref().and_then(|r| r.trap.clone());
+    /// other is killed. A link is the linked incarnation's: a supervised child's later
+    /// incarnation (another actor on the same mailbox) hears nothing of it.
+    fn exit_signal(&self, down: &Down, linked: Option<ActorId>) {
+        let trap = {
+            let st = self.state.lock();
+            if linked.is_some_and(|id| st.actor != Some(id)) {
+                return;
+            }
+            st.rare.as_ref().and_then(|r| r.trap.clone())
+        };
         match trap {
             Some(tx) => {
                 // The receiver may be gone: the actor no longer listens, and is not killed.
@@ -1026,7 +1038,19 @@ impl<M> Drop for Mailbox<M> {
 /// Numbers a new loan of a supervised child's mailbox (`UncountedAddr::lend`).
 fn next_loan<M>(shared: &Shared<M>) -> u32 {
     let mut st = shared.state.lock();
+    // A new incarnation: until its spawner attaches it, the address names no actor, as a new
+    // actor's does before its attach. What the last incarnation left (its end, its id, its trap
+    // channel) was its own: kept, its end would answer a monitor, a name's registration or a
+    // link made by the new incarnation before its attach as if that one had ended, and its trap
+    // would shield an incarnation that never asked to trap. (A lend comes only after the last
+    // incarnation's end is recorded: the supervisor waits for its `Down`, which the mailbox
+    // hears first.)
+    st.link = Link::Unattached;
+    st.actor = None;
+    st.cell = Weak::new();
     let rare = st.rare();
+    rare.down = None;
+    rare.trap = None;
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
     rare.loan
@@ -1691,7 +1715,9 @@ impl<M> Addr<M> {
         self.len() == 0
     }
 
-    /// The id of the actor behind this address, when it was made by `spawn_actor`.
+    /// The id of the actor behind this address, when it was made by `spawn_actor`. For a
+    /// supervised child's address, its current incarnation's (`None` while a restart starts
+    /// the next one).
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};
@@ -1792,8 +1818,10 @@ impl<M> Addr<M> {
     /// `link`): when either ends abnormally (a panic, a kill, a cancellation), the other is
     /// killed too, unless it traps exits ([`Mailbox::trap_exits`]), in which case it gets the
     /// [`Down`] on its trap channel. A normal end signals nothing. Linking to an actor that
-    /// has already ended abnormally signals at once. A process actor links itself with
-    /// `mb.addr().link(&other)`, a handler actor with `ctx.addr().link(&other)`.
+    /// has already ended abnormally signals at once. Through a supervised child's address, the
+    /// link is its current incarnation's: a later one neither signals nor hears of it. A
+    /// process actor links itself with `mb.addr().link(&other)`, a handler actor with
+    /// `ctx.addr().link(&other)`.
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};
@@ -1816,14 +1844,15 @@ impl<M> Addr<M> {
     {
         let me: Arc<dyn ExitSignal> = self.shared.arc();
         let them: Arc<dyn ExitSignal> = other.shared.arc();
+        let (my_actor, their_actor) = (self.actor_id(), other.actor_id());
         other.on_exit(Box::new(move |down| {
             if !down.reason.is_normal() {
-                me.exit_signal(down);
+                me.exit_signal(down, my_actor);
             }
         }));
         self.on_exit(Box::new(move |down| {
             if !down.reason.is_normal() {
-                them.exit_signal(down);
+                them.exit_signal(down, their_actor);
             }
         }));
     }

@@ -469,3 +469,99 @@ fn a_temporary_child_taken_down_by_a_group_restart_is_not_started_again() {
         "{log:?}"
     );
 }
+
+/// A link and a trap belong to the incarnation that made them. One that linked itself and
+/// ended normally must not take its successor down when the partner fails, and one that
+/// trapped exits must not shield a successor that did not.
+#[test]
+fn links_and_traps_do_not_outlive_the_incarnation_that_made_them() {
+    use threadlet::RuntimeExt;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let failing = || {
+        rt.spawn_actor(|mb: Mailbox<u8>| {
+            if mb.recv() == Some(0) {
+                panic!("partner fails");
+            }
+        })
+    };
+    let (first_partner, _fp) = failing();
+    let (second_partner, _sp) = failing();
+    let starts = Arc::new(AtomicU64::new(0));
+    let s = starts.clone();
+    let (fp, sp) = (first_partner.clone(), second_partner.clone());
+    let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
+        match s.fetch_add(1, Ordering::SeqCst) {
+            // Links to the first partner, and ends normally.
+            0 => {
+                mb.addr().link(&fp);
+                return;
+            }
+            // Traps exits when told to, and ends normally.
+            1 => {
+                while mb.recv() != Some(1) {}
+                drop(mb.trap_exits());
+                return;
+            }
+            // Links to the second partner, not trapping.
+            2 => mb.addr().link(&sp),
+            _ => {}
+        }
+        while mb.recv().is_some() {}
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let attached = |n: u64| {
+        let (starts, addr) = (starts.clone(), addr.clone());
+        within_watchdog("the next incarnation", move || {
+            while starts.load(Ordering::SeqCst) < n || addr.actor_id().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            addr.monitor()
+        })
+    };
+    let second = attached(2);
+    first_partner.send(0).unwrap(); // its link was the first incarnation's
+    assert_eq!(second.recv_timeout(Duration::from_millis(300)), None);
+    addr.send(1).unwrap(); // the second traps, and ends
+    assert!(second.recv().reason.is_normal());
+    let third = attached(3);
+    second_partner.send(0).unwrap(); // linked, not trapping: taken down with it
+    let down = within_watchdog("the linked failure", move || third.recv());
+    assert_eq!(down.reason, threadlet::ExitReason::Killed);
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
+
+/// A restarted incarnation may run before its spawner attaches it to the mailbox. Until then
+/// the mailbox kept the last incarnation's end: a monitor the new one made of itself fired at
+/// once with the old end (as did a name's registration, and a link). Many quick restarts, each
+/// incarnation checking its own monitor at once; it must never have fired.
+#[test]
+fn a_restarted_incarnation_never_sees_its_predecessors_end_as_its_own() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    const RESTARTS: u64 = 3_000;
+    let starts = Arc::new(AtomicU64::new(0));
+    let seen_dead = Arc::new(AtomicU64::new(0));
+    let (s, d) = (starts.clone(), seen_dead.clone());
+    let (child, _addr) = Child::process("quick", move |mb: Mailbox<()>| {
+        if mb.addr().monitor().try_recv().is_some() {
+            d.fetch_add(1, Ordering::SeqCst);
+        }
+        if s.fetch_add(1, Ordering::SeqCst) >= RESTARTS {
+            while mb.recv().is_some() {}
+        }
+    });
+    let mut sup =
+        Supervisor::new(Strategy::OneForOne).intensity(usize::MAX, Duration::from_secs(1));
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    within_watchdog("quick restarts", move || {
+        while starts.load(Ordering::SeqCst) <= RESTARTS {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    assert_eq!(seen_dead.load(Ordering::SeqCst), 0);
+}
