@@ -680,3 +680,50 @@ fn a_drained_socket_moves_without_missing_data() {
     assert_eq!(got, b"2");
     assert_eq!(client.join().unwrap(), b"ok");
 }
+
+/// A read stops at TCP's urgent mark once it has copied anything, with ordinary data still
+/// queued behind the mark: such a short read does not mean the socket is drained. Counted as
+/// drained, it made the next read wait for an event that had already come, for good (the
+/// peer had sent all it would).
+#[test]
+fn urgent_data_does_not_strand_the_ordinary_data_behind_it() {
+    use std::os::fd::AsRawFd;
+
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
+    let (sent_tx, sent_rx) = threadlet::channel::bounded::<()>(1);
+    let server = rt.spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut one = [0; 1];
+        conn.read_exact(&mut one).unwrap(); // waits once: the socket is registered
+        first_tx.send(()).unwrap();
+        sent_rx.recv().unwrap();
+        // The poller counts the arrival while this actor sleeps.
+        threadlet::sleep(Duration::from_millis(100));
+        let mut got = Vec::new();
+        let mut buf = [0; 64];
+        while got.len() < 10 {
+            match conn.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => return Err((e.kind(), String::from_utf8_lossy(&got).into_owned())),
+            }
+        }
+        Ok(String::from_utf8(got).unwrap())
+    });
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // the first read waits for it
+    client.write_all(b"a").unwrap();
+    first_rx.recv().unwrap();
+    client.write_all(b"hello").unwrap();
+    // SAFETY: a valid socket and a one-byte buffer that outlives the call.
+    let sent = unsafe { libc::send(client.as_raw_fd(), b"!".as_ptr().cast(), 1, libc::MSG_OOB) };
+    assert_eq!(sent, 1);
+    client.write_all(b"world").unwrap();
+    sent_tx.send(()).unwrap();
+    let got = within_watchdog("reads past the urgent mark", move || server.join().unwrap());
+    assert_eq!(got, Ok("helloworld".to_owned()));
+}

@@ -165,7 +165,7 @@ pub(crate) struct PollGuard<'a>(crate::sync::MutexGuard<'a, PollState>);
 struct PollState {
     poll: Poll,
     events: Events,
-    ready: Vec<(Arc<IoState>, bool, bool, bool)>,
+    ready: Vec<(Arc<IoState>, Readiness)>,
     woken: Vec<Waiter>,
 }
 
@@ -252,15 +252,18 @@ impl Driver {
                 // spurious wake, which the protocol allows.
                 if let Some(state) = sources.get(ev.token().0) {
                     let failed = ev.is_error();
-                    let readable = ev.is_readable() || ev.is_read_closed() || failed;
-                    let writable = ev.is_writable() || ev.is_write_closed() || failed;
-                    let closed = failed || ev.is_read_closed();
-                    ready.push((state.clone(), readable, writable, closed));
+                    let readiness = Readiness {
+                        readable: ev.is_readable() || ev.is_read_closed() || failed,
+                        writable: ev.is_writable() || ev.is_write_closed() || failed,
+                        closed: failed || ev.is_read_closed(),
+                        urgent: ev.is_priority(),
+                    };
+                    ready.push((state.clone(), readiness));
                 }
             }
         }
-        for (state, readable, writable, closed) in ready.drain(..) {
-            state.notify(readable, writable, closed, woken);
+        for (state, readiness) in ready.drain(..) {
+            state.notify(readiness, woken);
         }
         for w in woken.drain(..) {
             w.wake_by_value();
@@ -291,6 +294,9 @@ impl Driver {
         let state = Arc::new(IoState::default());
         let token = self.sources.lock().insert(state.clone());
         let interest = Interest::READABLE | Interest::WRITABLE;
+        // Urgent data (see `IoState::urgent`).
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let interest = interest | Interest::PRIORITY;
         if let Err(e) = self
             .registry
             .register(&mut SourceFd(&fd), Token(token), interest)
@@ -310,6 +316,17 @@ impl Driver {
     }
 }
 
+/// What one event of the poller says of a socket.
+#[derive(Clone, Copy)]
+struct Readiness {
+    readable: bool,
+    writable: bool,
+    /// End of stream, or an error.
+    closed: bool,
+    /// Urgent data is pending.
+    urgent: bool,
+}
+
 /// One registered socket's readiness counts and waiters (module docs). The counts are
 /// atomics, so that an operation that does not wait (step 1 and 2) takes no lock; they only
 /// change under `waits`'s lock, and step 3 reads them again under it.
@@ -323,7 +340,15 @@ pub(crate) struct IoState {
     drained_at: [AtomicU64; 2],
     /// An event reported end of stream or an error: a short read no longer means drained.
     closed: AtomicBool,
+    /// Urgent (out-of-band) TCP data came, or could come unseen: a read stops at the urgent
+    /// mark once it has copied anything, with ordinary data still queued behind it, so a short
+    /// read no longer means drained either (the poller reports urgent data as a priority
+    /// event; where it cannot, this is raised from the start).
+    urgent: AtomicBool,
 }
+
+/// Whether the poller sees urgent data arrive (epoll's `EPOLLPRI`, mio's priority interest).
+const URGENT_SEEN: bool = cfg!(any(target_os = "linux", target_os = "android"));
 
 #[derive(Default)]
 struct Waits {
@@ -339,6 +364,7 @@ impl Default for IoState {
             events: Default::default(),
             drained_at: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
             closed: AtomicBool::new(false),
+            urgent: AtomicBool::new(!URGENT_SEEN),
         }
     }
 }
@@ -351,7 +377,8 @@ impl IoState {
         // with an end of stream is seen with `closed` raised.
         let n = self.events[dir as usize].load(Ordering::Acquire);
         let drained = self.drained_at[dir as usize].load(Ordering::Relaxed) == n
-            && !self.closed.load(Ordering::Relaxed);
+            && !self.closed.load(Ordering::Relaxed)
+            && !self.urgent.load(Ordering::Relaxed);
         (n, drained)
     }
 
@@ -364,10 +391,22 @@ impl IoState {
     }
 
     /// The poller's side: bump and take the waiters of the directions the event covers.
-    fn notify(&self, readable: bool, writable: bool, closed: bool, woken: &mut Vec<Waiter>) {
+    fn notify(&self, ev: Readiness, woken: &mut Vec<Waiter>) {
+        let Readiness {
+            readable,
+            writable,
+            closed,
+            urgent,
+        } = ev;
         let mut w = self.waits.lock();
         if closed {
             self.closed.store(true, Ordering::Relaxed);
+        }
+        if urgent {
+            // Relaxed, as `closed`: published by the release increment below, or, for a
+            // priority event with no readable one, read by a later step 1 after this lock
+            // (a mark made before it is then stale anyway: see `events`).
+            self.urgent.store(true, Ordering::Relaxed);
         }
         for (dir, ready) in [(Direction::Read, readable), (Direction::Write, writable)] {
             if ready {
