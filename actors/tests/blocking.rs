@@ -145,3 +145,36 @@ fn a_plain_thread_runs_the_closure_on_itself() {
         move || std::thread::current().id() == me
     ));
 }
+
+/// An actor that reaches a blocking call after the runtime's drop has begun (and before its
+/// next safe point) finds the pool closed. It ran the closure on its worker, and the drop,
+/// which joins the workers, waited for the closure: here half a minute.
+#[test]
+fn a_blocking_call_made_as_the_runtime_drops_does_not_hold_the_drop() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let running = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(AtomicBool::new(false));
+    let (r, g) = (running.clone(), go.clone());
+    let _caller = rt.spawn(move || {
+        r.store(true, Ordering::SeqCst);
+        // No safe point here: the drop's request to yield waits for the next one.
+        while !g.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        threadlet::blocking(|| std::thread::sleep(Duration::from_secs(30)));
+    });
+    while !running.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let (dropped_tx, dropped) = std::sync::mpsc::channel();
+    let dropper = std::thread::spawn(move || {
+        drop(rt);
+        dropped_tx.send(()).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(200)); // the drop has begun
+    go.store(true, Ordering::SeqCst);
+    dropped
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the drop waited for the closure");
+    dropper.join().unwrap();
+}

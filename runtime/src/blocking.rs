@@ -27,8 +27,9 @@
 //!
 //! A runtime's drop closes its pool: idle threads exit, busy ones finish the job they run and
 //! what is still queued, then exit. The pool threads are never joined: a closure may block for
-//! good (a read of stdin), and shutdown must not hang on it. A call made after the pool closed
-//! runs its closure on the caller's thread.
+//! good (a read of stdin), and shutdown must not hang on it. A call that finds the pool closed
+//! runs its closure on the caller's thread, unless the caller is an actor that shutdown has
+//! not reached yet: it yields, and is unwound without running it.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -149,6 +150,11 @@ impl BlockingPool {
     }
 
     /// Closes the pool (module docs, "Shutdown").
+    /// Whether the pool has closed (its runtime's shutdown began).
+    fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
     pub(crate) fn close(&self) {
         let mut st = self.state.lock();
         st.closed = true;
@@ -215,7 +221,14 @@ where
         })
     };
     if let Err(job) = pool.submit(job) {
-        // Closed (shutdown began) or no thread to be had: run it here.
+        if pool.is_closed() {
+            // Shutdown began while this actor ran (its safe points had not come round yet):
+            // run here, `f` would hold up the join of this worker, and with it the drop, for
+            // as long as it blocks. Yield instead: its worker, shutting down, never resumes it
+            // and unwinds it where it stands (`worker.rs`, "Shutdown"), `f` with it, unrun.
+            crate::yield_now();
+        }
+        // No thread to be had: run it here.
         job();
     }
     loop {
