@@ -285,3 +285,34 @@ fn delayed_messages_and_ticks_reach_a_capacity_zero_mailbox_whose_owner_waits() 
     ticks.cancel();
     assert_eq!(got, Ok(()));
 }
+
+/// An interval set up by an actor re-arms itself from its runtime's timer thread. Its later
+/// ticks went to the process-wide timer heap, which the runtime's shutdown does not clear: the
+/// interval outlived its runtime, and made one more message after the drop.
+#[test]
+fn an_interval_ends_with_its_runtime() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let (addr, _h) = rt.spawn_actor(|mb: Mailbox<u32>| while mb.recv().is_some() {});
+    // Set up by an actor: on its runtime's timers (a plain thread's go to the process-wide
+    // timer thread, as documented).
+    let _ticks = rt.block_on(move || {
+        addr.send_interval(Duration::from_millis(20), move || {
+            m.fetch_add(1, Ordering::SeqCst);
+            0
+        })
+    });
+    within_watchdog("three ticks", {
+        let made = made.clone();
+        move || {
+            while made.load(Ordering::SeqCst) < 3 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    drop(rt);
+    let at_drop = made.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200)); // ten periods
+    assert_eq!(made.load(Ordering::SeqCst), at_drop);
+}

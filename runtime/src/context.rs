@@ -71,6 +71,24 @@ pub(crate) fn running_exit_hooks<R>(f: impl FnOnce() -> R) -> R {
 
 thread_local! {
     static WORKER: Cell<*const WorkerContext> = const { Cell::new(ptr::null()) };
+    /// The runtime whose due timers this thread fires now (its monitor, `firing_timers_of`):
+    /// a callback's `call_at` arms on that runtime's heap, as one made in an actor does.
+    static FIRING_FOR: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `f` (firing `shared`'s due timers) with `shared` as the runtime of this thread's
+/// `call_at`s: a timer that re-arms itself (an interval's next tick, a delayed message's
+/// retry) stays on its runtime's heap, which its shutdown clears, instead of going to the
+/// process-wide one and outliving the runtime.
+pub(crate) fn firing_timers_of<R>(shared: &Shared, f: impl FnOnce() -> R) -> R {
+    struct Restore(*const Shared);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FIRING_FOR.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FIRING_FOR.with(|c| c.replace(shared)));
+    f()
 }
 
 /// Publishes `ctx` as this thread's worker context, and its safe-point words, until the guard
@@ -487,8 +505,8 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// Runs `f` once `deadline` has passed, on the runtime's monitor thread when called from an
-/// actor, or else on the process-wide timer thread (`threadlet-timer`, started by the first
-/// such call). Either way it costs one heap entry and no thread of its own. `f` must not block:
+/// actor (or from a callback of that runtime's timers), or else on the process-wide timer
+/// thread (`threadlet-timer`, started by the first such call). Either way it costs one heap entry and no thread of its own. `f` must not block:
 /// it delays every other timer of its heap.
 ///
 /// A panic in `f`, or in its destructor, is reported on stderr and contained: timers keep
@@ -510,14 +528,28 @@ pub fn sleep_until(deadline: Instant) {
 /// assert!(fired >= deadline);
 /// ```
 pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
-    match current_shared() {
-        Some(shared) => {
-            let (_timer, earliest) = shared.timers.add(deadline, TimerAction::Call(Box::new(f)));
-            if earliest {
-                shared.monitor.kick();
-            }
+    let action = TimerAction::Call(Box::new(f));
+    let arm = |shared: &Shared, action| {
+        let (_timer, earliest) = shared.timers.add(deadline, action);
+        if earliest {
+            shared.monitor.kick();
         }
-        None => crate::timer::add_process_wide(deadline, TimerAction::Call(Box::new(f))),
+    };
+    if let Some(action) = with_worker(|ctx| match ctx {
+        Some(ctx) => {
+            arm(&ctx.shared, action);
+            None
+        }
+        None => Some(action),
+    }) {
+        let firing = FIRING_FOR.with(Cell::get);
+        // SAFETY: a non-null `firing` was set by `firing_timers_of` from a `&Shared` that the
+        // monitor holds (an `Arc`) for the whole call, and is reset before that call returns;
+        // we are inside it, on its thread.
+        match unsafe { firing.as_ref() } {
+            Some(shared) => arm(shared, action),
+            None => crate::timer::add_process_wide(deadline, action),
+        }
     }
 }
 

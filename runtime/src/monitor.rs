@@ -381,7 +381,7 @@ pub(crate) fn run(shared: Weak<Shared>) {
             return;
         }
         let now = Instant::now();
-        let next_timer = shared.timers.fire_due(now);
+        let next_timer = crate::context::firing_timers_of(&shared, || shared.timers.fire_due(now));
         let any_running = sample(&shared, &mut samples, now, last_sample);
         last_sample = Some(now);
         let period = sample_period(shared.config.time_slice);
