@@ -850,8 +850,9 @@ pub(crate) fn run(
     };
     let _entered = context::enter(&ctx);
     let mut clock: libc::clockid_t = 0;
-    // SAFETY: `pthread_getcpuclockid` writes one clock id for the calling thread, which lives
-    // as long as the id is used by this runtime (the monitor stops before the workers end).
+    // SAFETY: `pthread_getcpuclockid` writes one clock id for the calling thread into `clock`,
+    // a valid place for it. (The monitor may read the id after this thread has exited, as
+    // shutdown joins the workers before it: `thread_cpu_time` then gets an error, not a time.)
     if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
         // Relaxed: read by the monitor long after; a late read only delays a handoff.
         ctx.shared.remotes[index]
