@@ -169,6 +169,9 @@ struct Rare<M> {
     /// Where exit signals from linked actors go when the actor traps exits
     /// (`Mailbox::trap_exits`); `None`: a signal kills it.
     trap: Option<channel::Sender<Down>>,
+    /// The mailboxes (`Addr::mailbox_key`) of the actors the attached one is linked with, each
+    /// with the incarnation linked (`Addr::link`): a link already there is not made twice.
+    links: Vec<(usize, Option<ActorId>)>,
 }
 
 impl<M> Rare<M> {
@@ -181,6 +184,7 @@ impl<M> Rare<M> {
             hooks: Vec::new(),
             down: None,
             trap: None,
+            links: Vec::new(),
         }
     }
 }
@@ -420,7 +424,11 @@ impl<M: Send> ExitSink for Shared<M> {
             let counters = st.take_counters();
             st.record_end(down);
             let hooks = match &mut st.rare {
-                Some(r) => std::mem::take(&mut r.hooks),
+                Some(r) => {
+                    // Its links end with it (a link made later signals at once).
+                    r.links.clear();
+                    std::mem::take(&mut r.hooks)
+                }
                 None => Vec::new(),
             };
             (hooks, std::mem::take(&mut st.cell), counters)
@@ -1051,6 +1059,7 @@ fn next_loan<M>(shared: &Shared<M>) -> u32 {
     let rare = st.rare();
     rare.down = None;
     rare.trap = None;
+    rare.links.clear();
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
     rare.loan
@@ -1818,8 +1827,9 @@ impl<M> Addr<M> {
     /// `link`): when either ends abnormally (a panic, a kill, a cancellation), the other is
     /// killed too, unless it traps exits ([`Mailbox::trap_exits`]), in which case it gets the
     /// [`Down`] on its trap channel. A normal end signals nothing. Linking to an actor that
-    /// has already ended abnormally signals at once. Through a supervised child's address, the
-    /// link is its current incarnation's: a later one neither signals nor hears of it. A
+    /// has already ended abnormally signals at once. Linking again while linked does nothing,
+    /// as does linking to oneself. Through a supervised child's address, the link is its
+    /// current incarnation's: a later one neither signals nor hears of it. A
     /// process actor links itself with `mb.addr().link(&other)`, a handler actor with
     /// `ctx.addr().link(&other)`.
     ///
@@ -1842,9 +1852,40 @@ impl<M> Addr<M> {
     where
         M: Send + 'static,
     {
+        let (my_key, their_key) = (self.mailbox_key(), other.mailbox_key());
+        if my_key == their_key {
+            return; // as in Erlang, linking to oneself does nothing
+        }
+        let (my_actor, their_actor) = {
+            // Both locks, in the order of their addresses, so that two links made at once
+            // between the same pair (each side linking to the other) see each other.
+            let (mut mine, mut theirs);
+            if my_key < their_key {
+                mine = self.shared.state.lock();
+                theirs = other.shared.state.lock();
+            } else {
+                theirs = other.shared.state.lock();
+                mine = self.shared.state.lock();
+            }
+            let (my_actor, their_actor) = (mine.actor, theirs.actor);
+            let linked = (their_key, their_actor);
+            if mine
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.links.contains(&linked))
+            {
+                return; // as in Erlang, a link already there is not made twice
+            }
+            let rare = mine.rare();
+            rare.links.retain(|&(key, _)| key != their_key);
+            rare.links.push(linked);
+            let rare = theirs.rare();
+            rare.links.retain(|&(key, _)| key != my_key);
+            rare.links.push((my_key, my_actor));
+            (my_actor, their_actor)
+        };
         let me: Arc<dyn ExitSignal> = self.shared.arc();
         let them: Arc<dyn ExitSignal> = other.shared.arc();
-        let (my_actor, their_actor) = (self.actor_id(), other.actor_id());
         other.on_exit(Box::new(move |down| {
             if !down.reason.is_normal() {
                 me.exit_signal(down, my_actor);

@@ -95,3 +95,27 @@ fn a_trapping_actor_survives_and_hears_every_linked_failure() {
         let _ = h.join();
     }
 }
+
+/// As in Erlang, a link is one link however often it is made: linking again, or from the
+/// other side, adds nothing, and a failure is heard once (it was heard once per call).
+#[test]
+fn linking_again_or_from_the_other_side_makes_no_second_link() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (child, hc) = waiter(&rt);
+    let (_me, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        let exits = mb.trap_exits();
+        let me = mb.addr();
+        me.link(&child);
+        me.link(&child);
+        child.link(&me);
+        me.link(&me); // oneself: nothing
+        child.send(0).unwrap(); // fails
+        let first = exits.recv().map(|d| d.reason);
+        let second = exits.recv_timeout(Duration::from_millis(200)).ok();
+        (first, second)
+    });
+    let (first, second) = within_watchdog("one link", move || h.join().unwrap());
+    assert_eq!(first, Ok(ExitReason::Panicked("told to fail".into())));
+    assert_eq!(second, None);
+    assert!(hc.join().unwrap_err().is_panic());
+}
