@@ -1056,6 +1056,9 @@ fn next_loan<M>(shared: &Shared<M>) -> u32 {
     st.link = Link::Unattached;
     st.actor = None;
     st.cell = Weak::new();
+    // A mailbox the last incarnation closed ("close, then drain") opens again: the next one
+    // would find it closed at once, end, and be restarted, until the supervisor gave up.
+    st.closed = false;
     let rare = st.rare();
     rare.down = None;
     rare.trap = None;

@@ -565,3 +565,41 @@ fn a_restarted_incarnation_never_sees_its_predecessors_end_as_its_own() {
     within_watchdog("stop", move || h.join().unwrap());
     assert_eq!(seen_dead.load(Ordering::SeqCst), 0);
 }
+
+/// "Close, then drain" in a restarted child: the next incarnation gets its mailbox open again.
+/// It found it closed, ended at once, and was restarted until the supervisor gave up.
+#[test]
+fn a_child_that_closed_its_mailbox_is_restarted_with_it_open() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    let got_tx = Mutex::new(got_tx);
+    let s = starts.clone();
+    let (child, addr) = Child::process("closer", move |mb: Mailbox<u32>| {
+        if s.fetch_add(1, Ordering::SeqCst) == 0 {
+            mb.close();
+            for _ in &mb {} // drains, then ends normally: restarted
+            return;
+        }
+        if let Some(n) = mb.recv() {
+            let _ = got_tx.lock().send(n);
+        }
+        while mb.recv().is_some() {}
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let sent = within_watchdog("a send to the second incarnation", move || {
+        while starts.load(Ordering::SeqCst) < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Refused only while the first one's close stands.
+        while addr.send(7).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got_rx.recv_timeout(Duration::from_secs(20))
+    });
+    assert_eq!(sent, Ok(7));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
