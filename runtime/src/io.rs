@@ -26,7 +26,8 @@
 //!    earlier operation drained the socket at that same count (a read shorter than its
 //!    buffer), trying now can only say `WouldBlock`: go to 3 without trying. Not once an event
 //!    has reported end of stream or an error: that came with the event the short read
-//!    consumed, no later event will repeat it, and only a read can return it.
+//!    consumed, no later event will repeat it, and only a read can return it. Nor once urgent
+//!    data has come (a priority event): a read stops at its mark with data queued behind it.
 //! 2. Try the operation. Anything but `WouldBlock` is the answer (an answer that drained the
 //!    socket is recorded with `seen`, for step 1 of the next operation).
 //! 3. Register the socket if it is not (the kernel then reports its current readiness as a
