@@ -83,7 +83,10 @@
 //! (`supervisor.rs`), once the one before has ended; lending it to the next one forgets what
 //! the last one left (its end, its id, its trap channel), so that what the new one does
 //! before its attach waits for it as for a new actor, and a link holds only between the
-//! incarnations that made it.
+//! incarnations that made it. Each loan is numbered, and the current one is the mailbox's one
+//! receiver: an old loan that an ended incarnation handed on receives nothing more (as from a
+//! closed mailbox; one waiting when the next loan is made is woken to see it) and closes
+//! nothing.
 //!
 //! # Memory
 //!
@@ -646,6 +649,9 @@ impl<M> Mailbox<M> {
         loop {
             {
                 let mut st = self.shared.state.lock();
+                if self.is_stale(&st) {
+                    return Err(RecvTimeoutError::Disconnected);
+                }
                 if let (Some(m), sender) = st.take() {
                     drop(st);
                     if let Some(s) = sender {
@@ -727,8 +733,9 @@ impl<M> Mailbox<M> {
     /// ```
     pub fn close(&self) {
         // The one receiver is the caller, which is not parked: only the senders waiting for
-        // room (bounded mailboxes) are woken, with their messages handed back.
-        drop(close_shared(&self.shared, false));
+        // room (bounded mailboxes) are woken, with their messages handed back. An old loan
+        // closes nothing: the mailbox is a later incarnation's now.
+        drop(close_shared(&self.shared, false, self.loan));
     }
 
     /// Traps exits (Erlang's `trap_exit`): from now on, an exit signal from a linked actor
@@ -874,6 +881,15 @@ impl<M> Mailbox<M> {
         self.loan != 0
     }
 
+    /// Whether this is an old loan of a supervised child's mailbox, kept by whatever an ended
+    /// incarnation handed it to, while a later loan is out: it receives nothing any more (as
+    /// if the mailbox were closed) and closes nothing, so that the current incarnation stays
+    /// its one receiver (two would overwrite each other's waiter, and one would miss its
+    /// wake-up).
+    fn is_stale(&self, st: &State<M>) -> bool {
+        self.loan != 0 && st.rare.as_ref().is_some_and(|r| r.loan != self.loan)
+    }
+
     /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
     pub(crate) fn set_actor(&self, id: ActorId) {
         self.shared.state.lock().actor = Some(id);
@@ -913,6 +929,9 @@ impl<M> Mailbox<M> {
     /// `try_recv` without the safe point, for `select` (see `channel::Sender::send_now`).
     pub(crate) fn recv_now(&self) -> Result<M, TryRecvError> {
         let mut st = self.shared.state.lock();
+        if self.is_stale(&st) {
+            return Err(TryRecvError::Disconnected);
+        }
         match st.take() {
             (Some(m), sender) => {
                 drop(st);
@@ -929,7 +948,13 @@ impl<M> Mailbox<M> {
     /// For `select`: records `w` as the waiter, as `recv` records itself (a send or the last
     /// address going takes it and wakes it).
     pub(crate) fn watch(&self, w: &Waiter) {
-        let old = self.shared.state.lock().waiter.replace(w.clone());
+        let old = {
+            let mut st = self.shared.state.lock();
+            if self.is_stale(&st) {
+                return; // its `recv_now` reports the end at once
+            }
+            st.waiter.replace(w.clone())
+        };
         drop(old);
     }
 
@@ -995,13 +1020,13 @@ impl<M> UncountedAddr<M> {
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
     pub(crate) fn close_for_good(&self) {
-        drop(close_shared(&self.shared, true));
+        drop(close_shared(&self.shared, true, 0));
     }
 
     /// Closes the mailbox but keeps its queue for the owner to drain (a graceful stop).
     pub(crate) fn close(&self) {
         // The owner may be parked in `recv` on an empty queue: it must see the close.
-        if let Some(w) = close_shared(&self.shared, false) {
+        if let Some(w) = close_shared(&self.shared, false, 0) {
             w.wake_by_value();
         }
     }
@@ -1039,13 +1064,23 @@ impl<M> Drop for Mailbox<M> {
             drop(waiter);
             return;
         }
-        drop(close_shared(&self.shared, true));
+        drop(close_shared(&self.shared, true, 0));
     }
 }
 
 /// Numbers a new loan of a supervised child's mailbox (`UncountedAddr::lend`).
 fn next_loan<M>(shared: &Shared<M>) -> u32 {
-    let mut st = shared.state.lock();
+    let (loan, waiter) = lend_next(&mut shared.state.lock());
+    // A receiver of the last loan parked here (whatever an ended incarnation handed its
+    // mailbox to): woken, it finds its loan old, and ends (`Mailbox::is_stale`).
+    if let Some(w) = waiter {
+        w.wake_by_value();
+    }
+    loan
+}
+
+/// `next_loan`'s step under the lock: the new loan's number, and the waiter it displaces.
+fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>) {
     // A new incarnation: until its spawner attaches it, the address names no actor, as a new
     // actor's does before its attach. What the last incarnation left (its end, its id, its trap
     // channel) was its own: kept, its end would answer a monitor, a name's registration or a
@@ -1065,15 +1100,20 @@ fn next_loan<M>(shared: &Shared<M>) -> u32 {
     rare.links.clear();
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
-    rare.loan
+    (rare.loan, st.waiter.take())
 }
 
 /// Closes a mailbox: waiting senders are handed their messages back; with `drop_queue` (the
 /// mailbox's end: its actor's, or its supervisor's) the queue is dropped too, else it stays
 /// for the owner to drain. Returns the owner's recorded waiter, for the caller to wake or drop.
-fn close_shared<M>(shared: &Shared<M>, drop_queue: bool) -> Option<Waiter> {
+/// `loan`: the caller's loan (0 for none); an old one closes nothing.
+fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Waiter> {
     let (refused, waiter, left, counters) = {
         let mut st = shared.state.lock();
+        if loan != 0 && st.rare.as_ref().is_some_and(|r| r.loan != loan) {
+            // Asked through an old loan (`Mailbox::is_stale`).
+            return None;
+        }
         let (refused, waiter) = st.close();
         let (left, counters) = if drop_queue {
             // The mailbox's end: its counters go to the runtime's totals now, while its actor

@@ -603,3 +603,63 @@ fn a_child_that_closed_its_mailbox_is_restarted_with_it_open() {
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("stop", move || h.join().unwrap());
 }
+
+/// An incarnation that hands its mailbox on (here to a helper actor) and ends: the next one
+/// must be the mailbox's one receiver. The old one kept receiving beside it (two receivers,
+/// each overwriting the other's waiter, so that one could miss its wake-up for good); it now
+/// receives nothing, as from a closed mailbox.
+#[test]
+fn a_mailbox_handed_on_by_an_ended_incarnation_receives_nothing_more() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let log: Log = Arc::default();
+    let (s, l) = (starts.clone(), log.clone());
+    let (child, addr) = Child::process("handing-on", move |mb: Mailbox<u32>| {
+        if s.fetch_add(1, Ordering::SeqCst) == 0 {
+            let l = l.clone();
+            let (receiving_tx, receiving) = threadlet::channel::bounded::<()>(1);
+            threadlet::spawn(move || {
+                receiving_tx.send(()).unwrap();
+                while let Some(n) = mb.recv() {
+                    l.lock().push(format!("old {n}"));
+                }
+                l.lock().push("old ended".to_owned());
+            });
+            receiving.recv().unwrap();
+            threadlet::sleep(Duration::from_millis(20)); // the helper waits in `recv`
+            return; // ends normally: restarted
+        }
+        while let Some(n) = mb.recv() {
+            l.lock().push(format!("new {n}"));
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    within_watchdog("the second incarnation", {
+        let (starts, addr) = (starts.clone(), addr.clone());
+        move || {
+            while starts.load(Ordering::SeqCst) < 2 || addr.actor_id().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    for n in 0..20 {
+        addr.send(n).unwrap();
+    }
+    wait_for(&log, "new 19", 1);
+    wait_for(&log, "old ended", 1);
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    let log = log.lock().clone();
+    assert!(
+        !log.iter()
+            .any(|e| e.starts_with("old ") && e != "old ended"),
+        "{log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|e| e.starts_with("new ")).count(),
+        20,
+        "{log:?}"
+    );
+}
