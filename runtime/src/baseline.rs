@@ -6,8 +6,8 @@
 //!   stealing. Every spawn, wake, yield and pick takes that lock. Started process actors stay
 //!   pinned to their worker (the soundness rule of `actor.rs` holds under every scheduler), so
 //!   the structure behind the lock has one FIFO of runnable pinned actors per worker beside the
-//!   FIFO of actors any worker may run; a worker picks from its own FIFO first, then from the
-//!   shared one.
+//!   FIFO of actors any worker may run; a worker picks whichever came first of the fronts of
+//!   its own FIFO and the shared one.
 //! * [`Scheduler::Gil`]: the work-stealing scheduler, plus one global
 //!   interpreter lock that a worker holds for as long as it runs an actor, released at every
 //!   switch, as CPython does between threads. Parallelism is gone; queues and wakes are as fast
@@ -87,11 +87,25 @@ pub(crate) struct GlobalQueue {
     queues: Mutex<Queues>,
 }
 
+/// The queues, each entry with its place in the order of arrival (`seq`): a worker takes the
+/// one that came first of its own pinned FIFO's front and the shared FIFO's, so that neither
+/// starves the other (taking its own first, a worker that kept requeueing a yielding or
+/// preempted pinned actor never reached shared work: a spawned actor that the yielder waited
+/// for never ran).
 struct Queues {
     /// Actors any worker may run: not started yet, or migratable.
-    any: VecDeque<Runnable>,
+    any: VecDeque<(u64, Runnable)>,
     /// Runnable started actors, by home worker.
-    pinned: Box<[VecDeque<Runnable>]>,
+    pinned: Box<[VecDeque<(u64, Runnable)>]>,
+    /// The next place in the order of arrival.
+    seq: u64,
+}
+
+impl Queues {
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
 }
 
 impl GlobalQueue {
@@ -100,18 +114,23 @@ impl GlobalQueue {
             queues: Mutex::new(Queues {
                 any: VecDeque::new(),
                 pinned: (0..workers).map(|_| VecDeque::new()).collect(),
+                seq: 0,
             }),
         }
     }
 
     /// Queues an actor any worker may run.
     pub(crate) fn push_any(&self, actor: Runnable) {
-        self.queues.lock().any.push_back(actor);
+        let mut q = self.queues.lock();
+        let seq = q.next_seq();
+        q.any.push_back((seq, actor));
     }
 
     /// Queues a started actor for its home worker.
     pub(crate) fn push_pinned(&self, home: usize, actor: Runnable) {
-        self.queues.lock().pinned[home].push_back(actor);
+        let mut q = self.queues.lock();
+        let seq = q.next_seq();
+        q.pinned[home].push_back((seq, actor));
     }
 
     /// Queues a runnable actor: for its home worker if it is pinned, else for any worker.
@@ -122,10 +141,19 @@ impl GlobalQueue {
         }
     }
 
-    /// The next actor for worker `index`: its own pinned actors first, then shared work.
+    /// The next actor for worker `index`: whichever came first of its own pinned actors and
+    /// shared work (see `Queues`).
     pub(crate) fn pop(&self, index: usize) -> Option<Runnable> {
         let mut q = self.queues.lock();
-        q.pinned[index].pop_front().or_else(|| q.any.pop_front())
+        let q = &mut *q;
+        let mine = q.pinned[index].front().map(|&(seq, _)| seq);
+        let shared = q.any.front().map(|&(seq, _)| seq);
+        let from = match (mine, shared) {
+            (Some(m), Some(s)) if s < m => &mut q.any,
+            (Some(_), _) => &mut q.pinned[index],
+            (None, _) => &mut q.any,
+        };
+        from.pop_front().map(|(_, actor)| actor)
     }
 
     /// Whether work waits for worker `index`: its pinned actors or shared work.
@@ -142,9 +170,9 @@ impl GlobalQueue {
     /// Empties every queue (runtime drop, after the workers are gone).
     pub(crate) fn drain(&self) -> Vec<Runnable> {
         let mut q = self.queues.lock();
-        let mut all: Vec<Runnable> = q.any.drain(..).collect();
+        let mut all: Vec<Runnable> = q.any.drain(..).map(|(_, a)| a).collect();
         for p in q.pinned.iter_mut() {
-            all.extend(p.drain(..));
+            all.extend(p.drain(..).map(|(_, a)| a));
         }
         all
     }

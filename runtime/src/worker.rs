@@ -1479,7 +1479,14 @@ impl WorkerLoop<'_> {
     /// injector where any worker may take them.
     fn push_yielded(&self, actor: Runnable) {
         match &self.shared().policy {
-            Policy::GlobalQueue(gq) => gq.push(actor),
+            Policy::GlobalQueue(gq) => {
+                let free = actor.home().is_none();
+                gq.push(actor);
+                if free {
+                    // Any worker may run it: an idle one should, rather than wait here.
+                    self.shared().notify_parked();
+                }
+            }
             Policy::WorkStealing | Policy::Gil(_) if actor.is_migratable() => {
                 self.shared().push_injector(actor);
             }
@@ -1493,8 +1500,12 @@ impl WorkerLoop<'_> {
     /// baseline, to its shared queue.
     fn push_yielded_handler(&self, actor: Runnable) {
         match &self.shared().policy {
-            // Unpinned when its activation ended: any worker may run it.
-            Policy::GlobalQueue(gq) => gq.push_any(actor),
+            // Unpinned when its activation ended: any worker may run it, an idle one rather
+            // than wait here.
+            Policy::GlobalQueue(gq) => {
+                gq.push_any(actor);
+                self.shared().notify_parked();
+            }
             Policy::WorkStealing | Policy::Gil(_) => self.core().push_turn(actor),
         }
     }

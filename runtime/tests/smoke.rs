@@ -59,3 +59,34 @@ fn nested_spawns_form_a_tree() {
         assert_eq!(rt.block_on(|| tree(12)), 4096, "{s:?}");
     }
 }
+
+/// An actor that yields until an actor it spawned has run: under every scheduler, on one
+/// worker, the spawned one gets its turn. Under the global-queue baseline it never did: the
+/// worker took its own pinned actors (the yielder, requeued at each yield) before shared work.
+#[test]
+fn a_yielding_actor_lets_the_actor_it_spawned_run() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    for s in SCHEDULERS {
+        let rt = runtime(1, s);
+        let ran = rt.block_on(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            let f = flag.clone();
+            let child = spawn(move || f.store(true, Ordering::SeqCst));
+            // Bounded, so that a failure reports instead of hanging.
+            let t = Instant::now();
+            while !flag.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(10) {
+                yield_now();
+            }
+            let ran = flag.load(Ordering::SeqCst);
+            child.join().unwrap();
+            ran
+        });
+        assert!(
+            ran,
+            "{s:?}: the spawned actor never ran while its spawner yielded"
+        );
+    }
+}
