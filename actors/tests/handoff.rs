@@ -602,3 +602,57 @@ fn a_worker_starved_of_the_cpu_gets_no_spare() {
         assert_eq!(probe_ran_on, Some(0), "a spare ran the probe");
     });
 }
+
+/// Two actors that wake each other through a spare's next slot take their turns there as on
+/// a worker (a few runs in a row, in one time slice): a third actor on the same spare keeps
+/// running. The spare took its next slot first every time, each run a new slice, and the
+/// third never ran again while the pair went on.
+#[test]
+fn a_pair_waking_each_other_on_a_spare_leaves_room_for_the_others() {
+    within(2 * DEADLINE, "a pair on a spare", || {
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(1)
+            .build()
+            .unwrap();
+        let stuck = stick(&rt);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (to_b, from_a) = threadlet::channel::unbounded::<()>();
+        let (to_a, from_b) = threadlet::channel::unbounded::<()>();
+        // Started while the worker is stuck: on the spare, all three.
+        let s = stop.clone();
+        let a = rt.spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                to_b.send(()).unwrap();
+                from_b.recv().unwrap();
+            }
+            drop(to_b);
+        });
+        let b = rt.spawn(move || {
+            while from_a.recv().is_ok() {
+                let _ = to_a.send(());
+            }
+        });
+        let ticks = Arc::new(AtomicU64::new(0));
+        let (t, s) = (ticks.clone(), stop.clone());
+        let c = rt.spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                threadlet::sleep(Duration::from_millis(1));
+                t.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        assert!(
+            eventually(|| ticks.load(Ordering::Relaxed) > 0),
+            "the third never ran on the spare"
+        );
+        let before = ticks.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(300));
+        let during = ticks.load(Ordering::Relaxed) - before;
+        stop.store(true, Ordering::Relaxed);
+        stuck.release().unwrap();
+        for h in [a, b, c] {
+            h.join().unwrap();
+        }
+        assert!(during > 0, "the third stood still beside the pair");
+    });
+}

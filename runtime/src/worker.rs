@@ -960,23 +960,41 @@ impl WorkerLoop<'_> {
         let spares = &self.shared().spares;
         let me = self.ctx.index;
         let mut poll = SPARE_POLL_MIN;
+        let mut next_runs = 0;
         while !self.shared().is_shutdown() {
             let covered = spares.covered(self.shared(), me);
+            let core = self.core();
+            // The next slot first, as in `run`, within the same cap and in the same time slice:
+            // two actors waking each other here would otherwise keep everything else on this
+            // spare waiting, each run a new slice that no preemption ends.
+            let chained = match core.next.take() {
+                Some(actor) if next_runs < MAX_NEXT_RUNS => {
+                    next_runs += 1;
+                    Some(actor)
+                }
+                Some(actor) => {
+                    core.push_turn(actor); // its turn, behind the others
+                    None
+                }
+                None => None,
+            };
+            let from_next = chained.is_some();
+            if !from_next {
+                next_runs = 0;
+            }
             // Covering: anything it can take (the injector too). Not covering: only what is in
             // its own queues, so that it never takes from the injector what it would put back.
-            let work = if covered.is_some() {
-                self.core().next.take().or_else(|| self.next_local())
-            } else {
-                self.drain_inbox();
-                let core = self.core();
-                core.next
-                    .take()
-                    .or_else(|| core.pop_turn())
-                    .or_else(|| core.pop_lifo(self.remote()))
-            };
+            let work = chained.or_else(|| {
+                if covered.is_some() {
+                    self.next_local()
+                } else {
+                    self.drain_inbox();
+                    core.pop_turn().or_else(|| core.pop_lifo(self.remote()))
+                }
+            });
             if let Some(actor) = work {
                 if covered.is_some() || actor.home() == Some(me) {
-                    self.run_actor(actor, false);
+                    self.run_actor(actor, from_next);
                 } else {
                     // Step 3: no longer covering; what others may run goes back to them.
                     self.shared().push_injector(actor);
