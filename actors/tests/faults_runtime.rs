@@ -695,3 +695,57 @@ impl Drop for DropCounter {
         self.0.fetch_add(1, SeqCst);
     }
 }
+
+// A destructor run by shutdown's unwind may start actors of either kind: as a process actor
+// spawned then, a handler actor started then never runs and its join handle reports
+// `Cancelled`. `threadlet::start` panicked there instead ("the runtime is shutting down"),
+// a panic during the unwind, which aborted the process. Checked in a child.
+
+const START_CHILD: &str = "THREADLET_TEST_START_IN_UNWIND_CHILD";
+
+#[test]
+fn a_destructor_may_start_a_handler_actor_during_shutdown() {
+    if std::env::var_os(START_CHILD).is_some() {
+        struct Echo;
+        impl threadlet::Actor for Echo {
+            type Msg = u32;
+            fn handle(&mut self, _: u32, _: &mut threadlet::Context<Self>) {}
+        }
+        /// Starts one on its way out, and reports what became of it.
+        struct StartsOnDrop(mpsc::Sender<(bool, bool)>);
+        impl Drop for StartsOnDrop {
+            fn drop(&mut self) {
+                let (addr, h) = threadlet::start(Echo);
+                let refused = addr.send(1).is_err();
+                let cancelled = h.join().is_err_and(|e| e.is_cancelled());
+                let _ = self.0.send((refused, cancelled));
+            }
+        }
+        let rt = runtime(1);
+        let (started, is_started) = mpsc::channel();
+        let (report, reported) = mpsc::channel();
+        let _h = rt.spawn(move || {
+            let _starts = StartsOnDrop(report);
+            started.send(()).unwrap();
+            while park().is_ok() {}
+        });
+        is_started.recv().unwrap();
+        drop(rt);
+        assert_eq!(reported.recv().unwrap(), (true, true));
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_destructor_may_start_a_handler_actor_during_shutdown",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(START_CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    // The child ran the test (a filter that matched nothing would pass too).
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}

@@ -149,8 +149,13 @@ where
     R: Send + 'static,
     P: Activation,
 {
-    refuse_after_shutdown(shared)?;
-    launch(shared, build(shared, opts, make)).map_err(|(e, _built)| e)
+    match launch(shared, build(shared, opts, make)) {
+        Ok(handle) => Ok(handle),
+        // Shutdown has begun (say, a destructor of an actor it unwinds starts one): as a
+        // process actor spawned now, the actor never runs, and its join handle reports
+        // `Cancelled`; its address refuses sends.
+        Err((_, built)) => Ok(built.cancel()),
+    }
 }
 
 /// A handler actor built and not started yet: its cell, which holds its program, and its join
@@ -158,6 +163,21 @@ where
 pub(crate) struct Built<R> {
     entry: Runnable,
     handle: JoinHandle<R>,
+}
+
+impl<R> Built<R> {
+    /// Drops the actor unstarted, here: its program (user code; contained, as this may run in
+    /// a destructor during an unwind) and with it its completion, so that the returned join
+    /// handle reports `Cancelled`.
+    fn cancel(self) -> JoinHandle<R> {
+        let Built { entry, handle } = self;
+        let id = entry.actor().id;
+        crate::fault::contain(
+            format_args!("handler actor {id}, dropped unstarted at shutdown"),
+            move || drop(entry),
+        );
+        handle
+    }
 }
 
 /// Builds a handler actor: runs `make`, user code, so a caller that holds a lock
