@@ -87,7 +87,9 @@ pub(crate) mod sealed {
 /// | [`Monitor`](crate::Monitor) | [`Down`](crate::Down) |
 ///
 /// A join handle whose branch fired is spent: its result was taken, and joining it (or
-/// selecting on it) again panics.
+/// selecting on it) again panics. One select at a time may wait on a join handle: a second
+/// one (another actor or thread, through a shared `&JoinHandle`) panics, since only one could
+/// take the result.
 pub trait Recv: sealed::Sealed {
     /// What a receive from this source gives.
     type Output;
@@ -403,10 +405,13 @@ fn run<B: AsBranch>(branches: &[B], wait: Wait) -> Option<usize> {
     }
     let me = Waiter::current();
     loop {
+        // Made first, so that a watch that panics (a second select on one join handle) leaves
+        // no record behind in the branches watched before it: withdrawing one never made is
+        // a no-op.
+        let watching = Watching { branches, me: &me };
         for b in branches {
             b.branch().watch(&me);
         }
-        let watching = Watching { branches, me: &me };
         if let Some(i) = look(branches) {
             return Some(i);
         }

@@ -500,3 +500,40 @@ fn shutdown_unwinds_an_actor_parked_in_a_select() {
     assert!(tx.send(1).is_err());
     assert!(addr_rx.try_recv().is_err());
 }
+
+/// A join handle shared by two threads that select on it at once: one result, so one select
+/// at a time. The second now fails with a clear panic; it displaced the first's waiter, and
+/// the first waited for good.
+#[test]
+fn a_second_select_on_one_join_handle_fails_instead_of_stranding_the_first() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (go_tx, go) = channel::bounded::<()>(1);
+    let h = Arc::new(rt.spawn(move || go.recv().is_ok()));
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let selectors: Vec<_> = (0..2)
+        .map(|_| {
+            let (h, done_tx) = (h.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    threadlet::select! { recv(*h) -> r => r.unwrap() }
+                }));
+                done_tx.send(r.is_ok()).unwrap();
+            })
+        })
+        .collect();
+    // One of them waits; the other, if it came second, has failed by now.
+    std::thread::sleep(Duration::from_millis(100));
+    go_tx.send(()).unwrap();
+    let mut got: Vec<bool> = (0..2)
+        .map(|_| {
+            done.recv_timeout(Duration::from_secs(20))
+                .expect("a select hung")
+        })
+        .collect();
+    got.sort();
+    // One took the result; the other panicked (came second, or found it taken).
+    assert_eq!(got, [false, true]);
+    for s in selectors {
+        s.join().unwrap();
+    }
+}

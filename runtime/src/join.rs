@@ -932,14 +932,30 @@ pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
 
 /// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records
 /// itself. The completer takes the waiter and wakes it after unlocking.
+///
+/// # Panics
+///
+/// When another select (another actor or thread, through a shared `&JoinHandle`) waits on the
+/// same handle: one slot holds one waiter, and only one select can take the result (the other
+/// would panic taking it). Displacing the other's waiter left it waiting for good, and waking
+/// it would have the two displace each other for as long as the actor runs.
 pub fn join_watch<R>(h: &JoinHandle<R>, w: &Waiter) {
-    let old = match &mut h.packet.state.lock().slot {
-        Slot::Pending(slot) => slot.replace(w.clone()),
+    let (old, contended) = match &mut h.packet.state.lock().slot {
+        Slot::Pending(Some(other)) if !other.same_as(w) => (None, true),
+        Slot::Pending(slot) => (slot.replace(w.clone()), false),
         // Finished: the select's next look takes the result.
-        _ => None,
+        _ => (None, false),
     };
+    // Both unlocked: the panic, and the drop of a waiter that may hold the last reference to
+    // an actor.
+    if contended {
+        panic!("{TWO_SELECTS}");
+    }
     drop(old);
 }
+
+const TWO_SELECTS: &str =
+    "selecting on a join handle that another select is already waiting on (at most one at a time)";
 
 /// For `threadlet::select!`: withdraws the record made by [`join_watch`] if it is still there.
 pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
