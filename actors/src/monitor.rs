@@ -11,7 +11,7 @@
 //! closed channel does).
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use threadlet_runtime::{ActorId, Down, ExitReason, JoinHandle, Waiter};
@@ -39,9 +39,14 @@ pub(crate) type ExitHook = Box<dyn FnOnce(&Down) + Send>;
 /// assert_eq!((down.id, down.reason), (worker.id(), ExitReason::Killed));
 /// ```
 pub struct Monitor {
+    /// Wakes whoever waits: the hook sends the `Down` here once it has set `got`.
     rx: channel::Receiver<Down>,
-    /// The `Down`, once received.
-    got: OnceLock<Down>,
+    /// The `Down`, set by the hook before it sends (or, for a hook dropped unsent, by the first
+    /// receive that finds the channel closed). Shared with the hook, so that every user of one
+    /// monitor (a `Monitor` is `Sync`: say, a thread polling it beside a select waiting on it)
+    /// reads the same `Down`: the one that did not get the channel's one message, finding it
+    /// closed, took the end for lost, and its `Cancelled` could be the one both kept.
+    got: Arc<OnceLock<Down>>,
     /// The actor, when known when the monitor was made (for a `Down` the hook never sent).
     id: Option<ActorId>,
 }
@@ -50,18 +55,14 @@ impl Monitor {
     /// A monitor and the exit hook that feeds it.
     pub(crate) fn new(id: Option<ActorId>) -> (Monitor, ExitHook) {
         let (tx, rx) = channel::bounded(1);
+        let got = Arc::new(OnceLock::new());
+        let kept = got.clone();
         let hook = Box::new(move |down: &Down| {
+            let _ = kept.set(down.clone());
             // The monitor may be gone: nobody to tell.
             let _ = tx.try_send(down.clone());
         });
-        (
-            Monitor {
-                rx,
-                got: OnceLock::new(),
-                id,
-            },
-            hook,
-        )
+        (Monitor { rx, got, id }, hook)
     }
 
     /// Watches the actor behind a join handle (the handle keeps its result).

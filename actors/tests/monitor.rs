@@ -215,3 +215,42 @@ fn a_monitor_of_an_address_that_never_had_an_actor_reports_noproc() {
     assert_eq!(down.reason, ExitReason::NoProc);
     assert_eq!(monitor.try_recv(), Some(down));
 }
+
+/// A monitor is `Sync`: two users of one (here an actor waiting in `recv` and a thread
+/// polling) both get the actor's real end. The waiting one was handed the `Down`; the poller,
+/// finding the channel closed, took the end for lost and kept `Cancelled`, which the waiting
+/// one then read back too.
+#[test]
+fn two_users_of_one_monitor_both_get_the_real_end() {
+    use std::sync::Arc;
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    // One worker and no spare: the waiting actor runs only once the hog below is done.
+    let busy = Runtime::builder()
+        .workers(1)
+        .spare_workers(0)
+        .build()
+        .unwrap();
+    let (go_tx, go) = channel::bounded::<()>(1);
+    let watched = rt.spawn(move || {
+        let _ = go.recv();
+    });
+    let monitor = Arc::new(Monitor::of(&watched));
+    let m = monitor.clone();
+    let waiting = busy.spawn(move || m.recv().reason);
+    std::thread::sleep(Duration::from_millis(50)); // it waits in `recv`
+    let hog = busy.spawn(|| std::thread::sleep(Duration::from_millis(300)));
+    std::thread::sleep(Duration::from_millis(50)); // the hog holds the worker
+    go_tx.send(()).unwrap(); // the watched actor ends normally
+    let polled = within_watchdog("a poll of the monitor", move || {
+        loop {
+            if let Some(d) = monitor.try_recv() {
+                break d.reason;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    watched.join().unwrap();
+    hog.join().unwrap();
+    let waited = within_watchdog("the waiting actor", move || waiting.join().unwrap());
+    assert_eq!((polled, waited), (ExitReason::Normal, ExitReason::Normal));
+}
