@@ -6,6 +6,7 @@
 //! cargo run --release --example echo_latency -- --hogs-per-worker 2 --requests 200
 //! ```
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -19,11 +20,12 @@ struct Args {
     /// CPU-bound actors per worker.
     #[arg(long, default_value_t = 2)]
     hogs_per_worker: usize,
-    /// Requests to time.
-    #[arg(long, default_value_t = 200)]
-    requests: usize,
-    /// Time slice in milliseconds.
-    #[arg(long, default_value_t = 10)]
+    /// Requests to time (at least 1).
+    #[arg(long, default_value_t = NonZeroUsize::new(200).unwrap())]
+    requests: NonZeroUsize,
+    /// Time slice in milliseconds (at least 1: without time slices the hogs never let the echo
+    /// actor run, which is what this measures).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     slice_ms: u64,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
@@ -61,8 +63,8 @@ fn main() {
         }
     });
     let (tx, rx) = channel::bounded(1);
-    let mut lat = Vec::with_capacity(args.requests);
-    for i in 0..args.requests {
+    let mut lat = Vec::with_capacity(args.requests.get());
+    for i in 0..args.requests.get() {
         // Spread requests over the slices, not in step with them.
         std::thread::sleep(Duration::from_micros(1000 + (i as u64 * 7919) % 5000));
         let t = Instant::now();

@@ -7,6 +7,7 @@
 //! cargo run --release --example supervision -- --requests 30 --bad-every 7
 //! ```
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use clap::Parser;
@@ -19,12 +20,12 @@ struct Args {
     /// Requests to send.
     #[arg(long, default_value_t = 30)]
     requests: usize,
-    /// Every this-many-th request is bad input (the worker handling it panics).
-    #[arg(long, default_value_t = 7)]
-    bad_every: usize,
-    /// Parser workers in the pool.
-    #[arg(long, default_value_t = 3)]
-    workers: usize,
+    /// Every this-many-th request is bad input (the worker handling it panics); at least 1.
+    #[arg(long, default_value_t = NonZeroUsize::new(7).unwrap())]
+    bad_every: NonZeroUsize,
+    /// Parser workers in the pool (at least 1).
+    #[arg(long, default_value_t = NonZeroUsize::new(3).unwrap())]
+    workers: NonZeroUsize,
 }
 
 /// Parses numbers; panics on anything else ("let it crash").
@@ -61,7 +62,7 @@ fn main() {
     let mut sup = Supervisor::new(Strategy::OneForOne).intensity(100, Duration::from_secs(10));
     sup.add(auditor);
     let mut pool = Vec::new();
-    for i in 0..args.workers {
+    for i in 0..args.workers.get() {
         let audit = audit.clone();
         let (child, addr) = Child::handler(format!("parser-{i}"), move || NumberParser {
             audit: audit.clone(),
@@ -74,7 +75,7 @@ fn main() {
     let (mut served, mut failed) = (0, 0);
     for i in 1..=args.requests {
         let worker = &pool[i % pool.len()];
-        let text = if i.is_multiple_of(args.bad_every) {
+        let text = if i.is_multiple_of(args.bad_every.get()) {
             format!("bad-{i}")
         } else {
             i.to_string()
@@ -93,7 +94,7 @@ fn main() {
         }
     }
     println!("{served} requests served, {failed} crashed a worker (each restarted)");
-    assert_eq!(failed, args.requests / args.bad_every);
+    assert_eq!(failed, args.requests / args.bad_every.get());
     assert_eq!(served + failed, args.requests);
 
     sup_addr
