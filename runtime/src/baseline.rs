@@ -31,7 +31,9 @@
 //! 4. pick (`WorkerLoop::next_local`): [`GlobalQueue::pop`] under `GlobalQueue`;
 //! 5. the idle re-check (`Shared::any_stealable_work`): [`GlobalQueue::has_shared_work`];
 //! 6. shutdown's sweeps of the shared queues (`Shared::take_shared_queued`, `requeue_unstarted`);
-//! 7. run (`WorkerLoop::run_actor`): [`Policy::run_guard`], the GIL under `Gil`.
+//! 7. run (`WorkerLoop::run_actor`), and the actor code that kills and shutdown run (the
+//!    unwinds and drops of `kill`, `unwind_stack`, `drop_queued` and the sweep of idle
+//!    handler actors): [`Policy::run_guard`], the GIL under `Gil`.
 //!
 //! Placement at spawn (`worker.rs`) is part of the work-stealing path, so `Gil` has it and
 //! `GlobalQueue` does not.

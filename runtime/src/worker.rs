@@ -1789,6 +1789,8 @@ impl WorkerLoop<'_> {
                 // and the sweep gave this actor's shard, the one it is listed in, to this
                 // worker alone. So nobody else touches its body.
                 let body = unsafe { &mut *a.body.get() };
+                // Under the GIL baseline, with the global lock, as any actor code.
+                let _gil = self.shared().policy.run_guard();
                 a.discard_unstarted(body);
             }
         }
@@ -1827,6 +1829,8 @@ impl WorkerLoop<'_> {
     /// is unwound through its registry, so its queue entry is simply released.
     fn drop_queued(&self, mut entry: Runnable) {
         let (actor, body) = entry.body(self.core());
+        // Under the GIL baseline, with the global lock: destructors are actor code.
+        let _gil = self.shared().policy.run_guard();
         actor.discard_unstarted(body);
     }
 
@@ -1851,10 +1855,14 @@ impl WorkerLoop<'_> {
             return;
         };
         self.ctx.current.set(Arc::as_ptr(actor));
+        // Under the GIL baseline, with the global lock: the destructors it runs are actor code,
+        // which that baseline runs one at a time (as `kill` does).
+        let gil = self.shared().policy.run_guard();
         // A panic other than corosensei's forced unwind can come out of the coroutine (an actor
         // that caught the unwind and panicked anew); it must not take the worker down. (A
         // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+        drop(gil);
         self.ctx.current.set(std::ptr::null());
         if unwound.is_ok() {
             self.recycle(coroutine.into_stack());

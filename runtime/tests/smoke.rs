@@ -90,3 +90,41 @@ fn a_yielding_actor_lets_the_actor_it_spawned_run() {
         );
     }
 }
+
+/// Under the GIL baseline, actor code runs one actor at a time, destructors included: those
+/// that shutdown's unwind runs, too. Two workers unwound their actors side by side.
+#[test]
+fn under_the_gil_shutdown_runs_destructors_one_at_a_time() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Counts the destructors running at once, and the most seen.
+    struct Guard(Arc<(AtomicUsize, AtomicUsize)>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let (now, most) = &*self.0;
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+            now.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    let rt = runtime(2, Scheduler::Gil);
+    let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let parked = Arc::new(AtomicUsize::new(0));
+    for _ in 0..16 {
+        let (g, p) = (Guard(counts.clone()), parked.clone());
+        drop(rt.spawn(move || {
+            let _guard = g;
+            p.fetch_add(1, Ordering::SeqCst);
+            while threadlet_runtime::park().is_ok() {}
+        }));
+    }
+    while parked.load(Ordering::SeqCst) < 16 {
+        std::thread::yield_now();
+    }
+    drop(rt);
+    assert_eq!(counts.1.load(Ordering::SeqCst), 1);
+}
