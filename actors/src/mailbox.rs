@@ -394,8 +394,18 @@ struct Shared<M> {
 impl<M> Shared<M> {
     /// `Addr::kill`, or a kill kept for the attach; `false` if the actor had ended.
     fn kill(&self) -> bool {
+        self.kill_if(None)
+    }
+
+    /// `kill`, of incarnation `linked` only when one is named (a link's signal): checked under
+    /// the same lock as the kill, so that a lend in between cannot turn the signal into a kill
+    /// kept for the next incarnation.
+    fn kill_if(&self, linked: Option<ActorId>) -> bool {
         let actor = {
             let mut st = self.state.lock();
+            if linked.is_some_and(|id| st.actor != Some(id)) {
+                return false;
+            }
             match st.link {
                 Link::Unattached => {
                     st.rare().killed = true;
@@ -479,7 +489,7 @@ impl<M: Send> ExitSignal for Shared<M> {
                 let _ = tx.send(down.clone());
             }
             None => {
-                self.kill();
+                self.kill_if(linked);
             }
         }
     }
@@ -1020,7 +1030,11 @@ impl<M> UncountedAddr<M> {
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
     pub(crate) fn close_for_good(&self) {
-        drop(close_shared(&self.shared, true, 0));
+        // A receiver may be parked on it (what an incarnation handed the mailbox on to, or a
+        // handler child between messages): it must see the close.
+        if let Some(w) = close_shared(&self.shared, true, 0) {
+            w.wake_by_value();
+        }
     }
 
     /// Closes the mailbox but keeps its queue for the owner to drain (a graceful stop).
@@ -1098,6 +1112,9 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>) {
     rare.down = None;
     rare.trap = None;
     rare.links.clear();
+    // A kill kept for an incarnation that never attached (its start failed) is not the new
+    // one's.
+    rare.killed = false;
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
     (rare.loan, st.waiter.take())
@@ -1912,19 +1929,24 @@ impl<M> Addr<M> {
             }
             let (my_actor, their_actor) = (mine.actor, theirs.actor);
             let linked = (their_key, their_actor);
-            if mine
-                .rare
-                .as_ref()
-                .is_some_and(|r| r.links.contains(&linked))
+            // With either end recorded, a link signals at once (its hooks run now), again
+            // each time it is made, as Erlang's link to a process that is gone does; and the
+            // ended one's record is no longer needed.
+            let ended = mine.down().is_some() || theirs.down().is_some();
+            if !ended
+                && mine
+                    .rare
+                    .as_ref()
+                    .is_some_and(|r| r.links.contains(&linked))
             {
                 return; // as in Erlang, a link already there is not made twice
             }
-            let rare = mine.rare();
-            rare.links.retain(|&(key, _)| key != their_key);
-            rare.links.push(linked);
-            let rare = theirs.rare();
-            rare.links.retain(|&(key, _)| key != my_key);
-            rare.links.push((my_key, my_actor));
+            mine.rare().links.retain(|&(key, _)| key != their_key);
+            theirs.rare().links.retain(|&(key, _)| key != my_key);
+            if !ended {
+                mine.rare().links.push(linked);
+                theirs.rare().links.push((my_key, my_actor));
+            }
             (my_actor, their_actor)
         };
         let me: Arc<dyn ExitSignal> = self.shared.arc();

@@ -119,3 +119,28 @@ fn linking_again_or_from_the_other_side_makes_no_second_link() {
     assert_eq!(second, None);
     assert!(hc.join().unwrap_err().is_panic());
 }
+
+/// A link made again to an actor that has failed signals again, at once, as Erlang's link to
+/// a process that is gone does (the record of the first link made the second do nothing).
+#[test]
+fn linking_again_to_an_actor_that_failed_signals_again() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (child, hc) = waiter(&rt);
+    let (_me, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        let exits = mb.trap_exits();
+        let me = mb.addr();
+        me.link(&child);
+        child.send(0).unwrap(); // fails
+        let first = exits.recv().map(|d| d.reason);
+        me.link(&child);
+        let again = exits
+            .recv_timeout(Duration::from_secs(20))
+            .map(|d| d.reason);
+        (first, again)
+    });
+    let (first, again) = within_watchdog("a link to a failed actor", move || h.join().unwrap());
+    let failed = ExitReason::Panicked("told to fail".into());
+    assert_eq!(first, Ok(failed.clone()));
+    assert_eq!(again, Ok(failed));
+    assert!(hc.join().unwrap_err().is_panic());
+}
