@@ -123,7 +123,9 @@ impl Child {
                 }),
             )?;
             stable.attach(&h);
+            let starting = Starting::new(&h);
             let _ = running_rx.recv();
+            starting.started();
             Ok(incarnation(&h))
         });
         (Child::new(name.into(), start, &addr), addr)
@@ -145,7 +147,9 @@ impl Child {
             // the actor ended without running it, dropping the sender).
             let (started_tx, started_rx) = crate::channel::bounded::<()>(1);
             let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, make(), started_tx)?;
+            let starting = Starting::new(&h);
             let _ = started_rx.recv();
+            starting.started();
             Ok(incarnation(&h))
         });
         (Child::new(name.into(), start, &addr), addr)
@@ -192,6 +196,30 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         (self.close_for_good)();
+    }
+}
+
+/// An incarnation whose supervisor waits for it to run (the ordered start) before it has a
+/// `Running` record: if the supervisor unwinds meanwhile (killed), this kills the incarnation,
+/// as `Running` would.
+struct Starting(Option<AbortHandle>);
+
+impl Starting {
+    fn new<R>(h: &JoinHandle<R>) -> Starting {
+        Starting(Some(h.abort_handle()))
+    }
+
+    /// It runs: its `Running` record takes over.
+    fn started(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(abort) = self.0.take() {
+            abort.abort();
+        }
     }
 }
 

@@ -402,29 +402,32 @@ fn children_end_with_a_supervisor_that_is_killed() {
             self.0.fetch_sub(1, Ordering::SeqCst);
         }
     }
-    fn settle(live: &AtomicUsize, want: usize) -> usize {
+    /// Waits until (starts, alive) is `want`; returns what it is then.
+    fn reach(started: &AtomicUsize, live: &AtomicUsize, want: (usize, usize)) -> (usize, usize) {
+        let now = || (started.load(Ordering::SeqCst), live.load(Ordering::SeqCst));
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while live.load(Ordering::SeqCst) != want && std::time::Instant::now() < deadline {
+        while now() != want && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(50)); // and stays there
-        live.load(Ordering::SeqCst)
+        now()
     }
 
     let rt = Runtime::builder().workers(2).build().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
     let live = Arc::new(AtomicUsize::new(0));
     let log: Log = Arc::default();
-    let l = live.clone();
+    let (s, l) = (started.clone(), live.clone());
     let (nested, _) = Child::supervisor("nested", move || {
-        let l = l.clone();
+        let (s, l) = (s.clone(), l.clone());
         // Never reads its mailbox: only a kill ends it.
         let (grandchild, _) = Child::process("grandchild", move |_mb: Mailbox<()>| {
             l.fetch_add(1, Ordering::SeqCst);
+            s.fetch_add(1, Ordering::SeqCst);
             let _live = Live(l.clone());
             threadlet::sleep(Duration::from_secs(3600));
         });
         let mut sup = Supervisor::new(Strategy::OneForOne);
-        sup.add(grandchild);
+        sup.add(grandchild.shutdown(Duration::from_millis(50)));
         sup
     });
     let (sibling, sibling_addr) = logging_child("sibling", &log);
@@ -432,17 +435,16 @@ fn children_end_with_a_supervisor_that_is_killed() {
     top.add(nested).add(sibling);
     let (top_addr, h) = top.start(&rt.handle()).unwrap();
     wait_for(&log, "start sibling", 1);
-    assert_eq!(settle(&live, 1), 1);
+    assert_eq!(reach(&started, &live, (1, 1)), (1, 1));
     sibling_addr.send(0).unwrap(); // the group restarts: the nested supervisor is killed
-    wait_for(&log, "start sibling", 2);
     assert_eq!(
-        settle(&live, 1),
-        1,
-        "the first grandchild outlived its supervisor"
+        reach(&started, &live, (2, 1)),
+        (2, 1),
+        "(grandchildren started, alive): the first outlived its supervisor"
     );
     top_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("stop", move || h.join().unwrap());
-    assert_eq!(settle(&live, 0), 0);
+    assert_eq!(reach(&started, &live, (2, 0)), (2, 0));
 }
 
 /// OTP: a `Temporary` child is never restarted, not even when a sibling's failure restarts
@@ -662,4 +664,32 @@ fn a_mailbox_handed_on_by_an_ended_incarnation_receives_nothing_more() {
         20,
         "{log:?}"
     );
+}
+
+/// A finished child's mailbox closes for good, and whatever waits on it hears of it: here a
+/// helper the child handed its mailbox to, parked in `recv`, which slept on after the close.
+#[test]
+fn a_receiver_parked_on_a_finished_childs_mailbox_sees_it_closed() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    let ended_tx = Mutex::new(ended_tx);
+    let (child, _addr) = Child::process("hands-on", move |mb: Mailbox<u32>| {
+        let ended_tx = ended_tx.lock().clone();
+        let (receiving_tx, receiving) = threadlet::channel::bounded::<()>(1);
+        threadlet::spawn(move || {
+            receiving_tx.send(()).unwrap();
+            let got = mb.recv();
+            let _ = ended_tx.send(got);
+        });
+        receiving.recv().unwrap();
+        threadlet::sleep(Duration::from_millis(20)); // the helper waits in `recv`
+        // Ends normally: a temporary child is finished, its mailbox closed.
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child.restart(Restart::Temporary));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let got = ended.recv_timeout(Duration::from_secs(20));
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    assert_eq!(got, Ok(None));
 }
