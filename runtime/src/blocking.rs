@@ -149,12 +149,12 @@ impl BlockingPool {
         st.threads -= 1;
     }
 
-    /// Closes the pool (module docs, "Shutdown").
     /// Whether the pool has closed (its runtime's shutdown began).
     fn is_closed(&self) -> bool {
         self.state.lock().closed
     }
 
+    /// Closes the pool (module docs, "Shutdown").
     pub(crate) fn close(&self) {
         let mut st = self.state.lock();
         st.closed = true;
@@ -204,8 +204,15 @@ where
     R: Send + 'static,
 {
     let pool = match context::current_blocking_pool() {
-        // An actor that is being unwound may not suspend: it runs `f` itself.
-        Some(pool) if context::current().is_some() && !context::is_cancelling() => pool,
+        // An actor that is being unwound, or runs exit hooks, may not suspend: it runs `f`
+        // itself.
+        Some(pool)
+            if context::current().is_some()
+                && !context::is_cancelling()
+                && !context::in_exit_hooks() =>
+        {
+            pool
+        }
         _ => return f(),
     };
     let call = Arc::new(Call {
@@ -240,8 +247,9 @@ where
             None => {}
         }
         if context::park_on(crate::Wait::Blocking).is_err() {
-            // Only while this actor is being cancelled (checked above, so not reached in
-            // practice): it may not suspend; wait for the pool thread on this OS thread.
+            // Only while this actor is being cancelled or runs exit hooks (both checked above,
+            // so not reached in practice): it may not suspend; wait for the pool thread on
+            // this OS thread.
             thread::yield_now();
         }
     }

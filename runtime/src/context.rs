@@ -652,6 +652,11 @@ pub(crate) fn is_cancelling() -> bool {
     with_worker(|ctx| ctx.is_some_and(|c| c.cancelling.get()))
 }
 
+/// Whether this worker runs an actor's exit hooks now (see `WorkerContext::exit_hooks`).
+pub(crate) fn in_exit_hooks() -> bool {
+    with_worker(|ctx| ctx.is_some_and(|c| c.exit_hooks.get() > 0))
+}
+
 /// Whether this worker is killing an actor now.
 pub(crate) fn is_killing() -> bool {
     with_worker(|ctx| ctx.is_some_and(|c| c.killing.get()))

@@ -544,9 +544,10 @@ impl ExitWatch {
     /// it already has, else on the thread that ends it, once its result is stored and before
     /// a waiting `join` is woken. The hook must not block: inside an actor, a blocking
     /// operation there fails at once, as if the runtime were shutting down (a send to a full
-    /// bounded mailbox hands its message back, a `sleep` returns), for an actor suspended in
-    /// its own exit hooks would hold its worker's safe points off. A panic in it is contained
-    /// (reported on stderr). Each hook is kept until the actor ends.
+    /// bounded mailbox hands its message back, a `sleep` returns, a `blocking` call runs its
+    /// closure on the spot), for an actor suspended in its own exit hooks would hold its
+    /// worker's safe points off. A panic in it is contained (reported on stderr). Each hook is
+    /// kept until the actor ends.
     ///
     /// ```
     /// use std::sync::mpsc;
