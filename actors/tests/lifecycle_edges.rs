@@ -164,8 +164,9 @@ fn a_program_built_while_the_runtime_drops_may_spawn_through_a_handle() {
         "drop while a program is built",
         move || drop(rt),
     );
-    // Built before the gate closed, it was refused: the runtime had shut down.
-    assert!(starter.join().unwrap().is_err());
+    // Whether it was refused (the gate closed first) or started, the drop and the start both
+    // returned: neither waited for the other.
+    let _ = starter.join().unwrap();
 }
 
 /// An exit hook must not block. One that did suspended its actor with its worker's count of

@@ -26,7 +26,7 @@
 //! forgotten at one of them:
 //!
 //! 1. spawn (`Shared::spawn_cell`): the shared FIFO under `GlobalQueue`;
-//! 2. wake (`Shared::schedule_woken`): the home's FIFO or the shared one under `GlobalQueue`;
+//! 2. wake (`Shared::schedule_woken_from`): the home's FIFO or the shared one under `GlobalQueue`;
 //! 3. yield (`WorkerLoop::push_yielded`, `push_yielded_handler`): likewise;
 //! 4. pick (`WorkerLoop::next_local`): [`GlobalQueue::pop`] under `GlobalQueue`;
 //! 5. the idle re-check (`Shared::any_stealable_work`): [`GlobalQueue::has_shared_work`];
