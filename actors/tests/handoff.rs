@@ -89,6 +89,15 @@ impl Stuck {
     }
 }
 
+/// A runtime of one worker and one spare, the smallest that can hand off.
+fn one_worker_one_spare() -> Runtime {
+    Runtime::builder()
+        .workers(1)
+        .spare_workers(1)
+        .build()
+        .unwrap()
+}
+
 /// Blocks worker 0 of `rt` in an actor that waits, outside any safe point, until released;
 /// returns once that actor runs there. One that starts on a spare (still covering an earlier
 /// spell) ends at once, and another is spawned.
@@ -305,11 +314,7 @@ fn without_spares_a_closed_ring_stands_still() {
 #[test]
 fn an_actor_started_on_a_spare_stays_on_it_until_it_ends() {
     within(2 * DEADLINE, "pinned to a spare", || {
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(1)
-            .build()
-            .unwrap();
+        let rt = one_worker_one_spare();
         let stuck = stick(&rt);
         let (tx, rx) = threadlet::channel::unbounded::<u32>();
         let (seen_tx, seen) = mpsc::channel();
@@ -347,13 +352,7 @@ fn an_actor_started_on_a_spare_stays_on_it_until_it_ends() {
 #[test]
 fn dropping_the_runtime_on_a_spare_does_not_join_itself() {
     within(2 * DEADLINE, "drop on a spare", || {
-        let rt = Arc::new(
-            Runtime::builder()
-                .workers(1)
-                .spare_workers(1)
-                .build()
-                .unwrap(),
-        );
+        let rt = Arc::new(one_worker_one_spare());
         let stuck = stick(&rt);
         let (started_tx, started) = mpsc::channel::<()>();
         let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -379,11 +378,7 @@ fn dropping_the_runtime_on_a_spare_does_not_join_itself() {
 #[test]
 fn a_spare_with_a_pinned_actor_can_cover_again() {
     within(3 * DEADLINE, "second spell", || {
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(1)
-            .build()
-            .unwrap();
+        let rt = one_worker_one_spare();
         let first = stick(&rt);
         let (tx, rx) = threadlet::channel::unbounded::<()>();
         let (on_tx, on) = mpsc::channel();
@@ -432,11 +427,7 @@ fn a_busy_worker_gets_no_spare() {
 /// worker of a runtime with one spare (which would come after 2, were the worker blocked), and
 /// returns where a probe spawned meanwhile ran: `Some(0)` if it waited for the worker.
 fn probe_beside_a_busy_worker() -> Option<usize> {
-    let rt = Runtime::builder()
-        .workers(1)
-        .spare_workers(1)
-        .build()
-        .unwrap();
+    let rt = one_worker_one_spare();
     let (started_tx, started) = mpsc::channel();
     let busy = rt.spawn(move || {
         started_tx.send(()).unwrap();
@@ -610,11 +601,7 @@ fn a_worker_starved_of_the_cpu_gets_no_spare() {
 #[test]
 fn a_pair_waking_each_other_on_a_spare_leaves_room_for_the_others() {
     within(2 * DEADLINE, "a pair on a spare", || {
-        let rt = Runtime::builder()
-            .workers(1)
-            .spare_workers(1)
-            .build()
-            .unwrap();
+        let rt = one_worker_one_spare();
         let stuck = stick(&rt);
         let stop = Arc::new(AtomicBool::new(false));
         let (to_b, from_a) = threadlet::channel::unbounded::<()>();
