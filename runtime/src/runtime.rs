@@ -1399,16 +1399,17 @@ pub(crate) fn check_options(opts: &SpawnOptions) -> io::Result<()> {
 /// capped (see `StackSlab::reserve`).
 ///
 /// Under `mprotect` guards a custom-size stack costs the same two kernel mappings as a pooled
-/// one, so it takes a reservation too: the cap on mappings then holds for every actor, and an
-/// actor past it fails to spawn with the error that names `vm.max_map_count`, rather than the
-/// process running out of mappings elsewhere (a `std::thread::spawn`, an allocation).
+/// one, so it takes a reservation too, and counts against the cap on the slots carved
+/// (`StackSlab::map_owned`): the cap on mappings then holds for every actor, and an actor past
+/// it fails to spawn with the error that names `vm.max_map_count`, rather than the process
+/// running out of mappings elsewhere (a `std::thread::spawn`, an allocation).
 pub(crate) fn prepare_stack(
     shared: &Shared,
     opts: &SpawnOptions,
 ) -> io::Result<(Option<OwnedStack>, bool)> {
     let reserved = shared.slab.reserve()?;
     let custom = match opts.stack_size {
-        Some(size) if size != shared.slab.stack_size() => OwnedStack::new(size).map(Some),
+        Some(size) if size != shared.slab.stack_size() => shared.slab.map_owned(size).map(Some),
         _ => Ok(None),
     };
     match custom {

@@ -215,11 +215,17 @@ pub enum GuardKind {
     Mprotect,
 }
 
+/// Custom-size stacks ([`OwnedStack`]) alive in the process under `mprotect` guards (where
+/// each costs two kernel mappings), for the cap of `StackSlab::map_owned` and `carve_chunk`.
+/// Process-wide, as the limit on mappings is; the guard kind is too (`probe_guard_kind`).
+static OWNED_MPROTECT_STACKS: AtomicUsize = AtomicUsize::new(0);
+
 /// The runtime-wide source of stacks of the runtime's default size.
 pub struct StackSlab {
     size: usize,
     guard: GuardKind,
-    /// Stacks guarded with `mprotect` so far, against `mprotect_limit`.
+    /// Slots guarded with `mprotect` so far (chunks are never unmapped); with the custom-size
+    /// stacks alive (`OWNED_MPROTECT_STACKS`), against `mprotect_limit`.
     mprotect_guarded: AtomicUsize,
     mprotect_limit: usize,
     /// Live actors holding a reservation (`mprotect` guards only).
@@ -293,6 +299,24 @@ impl StackSlab {
         ))
     }
 
+    /// Maps a stack of a size other than the slab's for one actor ([`OwnedStack`]). Under
+    /// `mprotect` guards it costs the same two kernel mappings as a slot, so it counts against
+    /// the same cap as the slots carved: past it, the error names `vm.max_map_count`, rather
+    /// than the process running out of mappings elsewhere (carved slots stay counted after
+    /// their actors end, so reservations alone did not bound the mappings).
+    pub fn map_owned(&self, size: usize) -> io::Result<OwnedStack> {
+        // Against the slots carved and the custom stacks alive. (Two racing calls may both
+        // pass at the edge: the cap keeps a tenth of the limit spare, `MAP_COUNT_SHARE_PERCENT`.)
+        if self.guard == GuardKind::Mprotect
+            && self.mprotect_guarded.load(Ordering::Relaxed)
+                + OWNED_MPROTECT_STACKS.load(Ordering::Relaxed)
+                >= self.mprotect_limit
+        {
+            return Err(self.map_count_error());
+        }
+        OwnedStack::new(size)
+    }
+
     /// Which guard mechanism this slab uses.
     pub fn guard_kind(&self) -> GuardKind {
         self.guard
@@ -332,7 +356,8 @@ impl StackSlab {
         let count = STACKS_PER_CHUNK;
         if self.guard == GuardKind::Mprotect {
             let before = self.mprotect_guarded.fetch_add(count, Ordering::Relaxed);
-            if before + count > self.mprotect_limit {
+            let owned = OWNED_MPROTECT_STACKS.load(Ordering::Relaxed);
+            if before + count + owned > self.mprotect_limit {
                 self.mprotect_guarded.fetch_sub(count, Ordering::Relaxed);
                 return Err(self.map_count_error());
             }
@@ -417,8 +442,9 @@ impl StackSlab {
             let end = stacks[j - 1].slot.get() + slot_size;
             // SAFETY: every stack in `i..j` is owned by this list (invariant 2) and no coroutine
             // runs on it; the range covers their usable parts and, between neighbours, their
-            // guard pages, whose markers `MADV_DONTNEED` leaves in place. All of it lies in one
-            // live chunk (invariant 3), since neighbours are carved from the same mapping.
+            // guard pages, whose markers `MADV_DONTNEED` leaves in place. All of it lies in the
+            // slab's live chunks (invariant 3): two neighbours may sit in two chunks that the
+            // kernel mapped next to each other, both the slab's, and never unmapped.
             unsafe {
                 libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
             }
@@ -500,6 +526,10 @@ impl OwnedStack {
             unsafe { libc::munmap(slot as *mut libc::c_void, len) };
             return Err(e);
         }
+        if probe_guard_kind() == GuardKind::Mprotect {
+            // Given back in `drop`.
+            OWNED_MPROTECT_STACKS.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(OwnedStack {
             stack: Stack {
                 slot: NonZeroUsize::new(slot).expect("mmap returned null"),
@@ -529,6 +559,9 @@ impl Drop for OwnedStack {
                 self.stack.slot.get() as *mut libc::c_void,
                 GUARD + self.stack.size,
             );
+        }
+        if probe_guard_kind() == GuardKind::Mprotect {
+            OWNED_MPROTECT_STACKS.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
