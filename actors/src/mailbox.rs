@@ -1112,9 +1112,6 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>) {
     rare.down = None;
     rare.trap = None;
     rare.links.clear();
-    // A kill kept for an incarnation that never attached (its start failed) is not the new
-    // one's.
-    rare.killed = false;
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
     (rare.loan, st.waiter.take())
@@ -1916,7 +1913,7 @@ impl<M> Addr<M> {
         if my_key == their_key {
             return; // as in Erlang, linking to oneself does nothing
         }
-        let (my_actor, their_actor) = {
+        let (my_actor, their_actor, mine_ended, theirs_ended) = {
             // Both locks, in the order of their addresses, so that two links made at once
             // between the same pair (each side linking to the other) see each other.
             let (mut mine, mut theirs);
@@ -1932,7 +1929,8 @@ impl<M> Addr<M> {
             // With either end recorded, a link signals at once (its hooks run now), again
             // each time it is made, as Erlang's link to a process that is gone does; and the
             // ended one's record is no longer needed.
-            let ended = mine.down().is_some() || theirs.down().is_some();
+            let (mine_ended, theirs_ended) = (mine.down().is_some(), theirs.down().is_some());
+            let ended = mine_ended || theirs_ended;
             if !ended
                 && mine
                     .rare
@@ -1947,20 +1945,28 @@ impl<M> Addr<M> {
                 mine.rare().links.push(linked);
                 theirs.rare().links.push((my_key, my_actor));
             }
-            (my_actor, their_actor)
+            (my_actor, their_actor, mine_ended, theirs_ended)
         };
-        let me: Arc<dyn ExitSignal> = self.shared.arc();
-        let them: Arc<dyn ExitSignal> = other.shared.arc();
-        other.on_exit(Box::new(move |down| {
-            if !down.reason.is_normal() {
-                me.exit_signal(down, my_actor);
-            }
-        }));
-        self.on_exit(Box::new(move |down| {
-            if !down.reason.is_normal() {
-                them.exit_signal(down, their_actor);
-            }
-        }));
+        // Each side's end signals the other, unless the other has ended (a hook that would only
+        // wait, useless, for as long as the side that is still alive lives). A hook hears the
+        // end of the incarnation linked only: one that a lend (a supervised child's restart)
+        // put there in between is another's.
+        if !mine_ended {
+            let me: Arc<dyn ExitSignal> = self.shared.arc();
+            other.on_exit(Box::new(move |down| {
+                if !down.reason.is_normal() && their_actor.is_none_or(|id| id == down.id) {
+                    me.exit_signal(down, my_actor);
+                }
+            }));
+        }
+        if !theirs_ended {
+            let them: Arc<dyn ExitSignal> = other.shared.arc();
+            self.on_exit(Box::new(move |down| {
+                if !down.reason.is_normal() && my_actor.is_none_or(|id| id == down.id) {
+                    them.exit_signal(down, their_actor);
+                }
+            }));
+        }
     }
 
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe
