@@ -693,3 +693,47 @@ fn a_receiver_parked_on_a_finished_childs_mailbox_sees_it_closed() {
     within_watchdog("stop", move || h.join().unwrap());
     assert_eq!(got, Ok(None));
 }
+
+/// A supervisor killed while it waits for a child to start (an ordered start: a handler
+/// child's `started` still running) takes that child down too: it has no record of it yet
+/// to kill it by, and the child ran on, ownerless.
+#[test]
+fn a_child_still_starting_ends_with_a_supervisor_that_is_killed() {
+    use std::sync::atomic::AtomicBool;
+
+    /// Its `started` waits on a channel nobody sends on.
+    struct Slow(Option<threadlet::channel::Receiver<()>>, Arc<AtomicBool>);
+    impl Actor for Slow {
+        type Msg = ();
+        fn started(&mut self, _: &mut Context<Self>) {
+            self.1.store(true, Ordering::SeqCst);
+            if let Some(rx) = self.0.take() {
+                let _ = rx.recv();
+            }
+        }
+        fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+    }
+
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (gate_tx, gate_rx) = threadlet::channel::bounded::<()>(1);
+    let gate_rx = Mutex::new(Some(gate_rx));
+    let starting = Arc::new(AtomicBool::new(false));
+    let s = starting.clone();
+    let (child, addr) = Child::handler("slow", move || Slow(gate_rx.lock().take(), s.clone()));
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (_sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    within_watchdog("the child's start", {
+        let (starting, addr) = (starting.clone(), addr.clone());
+        move || {
+            while !starting.load(Ordering::SeqCst) || addr.actor_id().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let child = addr.monitor();
+    h.abort(); // the supervisor, waiting for `started` to return
+    let down = child.recv_timeout(Duration::from_secs(20));
+    assert_eq!(down.map(|d| d.reason), Some(threadlet::ExitReason::Killed));
+    drop(gate_tx);
+}
