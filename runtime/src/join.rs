@@ -542,7 +542,7 @@ pub struct ExitWatch(Arc<Exit>);
 impl ExitWatch {
     /// Calls `hook` with the [`Down`] once the actor has ended: at once (on this thread) if
     /// it already has, else on the thread that ends it, once its result is stored and before
-    /// a waiting `join` is woken. The hook must not block: inside an actor, a blocking
+    /// a waiting `join` is woken. The hook must not block: run at an actor's end, a blocking
     /// operation there fails at once, as if the runtime were shutting down (a send to a full
     /// bounded mailbox hands its message back, a `sleep` returns, a `blocking` call runs its
     /// closure on the spot), for an actor suspended in its own exit hooks would hold its
