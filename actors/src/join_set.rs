@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use threadlet_runtime::__private::join_cancelled;
 use threadlet_runtime::{AbortHandle, ActorId, Handle, JoinError, JoinHandle};
 
 use crate::channel;
@@ -92,12 +93,20 @@ impl<R: Send + 'static> JoinSet<R> {
     }
 
     /// As [`join_next`](JoinSet::join_next), with the id of the actor that finished.
+    ///
+    /// Where the caller may not wait (an actor being unwound by a kill or by shutdown, say in
+    /// a destructor that drains the set), each call instead kills one actor still in the set
+    /// and gives it back with a `Cancelled` error, as [`JoinHandle::join`] gives up there.
     pub fn join_next_with_id(&mut self) -> Option<(ActorId, Result<R, JoinError>)> {
         while !self.running.is_empty() {
-            let id = self
-                .done_rx
-                .recv()
-                .expect("the set holds a sender of its own channel");
+            // The set holds a sender of its own channel: the receive fails only because this
+            // caller may not wait.
+            let Ok(id) = self.done_rx.recv() else {
+                let id = *self.running.keys().next().expect("not empty");
+                let handle = self.running.remove(&id).expect("listed");
+                handle.abort();
+                return Some((id, Err(join_cancelled(&handle))));
+            };
             if let Some(r) = self.take(id) {
                 return Some(r);
             }

@@ -749,3 +749,56 @@ fn a_destructor_may_start_a_handler_actor_during_shutdown() {
     // The child ran the test (a filter that matched nothing would pass too).
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+// A destructor run by a kill's unwind may drain a `JoinSet`: it cannot wait there, so each
+// `join_next` kills one member and gives it back as cancelled. `join_next` panicked instead
+// (its receive failed, which it took for impossible), a panic during the unwind that aborted
+// the process. Checked in a child.
+
+const DRAIN_CHILD: &str = "THREADLET_TEST_DRAIN_IN_UNWIND_CHILD";
+
+#[test]
+fn a_destructor_may_drain_a_join_set_while_its_actor_is_killed() {
+    if std::env::var_os(DRAIN_CHILD).is_some() {
+        /// Drains its set on the way out, and reports the results' kinds.
+        struct Drain(threadlet::JoinSet<()>, mpsc::Sender<Vec<bool>>);
+        impl Drop for Drain {
+            fn drop(&mut self) {
+                let mut cancelled = Vec::new();
+                while let Some(r) = self.0.join_next() {
+                    cancelled.push(r.is_err_and(|e| e.is_cancelled()));
+                }
+                let _ = self.1.send(cancelled);
+            }
+        }
+        let rt = runtime(2);
+        let (report, reported) = mpsc::channel();
+        let (started, is_started) = mpsc::channel();
+        let h = rt.spawn(move || {
+            let mut set = threadlet::JoinSet::new();
+            set.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+            let _drain = Drain(set, report);
+            started.send(()).unwrap();
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        is_started.recv().unwrap();
+        h.abort();
+        assert!(h.join().unwrap_err().is_killed());
+        assert_eq!(reported.recv().unwrap(), [true]);
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_destructor_may_drain_a_join_set_while_its_actor_is_killed",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(DRAIN_CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    // The child ran the test (a filter that matched nothing would pass too).
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
