@@ -6,9 +6,11 @@
 //! Each child has one mailbox for the supervisor's whole life. The supervisor keeps an address
 //! of it (so the child does not end just because every outside address went away) and *lends*
 //! the mailbox to each incarnation: an incarnation that ends, however it ends, leaves the
-//! mailbox open with its queue (one that closed it hands it on open again). So the address handed out when the child was added stays valid
-//! across restarts, and messages queued while a child restarts go to the next incarnation; only
-//! the message whose handling panicked is lost (it had been taken out of the queue).
+//! mailbox open with its queue (one that closed it hands it on open again). So the address
+//! handed out when the child was added stays valid across restarts, and messages queued while
+//! a child restarts go to the next incarnation; only the message whose handling panicked is
+//! lost (it had been taken out of the queue). A child that is finished (its policy declined a
+//! restart), or dropped with its supervisor, has its mailbox closed for good.
 //!
 //! # The loop
 //!

@@ -506,8 +506,8 @@ pub fn sleep_until(deadline: Instant) {
 
 /// Runs `f` once `deadline` has passed, on the runtime's monitor thread when called from an
 /// actor (or from a callback of that runtime's timers), or else on the process-wide timer
-/// thread (`threadlet-timer`, started by the first such call). Either way it costs one heap entry and no thread of its own. `f` must not block:
-/// it delays every other timer of its heap.
+/// thread (`threadlet-timer`, started by the first such call). Either way it costs one heap
+/// entry and no thread of its own. `f` must not block: it delays every other timer of its heap.
 ///
 /// A panic in `f`, or in its destructor, is reported on stderr and contained: timers keep
 /// firing. A runtime's pending calls are dropped without running when it shuts down; those on
