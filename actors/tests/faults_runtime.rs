@@ -435,6 +435,26 @@ fn f13_many_workers_build_run_and_stop() {
     within_watchdog("drop(rt)", move || drop(rt));
 }
 
+/// Runs test `name` of this binary again in a child process, with `env` set (which the test
+/// reads to play the child's part), and returns what the child did.
+fn in_child(name: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// [`in_child`], for a child that must pass: it exited cleanly, and ran the test (a filter
+/// that matched nothing would pass too).
+fn passes_in_child(name: &str, env: &[(&str, &str)]) {
+    let out = in_child(name, env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
+
 // F12: under mprotect guards, custom-size stacks were not counted against the cap on kernel
 // mappings, so they used up `vm.max_map_count` for the whole process. The guard kind is chosen
 // once per process, so this runs in a child process with mprotect guards forced.
@@ -444,36 +464,85 @@ const MPROTECT_CHILD: &str = "THREADLET_TEST_MPROTECT_CHILD";
 #[test]
 fn f12_custom_size_stacks_count_against_the_mapping_cap() {
     if std::env::var_os(MPROTECT_CHILD).is_some() {
-        return mprotect_child();
+        return mprotect_child(false);
     }
-    let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+    f12_parent("f12_custom_size_stacks_count_against_the_mapping_cap");
+}
+
+// The same after a burst of default-size actors: their slots stay carved (and counted) after
+// they end, while the reservations that bounded custom stacks were given back. Custom stacks,
+// held only to the cap on reservations, ran the process out of mappings (a bare "Cannot
+// allocate memory", and no thread could be made).
+
+#[test]
+fn f12_custom_size_stacks_after_a_burst_count_too() {
+    if std::env::var_os(MPROTECT_CHILD).is_some() {
+        return mprotect_child(true);
+    }
+    f12_parent("f12_custom_size_stacks_after_a_burst_count_too");
+}
+
+/// The kernel's limit on a process's mappings (its default where it cannot be read).
+fn max_map_count() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(65_530);
+        .unwrap_or(65_530)
+}
+
+/// Runs test `name` as the f12 child, under `mprotect` guards (chosen once per process).
+fn f12_parent(name: &str) {
+    let max_map_count = max_map_count();
     if max_map_count > 200_000 {
         eprintln!("vm.max_map_count is {max_map_count}: too many stacks to map in a test; skipped");
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "f12_custom_size_stacks_count_against_the_mapping_cap",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(MPROTECT_CHILD, "1")
-        .env("THREADLET_FORCE_MPROTECT_GUARDS", "1")
-        .output()
-        .unwrap();
+    let out = in_child(
+        name,
+        &[
+            (MPROTECT_CHILD, "1"),
+            ("THREADLET_FORCE_MPROTECT_GUARDS", "1"),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
     assert!(stdout.contains("CHILD OK"), "{stdout}\n{stderr}");
 }
 
-fn mprotect_child() {
+/// Runs a burst of default-size actors, all alive at once (so that each takes a stack of its
+/// own, carved), then lets them end: about two thirds of the slots the cap allows.
+fn carve_a_burst(rt: &Runtime) {
+    let max_map_count = max_map_count();
+    let burst = max_map_count / 3;
+    let (release, released) = channel::unbounded::<()>();
+    let running = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..burst)
+        .map(|_| {
+            let (released, running) = (released.clone(), running.clone());
+            rt.spawn(move || {
+                running.fetch_add(1, SeqCst);
+                let _ = released.recv();
+            })
+        })
+        .collect();
+    while running.load(SeqCst) < burst {
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(release);
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+/// The f12 child: custom-size stacks until the runtime refuses one, after a burst of
+/// default-size actors if `burst`.
+fn mprotect_child(burst: bool) {
     let rt = runtime(1);
     assert!(!rt.stats().madvise_guards);
+    if burst {
+        carve_a_burst(&rt);
+    }
     let hog = hog_until_shutdown(&rt);
     let mut handles = Vec::new();
     let err = loop {
@@ -518,16 +587,10 @@ fn a_destructor_panicking_during_a_shutdown_unwind_aborts() {
         drop(rt);
         unreachable!("the process aborts while unwinding the actor");
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_destructor_panicking_during_a_shutdown_unwind_aborts",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ABORT_CHILD, "1")
-        .output()
-        .unwrap();
+    let out = in_child(
+        "a_destructor_panicking_during_a_shutdown_unwind_aborts",
+        &[(ABORT_CHILD, "1")],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(6), "SIGABRT expected: {stderr}");
@@ -734,20 +797,10 @@ fn a_destructor_may_start_a_handler_actor_during_shutdown() {
         assert_eq!(reported.recv().unwrap(), (true, true));
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_destructor_may_start_a_handler_actor_during_shutdown",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(START_CHILD, "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {stderr}", out.status);
-    // The child ran the test (a filter that matched nothing would pass too).
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    passes_in_child(
+        "a_destructor_may_start_a_handler_actor_during_shutdown",
+        &[(START_CHILD, "1")],
+    );
 }
 
 // A destructor run by a kill's unwind may drain a `JoinSet`: it cannot wait there, so each
@@ -787,18 +840,8 @@ fn a_destructor_may_drain_a_join_set_while_its_actor_is_killed() {
         assert_eq!(reported.recv().unwrap(), [true]);
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_destructor_may_drain_a_join_set_while_its_actor_is_killed",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DRAIN_CHILD, "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {stderr}", out.status);
-    // The child ran the test (a filter that matched nothing would pass too).
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    passes_in_child(
+        "a_destructor_may_drain_a_join_set_while_its_actor_is_killed",
+        &[(DRAIN_CHILD, "1")],
+    );
 }
