@@ -41,6 +41,17 @@ fn wait_for(log: &Log, entry: &str, count: usize) {
     }
 }
 
+/// Waits until incarnation `n` of a child (counted by `starts`, at each start) has started
+/// and is attached to the child's address (a restart leaves it unattached a moment).
+fn until_attached<M: Send + 'static>(starts: &Arc<AtomicU64>, n: u64, addr: &threadlet::Addr<M>) {
+    let (starts, addr) = (starts.clone(), addr.clone());
+    within_watchdog("the next incarnation", move || {
+        while starts.load(Ordering::SeqCst) < n || addr.actor_id().is_none() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
 fn run_strategy(strategy: Strategy) -> Vec<String> {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let log: Log = Arc::default();
@@ -514,13 +525,8 @@ fn links_and_traps_do_not_outlive_the_incarnation_that_made_them() {
     sup.add(child);
     let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
     let attached = |n: u64| {
-        let (starts, addr) = (starts.clone(), addr.clone());
-        within_watchdog("the next incarnation", move || {
-            while starts.load(Ordering::SeqCst) < n || addr.actor_id().is_none() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            addr.monitor()
-        })
+        until_attached(&starts, n, &addr);
+        addr.monitor()
     };
     let second = attached(2);
     first_partner.send(0).unwrap(); // its link was the first incarnation's
@@ -638,14 +644,7 @@ fn a_mailbox_handed_on_by_an_ended_incarnation_receives_nothing_more() {
     let mut sup = Supervisor::new(Strategy::OneForOne);
     sup.add(child);
     let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
-    within_watchdog("the second incarnation", {
-        let (starts, addr) = (starts.clone(), addr.clone());
-        move || {
-            while starts.load(Ordering::SeqCst) < 2 || addr.actor_id().is_none() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    });
+    until_attached(&starts, 2, &addr);
     for n in 0..20 {
         addr.send(n).unwrap();
     }
