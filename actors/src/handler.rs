@@ -95,9 +95,15 @@ pub trait Actor: Send + Sized + 'static {
 /// pointer, from which an address and the actor's id are made when asked for, so that an idle
 /// handler actor keeps no copies of them (`program_size`).
 pub struct Context<A: Actor> {
+    /// With the context's flags (`STOPPING`, `STARTED`) in its `owner_bits`, a byte that
+    /// would otherwise be padding (see `Program`).
     mailbox: Mailbox<A::Msg>,
-    stopping: bool,
 }
+
+/// `Context::stop` was called.
+const STOPPING: u8 = 1;
+/// `Actor::started` has run.
+const STARTED: u8 = 2;
 
 // SAFETY: a `Mailbox` is not `Sync` because its receiving operations (`recv`, `poll`, `close`,
 // `take_queued`) assume one receiver. Through a shared `&Context` none of them is reachable:
@@ -197,7 +203,11 @@ impl<A: Actor> Context<A> {
     /// assert_eq!(addr.send("late").unwrap_err().into_inner(), "late"); // handed back
     /// ```
     pub fn stop(&mut self) {
-        self.stopping = true;
+        self.mailbox.owner_bits |= STOPPING;
+    }
+
+    fn stopping(&self) -> bool {
+        self.mailbox.owner_bits & STOPPING != 0
     }
 }
 
@@ -205,41 +215,69 @@ impl<A: Actor> fmt::Debug for Context<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
             .field("id", &self.mailbox.actor_id())
-            .field("stopping", &self.stopping)
+            .field("stopping", &self.stopping())
             .finish()
     }
 }
 
 /// A handler actor as the runtime runs it: its value, mailbox, context and join completion.
-struct Program<A: Actor> {
+///
+/// Four words for an actor of up to a word (`program_size`), so that its box is in glibc's
+/// 48-byte class: the value and its completion share one `Option` (they are taken together,
+/// and the completion's pointer gives the `Option` its tag for free), the context's two flags
+/// sit in its mailbox's spare byte, and the start signal `S` is `()` (no bytes) except for a
+/// supervised child's.
+struct Program<A: Actor, S: StartSignal = ()> {
     /// `None` once stopped.
-    actor: Option<A>,
-    /// Holds the mailbox, which `batch` polls.
+    live: Option<Live<A>>,
+    /// Holds the mailbox, which `batch` polls, and whether `started` has run.
     ctx: Context<A>,
-    completion: Option<Completion<A>>,
-    started: bool,
-    /// Told once `started` has returned (or panicked): a supervisor starting its children in
-    /// order waits for it (`supervisor.rs`). One word: a `Sender` keeps its flag in its
-    /// pointer (`tagged.rs`), so programs without one pay no more than a pointer.
-    on_started: Option<crate::channel::Sender<()>>,
+    /// Told when `started` has run (or dropped, if it panicked).
+    on_started: S,
 }
 
-impl<A: Actor> Program<A> {
+/// What a running handler actor gives back when it stops: its value, through its completion.
+struct Live<A: Actor> {
+    actor: A,
+    completion: Completion<A>,
+}
+
+/// Told once a handler actor's `started` has returned; see `Program`. `Default` is a signal
+/// already told (or none at all).
+trait StartSignal: Default + Send + 'static {
+    fn tell(self);
+}
+
+/// No one waits for the start.
+impl StartSignal for () {
+    fn tell(self) {}
+}
+
+/// A supervisor starting its children in order waits for each one's start (`supervisor.rs`);
+/// if `started` panics, the dropped sender tells it as much.
+impl StartSignal for Option<crate::channel::Sender<()>> {
+    fn tell(self) {
+        if let Some(tx) = self {
+            let _ = tx.try_send(());
+        }
+    }
+}
+
+impl<A: Actor, S: StartSignal> Program<A, S> {
     /// One batch (step 2 of the module docs), or `started` first.
     fn batch(&mut self) -> Step {
-        let actor = self
-            .actor
+        let actor = &mut self
+            .live
             .as_mut()
-            .expect("a stopped actor is never activated");
-        if !self.started {
-            self.started = true;
+            .expect("a stopped actor is never activated")
+            .actor;
+        if self.ctx.mailbox.owner_bits & STARTED == 0 {
+            self.ctx.mailbox.owner_bits |= STARTED;
             // Dropped on every way out of `started`, a panic included: the waiter goes on.
-            let told = self.on_started.take();
+            let told = std::mem::take(&mut self.on_started);
             actor.started(&mut self.ctx);
-            if let Some(tx) = told {
-                let _ = tx.try_send(());
-            }
-            if self.ctx.stopping {
+            told.tell();
+            if self.ctx.stopping() {
                 return Step::Stop;
             }
         }
@@ -247,7 +285,7 @@ impl<A: Actor> Program<A> {
             match self.ctx.mailbox.poll(i > 0) {
                 Poll::Message(msg) => {
                     actor.handle(msg, &mut self.ctx);
-                    if self.ctx.stopping {
+                    if self.ctx.stopping() {
                         return Step::Stop;
                     }
                 }
@@ -271,7 +309,10 @@ impl<A: Actor> Program<A> {
             let _ = catch_actor_panic(move || drop(left));
         }
         // (A supervised child's mailbox stays open, queue and all, for its next incarnation.)
-        let mut actor = self.actor.take();
+        let Some(Live { actor, completion }) = self.live.take() else {
+            return Step::Stop;
+        };
+        let mut actor = Some(actor);
         let result = match panicked {
             Some(p) => Err(JoinErrorKind::Panicked(p)),
             None => match catch_actor_panic(|| {
@@ -283,14 +324,15 @@ impl<A: Actor> Program<A> {
                 Err(p) => Err(JoinErrorKind::Panicked(p)),
             },
         };
-        if let Some(c) = self.completion.take() {
-            c.complete(result);
-        }
+        // A value that panicked is dropped before `join` returns (its destructor may panic
+        // too: the join already reports a panic).
+        let _ = catch_actor_panic(move || drop(actor));
+        completion.complete(result);
         Step::Stop
     }
 }
 
-impl<A: Actor> Activation for Program<A> {
+impl<A: Actor, S: StartSignal> Activation for Program<A, S> {
     fn run(&mut self) -> Step {
         match catch_actor_panic(|| self.batch()) {
             Ok(Step::Stop) => self.stop(None),
@@ -303,15 +345,15 @@ impl<A: Actor> Activation for Program<A> {
 /// What a new handler actor's program is made of, until the runtime names the actor and
 /// gives it its join completion (`into_fn`): passed to the runtime's `start_handler` as a plain
 /// closure, with no allocation of its own.
-struct Make<A: Actor> {
+struct Make<A: Actor, S: StartSignal> {
     actor: A,
     mailbox: Mailbox<A::Msg>,
-    on_started: Option<crate::channel::Sender<()>>,
+    on_started: S,
 }
 
-impl<A: Actor> Make<A> {
+impl<A: Actor, S: StartSignal> Make<A, S> {
     /// The `make` argument of the runtime's `start_handler`.
-    fn into_fn(self) -> impl FnOnce(ActorId, Completion<A>) -> Program<A> {
+    fn into_fn(self) -> impl FnOnce(ActorId, Completion<A>) -> Program<A, S> {
         move |id, completion| {
             let Make {
                 actor,
@@ -320,13 +362,8 @@ impl<A: Actor> Make<A> {
             } = self;
             mailbox.set_actor(id);
             Program {
-                actor: Some(actor),
-                ctx: Context {
-                    mailbox,
-                    stopping: false,
-                },
-                completion: Some(completion),
-                started: false,
+                live: Some(Live { actor, completion }),
+                ctx: Context { mailbox },
                 on_started,
             }
         }
@@ -337,9 +374,9 @@ impl<A: Actor> Make<A> {
 fn start_with<A: Actor>(
     actor: A,
     capacity: Option<usize>,
-    start: impl FnOnce(Make<A>) -> io::Result<JoinHandle<A>>,
+    start: impl FnOnce(Make<A, ()>) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_in(actor, mailbox::mailbox_with(capacity), None, start)
+    start_in(actor, mailbox::mailbox_with(capacity), (), start)
 }
 
 /// Starts an incarnation of a supervised handler actor on its lent mailbox (`supervisor.rs`);
@@ -358,11 +395,11 @@ pub(crate) fn start_lent<A: Actor>(
 }
 
 /// `start_with` on a given mailbox (a supervised child's lent one).
-fn start_in<A: Actor>(
+fn start_in<A: Actor, S: StartSignal>(
     actor: A,
     (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
-    on_started: Option<crate::channel::Sender<()>>,
-    start: impl FnOnce(Make<A>) -> io::Result<JoinHandle<A>>,
+    on_started: S,
+    start: impl FnOnce(Make<A, S>) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
     let handle = start(Make {
         actor,
@@ -440,19 +477,28 @@ pub(crate) fn start_on<A: Actor>(
     })
 }
 
-/// An idle handler actor is mostly its program: 56 bytes for a value of one word with a niche
-/// (the `Option` around it then costs nothing) keep it in the 64-byte allocation class
-/// (`docs/benchmarks.md`, "Memory", measured with such an actor). The mailbox is held once,
-/// by the context; an address and the id are made from it when asked for.
+/// An idle handler actor is mostly its program: four words for a value of a word or less,
+/// which with glibc's header keep its box in the 48-byte allocation class (`docs/benchmarks.md`,
+/// "Memory", measured with such an actor). The mailbox is held once, by the context; an
+/// address and the id are made from it when asked for.
 #[cfg(all(test, target_pointer_width = "64"))]
 #[test]
 fn program_size() {
+    const ROOM: usize = 4 * std::mem::size_of::<usize>();
     struct Holder(#[allow(dead_code)] Option<u32>);
-    impl Actor for Holder {
-        type Msg = ();
-        fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+    struct Word(#[allow(dead_code)] u64);
+    struct Unit;
+    macro_rules! fits {
+        ($($a:ty),*) => {$(
+            impl Actor for $a {
+                type Msg = ();
+                fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+            }
+            assert!(std::mem::size_of::<Program<$a>>() <= ROOM, stringify!($a));
+            assert!(std::mem::align_of::<Program<$a>>() <= std::mem::align_of::<usize>());
+        )*};
     }
-    assert!(std::mem::size_of::<Program<Holder>>() <= 56);
+    fits!(Holder, Word, Unit);
 }
 
 /// A context may be shared with threads that the actor's `handle` starts (a scoped thread that

@@ -527,6 +527,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         Mailbox {
             shared,
             loan: 0,
+            owner_bits: 0,
             one_receiver: PhantomData,
         },
     )
@@ -582,6 +583,10 @@ pub struct Mailbox<M> {
     /// (`supervisor.rs`), as loan number `loan`: dropping it leaves the mailbox open, with its
     /// queue, for the next incarnation.
     loan: u32,
+    /// A byte for its owner, in what would be padding: a handler actor's context keeps its
+    /// flags here (`handler.rs`), so that the program of an actor of one word fits four words
+    /// (a smaller allocation class). Zero when made; the mailbox never reads it.
+    pub(crate) owner_bits: u8,
     /// `Send` but not `Sync`: one receiver.
     one_receiver: PhantomData<std::cell::Cell<()>>,
 }
@@ -1023,6 +1028,7 @@ impl<M> UncountedAddr<M> {
         Mailbox {
             shared: self.shared.clone(),
             loan: next_loan(&self.shared),
+            owner_bits: 0,
             one_receiver: PhantomData,
         }
     }

@@ -503,6 +503,38 @@ fn what_a_stopped_actor_leaves_is_dropped_before_join_returns() {
     }
 }
 
+/// Its value, too, when the actor panicked: `join` returns after the value's destructor has
+/// run (it ran after the join was completed before; a slow destructor showed it).
+#[test]
+fn a_panicked_actors_value_is_dropped_before_join_returns() {
+    struct SlowToDrop(Arc<AtomicUsize>);
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            // Widens the window in which a join completed first would return first.
+            std::thread::sleep(Duration::from_millis(20));
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    impl Actor for SlowToDrop {
+        type Msg = ();
+        fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+            panic!("handle fails");
+        }
+    }
+    let rt = runtime(1);
+    for _ in 0..3 {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (addr, h) = rt.start(SlowToDrop(drops.clone()));
+        addr.send(()).unwrap();
+        assert!(h.join().err().is_some_and(|e| e.is_panic()));
+        assert_eq!(
+            drops.load(SeqCst),
+            1,
+            "the value was dropped when join returned"
+        );
+    }
+}
+
 #[test]
 fn many_handlers_blocked_inside_handle_at_once_each_keep_their_stack() {
     // Every one of them holds a carrier at the same time; once released, they hand their
