@@ -215,9 +215,9 @@ pub trait RuntimeExt {
 }
 
 /// The same from a [`Handle`]: `handle.spawn_actor(..)` and `handle.start(..)` work from any
-/// thread, without owning the runtime. After the runtime has shut down, `spawn_actor` gives an
-/// address whose sends fail and a join handle that reports `Cancelled`; `start` panics, as it
-/// does on a `Runtime` that cannot start an actor.
+/// thread, without owning the runtime. After the runtime has shut down, both give an address
+/// whose sends fail (handing their message back) and a join handle that reports `Cancelled`;
+/// `start` drops the actor's value unstarted.
 ///
 /// ```
 /// use threadlet::{Mailbox, Runtime, RuntimeExt};
@@ -247,8 +247,17 @@ impl RuntimeExt for Handle {
     }
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
-        handler::start_on_handle(self, SpawnOptions::new(), None, actor)
-            .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
+        // With default options the only refusal is the runtime's shutdown (the value drops
+        // there, unstarted), which is for good: a spawn now is refused too, and its join
+        // handle reports `Cancelled` without running the closure. The mailbox closes with its
+        // owner, so sends hand their message back.
+        handler::start_on_handle(self, SpawnOptions::new(), None, actor).unwrap_or_else(|_| {
+            let (addr, mb) = mailbox::mailbox();
+            drop(mb);
+            let h = self.spawn(|| unreachable!("a spawn after shutdown never runs"));
+            addr.attach(&h);
+            (addr, h)
+        })
     }
 }
 

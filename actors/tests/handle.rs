@@ -77,6 +77,30 @@ fn after_shutdown_a_handle_reports_it_and_never_strands_a_spawn() {
     assert!(h.join().unwrap_err().is_cancelled());
 }
 
+/// `start` through a handle after shutdown, as `spawn_actor` there: an address that hands
+/// sends back and a join that reports `Cancelled`, the value dropped (it panicked before).
+#[test]
+fn after_shutdown_a_handle_starts_nothing_and_says_so() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl threadlet::Actor for Counted {
+        type Msg = u8;
+        fn handle(&mut self, _: u8, _: &mut threadlet::Context<Self>) {}
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let handle = rt.handle();
+    drop(rt);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = handle.start(Counted(dropped.clone()));
+    assert_eq!(addr.send(7).unwrap_err().into_inner(), 7);
+    assert!(h.join().err().is_some_and(|e| e.is_cancelled()));
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
 /// Threads spawn through handles before, during and after the runtime's shutdown: every join
 /// returns (with the value, or `Cancelled` for an actor that never ran), so no spawn is
 /// stranded in a queue that nobody drains any more.
