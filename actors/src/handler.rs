@@ -484,7 +484,7 @@ pub(crate) fn start_on<A: Actor>(
 #[cfg(all(test, target_pointer_width = "64"))]
 #[test]
 fn program_size() {
-    const ROOM: usize = 4 * std::mem::size_of::<usize>();
+    use threadlet_runtime::ACTIVATION_IN_PLACE as ROOM;
     struct Holder(#[allow(dead_code)] Option<u32>);
     struct Word(#[allow(dead_code)] u64);
     struct Unit;

@@ -27,8 +27,9 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
 
-use crate::handler::{Activation, Step};
+use crate::handler::Step;
 use crate::home::Home;
+use crate::program::{Lent, Program};
 use crate::runtime::Shared;
 use crate::stack::{GuardSpan, OwnedStack, Stack};
 use crate::wait::WaitWord;
@@ -138,17 +139,20 @@ impl ActorStack {
 }
 
 /// A coroutine that runs an actor: a process actor's for its whole life, or a worker's
-/// *carrier*, lent to one handler actor per activation (`handler.rs`). A carrier is resumed
-/// with the program to run; a process actor's coroutine is always resumed with `None`.
-pub(crate) type ActorCoroutine = Coroutine<Option<Box<dyn Activation>>, Out, Finished, ActorStack>;
+/// *carrier*, lent to one handler actor per activation (`handler.rs`). An idle carrier is
+/// resumed with the program to run, lent where it lies (`program.rs`); a process actor's
+/// coroutine, and the carrier of an activation that suspended, are resumed with `None`.
+pub(crate) type ActorCoroutine = Coroutine<Option<Lent>, Out, Finished, ActorStack>;
 
 /// What a coroutine hands back when it suspends.
 pub(crate) enum Out {
     /// The actor suspended (parked, yielded, preempted), keeping the coroutine.
     Suspend(Suspend),
-    /// A carrier finished an activation: the program, and what to do next.
-    Activated(Box<dyn Activation>, Step),
-    /// A carrier finished an activation whose actor stopped (its program is dropped).
+    /// A carrier finished an activation (the program is its body's again), and what to do
+    /// next.
+    Activated(Step),
+    /// A carrier finished an activation whose actor stopped: it dropped the program in place,
+    /// and the body must be overwritten without a drop (`program.rs`, step 3).
     Stopped,
 }
 
@@ -157,7 +161,7 @@ pub(crate) enum Out {
 pub(crate) enum Finished {
     Process,
 }
-pub(crate) type ActorYielder = Yielder<Option<Box<dyn Activation>>, Out>;
+pub(crate) type ActorYielder = Yielder<Option<Lent>, Out>;
 
 /// An actor's entry (`join::entry` makes it): started on its own stack with `None`, or, if no
 /// stack could be had when it was due to start (the kernel refused memory), on the worker's
@@ -181,14 +185,15 @@ pub(crate) enum Body {
     /// is taken from the starting worker's pool when it first runs, so that short actors spawned
     /// in bulk reuse a few warm stacks; a stack of a custom size was mapped at spawn.
     Unstarted(StartFn, Option<OwnedStack>),
-    /// A handler actor between activations (`handler.rs`): its `Send` program, no stack. It may
-    /// run on any worker.
-    Idle(Box<dyn Activation>),
-    /// Started: a coroutine, suspended or running, with its stack (a process actor for its whole
-    /// life, a handler actor for an activation that has suspended, until it returns).
+    /// A handler actor (`handler.rs`): its `Send` program, kept in place when it is small
+    /// (`program.rs`). Between activations it holds no stack and may run on any worker. It
+    /// stays here during an activation, lent to the carrier that runs it; the carrier of one
+    /// that suspended is with its worker (`suspended`, `worker.rs`), never in the body, so the
+    /// program never moves while a stack refers to it.
+    Idle(Program),
+    /// Started: a process actor's coroutine, suspended or running, with its stack.
     Running(ActorCoroutine),
-    /// Finished or cancelled; or a handler actor's activation running on the carrier lent to
-    /// it, which stays with the worker unless the activation suspends (`handler.rs`).
+    /// Finished or cancelled.
     Done,
 }
 
@@ -422,7 +427,12 @@ pub struct ActorCell {
 // `Send`, is only ever resumed or dropped on its home worker's thread: every wake of it is
 // routed there (`Shared::schedule_woken`), thieves never see it (it never enters a stealable
 // queue), and shutdown unwinds it on that thread. A migratable coroutine may move, on the
-// promise its spawner made in `SpawnOptions::migratable`.
+// promise its spawner made in `SpawnOptions::migratable`. A handler actor's program is also
+// reached through the pointer lent to the carrier running its activation (`program.rs`), on
+// the worker that holds the actor: the program is `Send`, and the lending protocol keeps
+// every other access to the body away until the activation returns (its worker leaves the
+// body alone; a suspended activation pins the actor, and nothing drops a pinned handler
+// actor's program before its worker has unwound the carrier).
 unsafe impl Send for ActorCell {}
 // SAFETY: as for `Send`: shared access is to atomics and immutable fields only.
 unsafe impl Sync for ActorCell {}
@@ -453,7 +463,7 @@ impl ActorCell {
         shared: Arc<Shared>,
         id: ActorId,
         mut opts: SpawnOptions,
-        program: Box<dyn Activation>,
+        program: Program,
     ) -> Runnable {
         opts.stack_size = None;
         // A handler actor moves between activations anyway, and an activation suspended in
@@ -689,7 +699,17 @@ impl ActorCell {
     /// `Cancelled` instead (see `context::park`).
     ///
     /// The caller holds the body: it took the actor's one queue entry (as `run_actor` does).
+    ///
+    /// Not a handler actor's program while its activation is suspended (the actor is pinned
+    /// then): the carrier's stack refers to it where it lies (`program.rs`), so its worker
+    /// unwinds the carrier first (a kill, or shutdown through its registry) and drops the
+    /// program after.
     pub(crate) fn discard_unstarted(&self, body: &mut Body) {
+        if let Body::Idle(_) = body
+            && self.home().is_some()
+        {
+            return;
+        }
         if let Body::Unstarted(..) | Body::Idle(..) = body {
             let closure = std::mem::replace(body, Body::Done);
             self.end();

@@ -13,21 +13,27 @@
 //! 1. lends it one of its idle *carriers* (or makes one, on a stack from its pool): a coroutine
 //!    that loops, resumed with a program each time, calling [`Activation::run`] (which
 //!    handles a batch of messages) and suspending with the outcome (`Out::Activated`, or
-//!    `Out::Stopped` once the actor has stopped and its program is dropped). The lent carrier
-//!    is the top one of the worker's idle carriers, and is resumed where it lies: the body
-//!    holds nothing (`Done`) while the activation runs;
+//!    `Out::Stopped` once the actor has stopped and the carrier has dropped its program). The
+//!    lent carrier is the top one of the worker's idle carriers, and is resumed where it lies;
+//!    the program is lent where it lies too, in the body (in place if it is small: see
+//!    `program.rs`, which also gives the lending protocol): an activation moves nothing;
 //! 2. marks it started (from then on its body belongs to registries, and a queue entry of it is
 //!    only a reference, as for a started process actor). If `run` suspends (a channel, a
 //!    `join`, `sleep`, a preemption), the coroutine keeps its stack and stays on this worker,
 //!    like a process actor, until `run` returns: at its first suspension the worker moves the
-//!    carrier into the actor's body, pins the actor to itself (`home`) and registers it among
-//!    its started actors, for wakes and for shutdown. An activation that does not suspend
-//!    needs none of this: a wake while it runs only leaves `NOTIFIED`, no queue holds it, and
-//!    shutdown never interrupts a run;
-//! 3. when `run` returns, puts the program back in the body. If it had suspended, the worker
-//!    also takes its carrier back (it keeps a few idle ones and unwinds the rest), and unpins
-//!    and unregisters the actor; a carrier still lent never left. Then, by the [`Step`] that
-//!    `run` returned:
+//!    carrier into its table of suspended activations (`suspended`: not into the body, where
+//!    the carrier's stack refers to the program), pins the actor to itself (`home`) and
+//!    registers it among its started actors, for wakes and for shutdown; a pinned handler
+//!    actor is one whose activation is suspended. For each later resume the carrier is lent
+//!    again, on top of the idle ones. An activation that does not suspend needs none of this:
+//!    a wake while it runs only leaves `NOTIFIED`, no queue holds it, and shutdown never
+//!    interrupts a run. A kill or shutdown unwinds a suspended activation's carrier first and
+//!    drops the program after; nothing else drops the program of a pinned handler actor
+//!    (`ActorCell::discard_unstarted`);
+//! 3. when `run` returns, the program is the body's again (or was dropped, and the body is
+//!    `Done`). If it had suspended, its carrier is idle again (the worker keeps a few idle ones
+//!    and unwinds the rest), and the worker unpins and unregisters the actor. Then, by the
+//!    [`Step`] that `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
 //!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
 //!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is
@@ -44,8 +50,9 @@
 //!    * [`Step::Stop`]: the actor has ended (`run` completed its join handle); it is ended.
 //!
 //! So the common case costs one switch pair per batch of messages, on a carrier that stays
-//! warm, with no coroutine created; and no stack is held between batches. Only an activation
-//! that suspends inside `handle` takes its carrier away, and the worker makes another.
+//! warm, with no coroutine created and nothing moved; and no stack is held between batches.
+//! Only an activation that suspends inside `handle` takes its carrier away, and the worker
+//! makes another.
 //!
 //! # Shutdown
 //!
@@ -65,6 +72,7 @@ use std::sync::Arc;
 use crate::actor::{ActorCell, ActorId, Runnable, SpawnOptions};
 use crate::context;
 use crate::join::{self, Completer, JoinErrorKind, JoinHandle};
+use crate::program::Program;
 use crate::runtime::{Runtime, Shared, check_options};
 
 /// What an activation reports back to the worker; see the module docs.
@@ -77,6 +85,10 @@ pub enum Step {
     /// The actor has ended and completed its join handle.
     Stop,
 }
+
+/// The bytes of a program that a handler actor's cell keeps in place: a program no larger, and
+/// aligned to no more than a word, costs no allocation of its own; a larger one is boxed.
+pub const ACTIVATION_IN_PLACE: usize = crate::program::INLINE_WORDS * std::mem::size_of::<usize>();
 
 /// A handler actor's program: handles a batch of messages per call. Called on a coroutine
 /// stack that the worker lends it for the call; it may suspend (then the stack stays with it
@@ -195,7 +207,7 @@ where
     // of the runtime's size from its worker's pool (a custom `stack_size` is ignored).
     let id = ActorId::next();
     let (completer, mut handle) = join::packet(id, opts.name.as_deref().map(Arc::from));
-    let program: Box<dyn Activation> = Box::new(make(id, Completion(completer)));
+    let program = Program::new(make(id, Completion(completer)));
     let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
     handle.set_actor(entry.actor());
     Built { entry, handle }

@@ -66,6 +66,7 @@ mod live;
 mod monitor;
 pub mod net;
 mod poll_right;
+mod program;
 mod runtime;
 mod safepoint;
 mod spare;
@@ -91,7 +92,8 @@ pub use dump::{
 };
 pub use handle::Handle;
 pub use handler::{
-    Activation, Completion, Step, activation_preempted, catch_actor_panic, start_handler,
+    ACTIVATION_IN_PLACE, Activation, Completion, Step, activation_preempted, catch_actor_panic,
+    start_handler,
 };
 pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinErrorKind, JoinHandle};
 pub use live::{exit_watch, kill};

@@ -214,7 +214,7 @@
 //! actors pinned to it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering, fence};
@@ -234,9 +234,10 @@ use crate::context::{self, WorkerContext};
 use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::grace::FreshMark;
-use crate::handler::{Activation, Step};
+use crate::handler::Step;
 use crate::idle::Searcher;
 use crate::io::Driver;
+use crate::program::Lent;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
 use crate::spare::{SPARE_POLL_MAX, SPARE_POLL_MIN};
@@ -621,13 +622,27 @@ struct Carrier {
     guard: GuardSpan,
 }
 
-/// Sets a body that is `Done`, the placeholder while an activation runs on a lent carrier:
-/// a plain store, where an assignment would call the body's destructor to drop nothing.
-#[inline]
-fn set_body(body: &mut Body, next: Body) {
-    debug_assert!(matches!(body, Body::Done), "set_body() over a live body");
-    // Forgetting `Done` leaks nothing: it owns nothing.
-    std::mem::forget(std::mem::replace(body, next));
+/// Overwrites, without dropping it, a handler actor's body whose program its carrier dropped
+/// in place (`program.rs`, step 3; `Out::Stopped`).
+fn overwrite_dropped_program(body: &mut Body) {
+    debug_assert!(matches!(body, Body::Idle(_)), "a stopped activation's body");
+    // SAFETY: the program in the body was dropped where it lies by the carrier, which
+    // suspended with `Out::Stopped` only after; writing over it without a drop is the drop's
+    // other half, so it is dropped once. Nothing else in the body needs a drop.
+    unsafe { std::ptr::write(body, Body::Done) };
+}
+
+/// Drops the program of a handler actor whose suspended activation's carrier was just unwound
+/// (a kill, or shutdown), contained; nothing for a process actor (its body is `Done` by then).
+fn drop_unwound_program(actor: &ActorCell, body: &mut Body) {
+    if let Body::Idle(_) = body {
+        let program = std::mem::replace(body, Body::Done);
+        let id = actor.id;
+        fault::contain(
+            format_args!("handler actor {id}, dropped after its activation was unwound"),
+            move || drop(program),
+        );
+    }
 }
 
 /// Names the handler actor an activation runs, for a contained panic's report.
@@ -689,6 +704,10 @@ pub(crate) struct Core {
     live: RefCell<Vec<ActorRef>>,
     /// Idle carriers for handler actors' activations (`handler.rs`).
     carriers: RefCell<Vec<Carrier>>,
+    /// The carriers of handler actors' activations that suspended, by actor, between their
+    /// runs (`program.rs`, step 2): each such actor is pinned here and in the registry above.
+    /// Only this worker's loop touches it, never code inside an actor.
+    suspended: RefCell<HashMap<ActorId, Carrier>>,
     tick: Cell<u32>,
     rng: Cell<u64>,
     /// Number of the current time slice (published in `Remote::slice` while running).
@@ -714,6 +733,7 @@ impl Core {
             pool: RefCell::new(StackPool::new()),
             live: RefCell::new(Vec::new()),
             carriers: RefCell::new(Vec::new()),
+            suspended: RefCell::new(HashMap::new()),
             tick: Cell::new(0),
             rng: Cell::new(seed | 1),
             slice_id: Cell::new(0),
@@ -1282,22 +1302,35 @@ impl WorkerLoop<'_> {
             self.kill(actor, body);
             return;
         }
-        // What the coroutine is resumed with: the program, for a carrier starting an activation.
+        // What the coroutine is resumed with: the program, lent where it lies (`program.rs`),
+        // for a carrier starting an activation.
         let mut input = None;
         // Whether a handler actor's activation runs on the carrier lent to it, the top one of
         // this worker's idle carriers, where it stays until the activation suspends: one that
         // runs to its end never moves it (`handler.rs`, steps 1 to 3).
         let mut lent = false;
+        // Whether it is an activation that has suspended: its carrier is in `suspended`
+        // between runs, and lent again, on top of the idle ones, for each resume.
+        let mut suspended = false;
         let ready = match body {
             Body::Unstarted(..) => self.start(actor, body),
-            Body::Idle(_) => match self.activate(actor, body) {
-                Some(program) => {
-                    lent = true;
-                    input = Some(program);
-                    true
+            // Pinned: an activation that suspended (`suspend_activation`).
+            Body::Idle(_) if actor.home().is_some() => {
+                debug_assert_eq!(actor.home(), Some(self.ctx.index), "run by its home worker");
+                suspended = true;
+                true
+            }
+            Body::Idle(_) => {
+                lent = self.activate(actor, body);
+                if let (true, Body::Idle(program)) = (lent, &mut *body) {
+                    // SAFETY: step 2 of the lending protocol (`program.rs`) holds until the
+                    // carrier suspends with the activation's outcome: the body is left alone
+                    // meanwhile (this function only matches on it), and if the activation
+                    // suspends, its carrier goes to `suspended`, not into the body.
+                    input = Some(unsafe { Lent::new(program) });
                 }
-                None => false,
-            },
+                lent
+            }
             Body::Running(_) => true,
             Body::Done => {
                 // A finished actor is never scheduled: its wakes are no-ops.
@@ -1350,8 +1383,13 @@ impl WorkerLoop<'_> {
             // only this loop touches them, never code that runs inside an actor. (Borrowing
             // them only for a lent activation compiled to more instructions on both paths.)
             let mut carriers = self.core().carriers.borrow_mut();
+            if suspended && !lent {
+                // A suspended activation's carrier is lent again for this resume.
+                carriers.push(self.take_suspended(actor));
+                lent = true;
+            }
             let coroutine = match &mut *body {
-                _ if lent => &mut carriers.last_mut().expect("lent by activate()").coroutine,
+                _ if lent => &mut carriers.last_mut().expect("lent above").coroutine,
                 Body::Running(coroutine) => coroutine,
                 _ => unreachable!("the actor was started or activated above"),
             };
@@ -1364,7 +1402,9 @@ impl WorkerLoop<'_> {
             if let CoroutineResult::Yield(Out::Suspend(_)) = resumed {
                 // A handler actor's activation that suspends keeps its carrier: from now until
                 // it returns, it is pinned here like a process actor (`handler.rs`, step 2).
-                self.pin_activation(actor, body, std::mem::take(&mut lent));
+                if std::mem::take(&mut lent) {
+                    self.suspend_activation(actor, !std::mem::replace(&mut suspended, true));
+                }
             }
             match resumed {
                 CoroutineResult::Yield(Out::Suspend(Suspend::Park)) => {
@@ -1415,14 +1455,16 @@ impl WorkerLoop<'_> {
                 }
                 // A handler actor's activation ended with its actor stopped (`handler.rs`).
                 CoroutineResult::Yield(Out::Stopped) => {
-                    self.end_activation(actor, body, lent, None);
+                    // The carrier dropped the program in place (`program.rs`, step 3).
+                    overwrite_dropped_program(body);
+                    self.end_activation(actor, suspended);
                     actor.end();
                     break;
                 }
                 // A handler actor's activation returned (`handler.rs`, step 3).
-                CoroutineResult::Yield(Out::Activated(program, step)) => {
+                CoroutineResult::Yield(Out::Activated(step)) => {
                     let preempted = actor.activation_preempted.replace(false);
-                    self.end_activation(actor, body, lent, Some(program));
+                    self.end_activation(actor, suspended);
                     if actor.is_killed() {
                         // Step 3 of "Kill": between messages again, so its program drops.
                         self.kill(actor, body);
@@ -1466,6 +1508,23 @@ impl WorkerLoop<'_> {
         let was_cancelling = self.ctx.cancelling.replace(true);
         self.ctx.killing.set(true);
         match body {
+            // Pinned: an activation that suspended (`suspend_activation`).
+            Body::Idle(_) if actor.home().is_some() => {
+                let mut carrier = self.take_suspended(actor);
+                self.ctx.current.set(Arc::as_ptr(actor));
+                // As for a process actor's coroutine, below.
+                let unwound = catch_unwind(AssertUnwindSafe(|| carrier.coroutine.force_unwind()));
+                self.ctx.current.set(std::ptr::null());
+                if unwound.is_ok() {
+                    self.recycle(carrier.coroutine.into_stack());
+                } else {
+                    std::mem::forget(carrier);
+                }
+                self.retire(actor);
+                // Its program stayed in place while the carrier's stack could refer to it
+                // (`program.rs`); dropped now, outside any actor, as an idle one's is.
+                drop_unwound_program(actor, body);
+            }
             Body::Unstarted(..) | Body::Idle(..) => {
                 // Drops the closure or the idle handler actor's program, contained.
                 actor.discard_unstarted(body);
@@ -1531,18 +1590,22 @@ impl WorkerLoop<'_> {
     /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): lends it
     /// the top one of this worker's idle carriers (making one, on a stack from the pool, if
     /// there is none), and returns the program to resume that carrier with. The carrier stays
-    /// where it is, and the body is `Done`, unless the activation suspends (`pin_activation`).
+    /// where it is, and the body is `Done`, unless the activation suspends (`suspend_activation`).
     /// `None` if no stack could be had for a new carrier: the actor then ends (its join handle
     /// reports `Cancelled`).
-    fn activate(&self, actor: &ActorRef, body: &mut Body) -> Option<Box<dyn Activation>> {
-        let Body::Idle(program) = std::mem::replace(body, Body::Done) else {
-            unreachable!("activate() on an actor that is not idle");
-        };
+    fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
+        debug_assert!(
+            matches!(body, Body::Idle(_)),
+            "activate() on an actor that is not idle"
+        );
         let mut carriers = self.core().carriers.borrow_mut();
         if carriers.is_empty() {
             match self.new_carrier() {
                 Ok(c) => carriers.push(c),
                 Err(e) => {
+                    let Body::Idle(program) = std::mem::replace(body, Body::Done) else {
+                        unreachable!("checked above");
+                    };
                     drop(carriers);
                     actor.end();
                     self.remote().slice.store(0, Ordering::Relaxed);
@@ -1551,7 +1614,7 @@ impl WorkerLoop<'_> {
                         format_args!("handler actor {id}, which could not get a stack ({e})"),
                         move || drop(program),
                     );
-                    return None;
+                    return false;
                 }
             }
         }
@@ -1562,7 +1625,7 @@ impl WorkerLoop<'_> {
         // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
         // one is held by the live table, which shutdown step 4 sweeps.
         actor.mark_started();
-        Some(program)
+        true
     }
 
     /// A new carrier (`handler.rs`): a coroutine on a pooled stack that runs one program per
@@ -1571,93 +1634,79 @@ impl WorkerLoop<'_> {
         let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
         let stack = ActorStack::Pooled(stack);
         let guard = stack.guard_span();
-        let coroutine = Coroutine::with_stack(
-            stack,
-            |y: &ActorYielder, first: Option<Box<dyn Activation>>| {
-                let mut next = first;
-                loop {
-                    let Some(mut program) = next.take() else {
-                        unreachable!("a carrier is resumed with a program when idle");
-                    };
-                    // The actor this activation runs suspends through this carrier.
-                    context::lend_yielder(y);
-                    // `run` catches the user's panics; one of its own ends the actor, contained.
-                    let step = fault::contain(ActivationOf("an activation"), || program.run());
-                    let out = match step {
-                        Some(step @ (Step::Park | Step::Yield)) => Out::Activated(program, step),
-                        Some(Step::Stop) | None => {
-                            // Dropped here, inside the actor: its mailbox and what is left.
-                            fault::contain(ActivationOf("dropping"), move || drop(program));
-                            Out::Stopped
-                        }
-                    };
-                    next = y.suspend(out);
-                }
-            },
-        );
+        let coroutine = Coroutine::with_stack(stack, |y: &ActorYielder, first: Option<Lent>| {
+            let mut next = first;
+            loop {
+                let Some(mut program) = next.take() else {
+                    unreachable!("a carrier is resumed with a program when idle");
+                };
+                // The actor this activation runs suspends through this carrier.
+                context::lend_yielder(y);
+                // `run` catches the user's panics; one of its own ends the actor, contained.
+                // SAFETY: lent by `run_actor`, which keeps step 2 of the lending protocol
+                // (`program.rs`) until this carrier suspends with the outcome below; the one
+                // reference made through `program`.
+                let step = fault::contain(ActivationOf("an activation"), || {
+                    unsafe { program.get() }.run()
+                });
+                next = match step {
+                    Some(step @ (Step::Park | Step::Yield)) => y.suspend(Out::Activated(step)),
+                    Some(Step::Stop) | None => {
+                        // Dropped here, inside the actor: its mailbox and what is left.
+                        // SAFETY: as above; `run_actor` overwrites the body without a drop
+                        // when this carrier suspends with `Out::Stopped` (step 3).
+                        fault::contain(ActivationOf("dropping"), move || unsafe {
+                            program.drop_in_place()
+                        });
+                        y.suspend(Out::Stopped)
+                    }
+                };
+            }
+        });
         Ok(Carrier { coroutine, guard })
     }
 
-    /// An activation suspended: its carrier becomes its body, and the actor is pinned here and
-    /// registered, for wakes and shutdown (`handler.rs`, step 2). Until it suspends nobody
-    /// needs any of these: a wake while it runs only leaves `NOTIFIED`, no queue holds it, and
-    /// shutdown never interrupts a run. Does nothing for a process actor, or an activation
-    /// that had suspended before (its carrier is already its body: `lent` is `false`).
-    fn pin_activation(&self, actor: &ActorRef, body: &mut Body, lent: bool) {
-        if !lent {
+    /// An activation suspended: its carrier, lent on top of the idle ones, goes to `suspended`
+    /// (not into the body, where its program stays in place: `program.rs`). The first time,
+    /// the actor is also pinned here and registered, for wakes and shutdown (`handler.rs`,
+    /// step 2). Until it suspends nobody needs any of these: a wake while it runs only leaves
+    /// `NOTIFIED`, no queue holds it, and shutdown never interrupts a run.
+    fn suspend_activation(&self, actor: &ActorRef, first: bool) {
+        let carrier = (self.core().carriers.borrow_mut().pop()).expect("lent to it");
+        self.core().suspended.borrow_mut().insert(actor.id, carrier);
+        if !first {
             return;
         }
-        let carrier = (self.core().carriers.borrow_mut().pop()).expect("lent by activate()");
-        set_body(body, Body::Running(carrier.coroutine));
         // Step 1 of the hand-off (`home.rs`), before the state word's `after_park` or
         // `yielded` that follow in `run_actor`.
         actor.home.pin(self.ctx.index);
         self.register_local(actor);
     }
 
-    /// An activation ended (`handler.rs`, step 3): its program (if it has not stopped) is its
-    /// body again. If it had suspended, its carrier (its body until now) goes back to this
-    /// worker's idle ones, and the actor leaves its registry and is unpinned; a carrier still
-    /// lent never left them.
-    fn end_activation(
-        &self,
-        actor: &ActorRef,
-        body: &mut Body,
-        lent: bool,
-        program: Option<Box<dyn Activation>>,
-    ) {
-        let next = match program {
-            Some(p) => Body::Idle(p),
-            None => Body::Done,
-        };
-        if lent {
-            // It ran to its end on the lent carrier; the body is `Done` meanwhile.
-            set_body(body, next);
+    /// An activation ended (`handler.rs`, step 3): its carrier, lent on top of this worker's
+    /// idle ones, is idle again. If it had suspended, the idle ones may now be one too many
+    /// (the rest are retired), and the actor leaves its registry and is unpinned.
+    fn end_activation(&self, actor: &ActorRef, had_suspended: bool) {
+        if !had_suspended {
             return;
         }
-        let Body::Running(coroutine) = std::mem::replace(body, next) else {
-            unreachable!("a suspended activation's carrier is its body");
-        };
-        self.put_carrier(Carrier {
-            coroutine,
-            guard: actor.guard.get(),
-        });
-        // It had suspended (`pin_activation`).
+        let mut carriers = self.core().carriers.borrow_mut();
+        if carriers.len() > IDLE_CARRIERS {
+            let extra = carriers.pop().expect("more than none");
+            drop(carriers);
+            self.retire_carrier(extra);
+        }
+        // It had suspended (`suspend_activation`).
         self.unregister_local(actor);
         // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
         // `yielded`: a waker that then schedules the actor routes it as free.
         actor.home.unpin();
     }
 
-    /// Keeps an idle carrier for the next activation, up to `IDLE_CARRIERS`; retires the rest.
-    fn put_carrier(&self, carrier: Carrier) {
-        let mut carriers = self.core().carriers.borrow_mut();
-        if carriers.len() < IDLE_CARRIERS {
-            carriers.push(carrier);
-        } else {
-            drop(carriers);
-            self.retire_carrier(carrier);
-        }
+    /// The carrier of `actor`'s activation that suspended, out of `suspended`.
+    fn take_suspended(&self, actor: &ActorCell) -> Carrier {
+        let carrier = self.core().suspended.borrow_mut().remove(&actor.id);
+        carrier.expect("a suspended activation's carrier is with its worker")
     }
 
     /// Unwinds an idle carrier (it holds no actor: only its own loop is on its stack) and gives
@@ -1735,7 +1784,7 @@ impl WorkerLoop<'_> {
         if actor.is_migratable() {
             self.shared().unregister_migratable(actor);
         } else if actor.home().is_some() {
-            // A pinned process actor, or an activation that had suspended (`pin_activation`).
+            // A pinned process actor, or an activation that had suspended (`suspend_activation`).
             self.unregister_local(actor);
         }
         actor.end();
@@ -1797,6 +1846,15 @@ impl WorkerLoop<'_> {
         unwound.wait();
         // Step 5: whatever that unwinding queued here.
         self.drain_and_unwind_pinned();
+        // Every suspended activation was in the registry, and was unwound with it. (Should one
+        // be left, its carrier is leaked: unwinding it now could run code on a stack that
+        // refers to a program already dropped.)
+        let stranded = std::mem::take(&mut *self.core().suspended.borrow_mut());
+        debug_assert!(
+            stranded.is_empty(),
+            "a suspended activation outside the registry"
+        );
+        std::mem::forget(stranded);
         let carriers = std::mem::take(&mut *self.core().carriers.borrow_mut());
         for c in carriers {
             self.retire_carrier(c);
@@ -1851,8 +1909,14 @@ impl WorkerLoop<'_> {
         // has passed the first shutdown barrier, so no worker runs any actor, and it is taken
         // out of the shared registry by exactly one worker.
         let body = unsafe { &mut *actor.body.get() };
-        let Body::Running(mut coroutine) = std::mem::replace(body, Body::Done) else {
-            return;
+        let mut coroutine = match body {
+            Body::Running(_) => match std::mem::replace(body, Body::Done) {
+                Body::Running(coroutine) => coroutine,
+                _ => unreachable!("matched above"),
+            },
+            // Pinned: a handler actor's activation that suspended (`suspend_activation`).
+            Body::Idle(_) if actor.home().is_some() => self.take_suspended(actor).coroutine,
+            _ => return,
         };
         self.ctx.current.set(Arc::as_ptr(actor));
         // Under the GIL baseline, with the global lock: the destructors it runs are actor code,
@@ -1862,8 +1926,11 @@ impl WorkerLoop<'_> {
         // that caught the unwind and panicked anew); it must not take the worker down. (A
         // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
-        drop(gil);
         self.ctx.current.set(std::ptr::null());
+        // A handler actor's program stayed in place while the carrier's stack could refer to
+        // it (`program.rs`); dropped now, outside any actor, as an idle one's is at shutdown.
+        drop_unwound_program(actor, body);
+        drop(gil);
         if unwound.is_ok() {
             self.recycle(coroutine.into_stack());
         } else {
