@@ -82,7 +82,7 @@ pub use monitor::Monitor;
 pub fn monitor(id: ActorId) -> Monitor {
     Monitor::of_watch(threadlet_runtime::exit_watch(id), id)
 }
-pub use names::{NameTaken, register, unregister, whereis};
+pub use names::{RegisterError, register, unregister, whereis};
 pub use threadlet_runtime::net;
 pub use threadlet_runtime::{
     AbortHandle, ActorDump, ActorId, ActorKind, ActorState, ActorStats, BuildError, Builder,

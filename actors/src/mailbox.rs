@@ -1859,18 +1859,33 @@ impl<M> Addr<M> {
 
     /// Runs `hook` once the actor has ended (at once if it has); kept in the mailbox until then
     /// (see "Links to the actor" in the module docs).
-    pub(crate) fn on_exit(&self, hook: ExitHook) {
+    ///
+    /// Returns whether the hook was kept for later (`false`: the actor had ended, and the hook
+    /// ran here).
+    pub(crate) fn on_exit(&self, hook: ExitHook) -> bool {
         let down = {
             let mut st = self.shared.state.lock();
             match st.down() {
                 Some(down) => down,
                 None => {
                     st.rare().hooks.push(hook);
-                    return;
+                    return true;
                 }
             }
         };
         call_exit_hook(hook, &down);
+        false
+    }
+
+    /// How many exit hooks wait for the actor's end (for tests of who adds them).
+    #[cfg(test)]
+    pub(crate) fn exit_hooks(&self) -> usize {
+        self.shared
+            .state
+            .lock()
+            .rare
+            .as_ref()
+            .map_or(0, |r| r.hooks.len())
     }
 
     /// An address that does not count as one (the actor still ends when every counted

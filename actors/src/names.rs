@@ -43,28 +43,38 @@ fn names() -> std::sync::MutexGuard<'static, HashMap<String, Box<dyn Registered>
     NAMES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The error of [`register`]: the name belongs to another live actor.
+/// Why [`register`] refused a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameTaken(pub String);
+pub enum RegisterError {
+    /// The name is registered to another live actor.
+    Taken(String),
+    /// The actor behind the address has ended: a name for it would only be removed at once
+    /// (Erlang's `register` refuses a dead process the same way).
+    Ended(String),
+}
 
-impl fmt::Display for NameTaken {
+impl fmt::Display for RegisterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the name {:?} is registered to another live actor",
-            self.0
-        )
+        match self {
+            RegisterError::Taken(name) => {
+                write!(f, "the name {name:?} is registered to another live actor")
+            }
+            RegisterError::Ended(name) => {
+                write!(f, "cannot register {name:?}: its actor has ended")
+            }
+        }
     }
 }
 
-impl std::error::Error for NameTaken {}
+impl std::error::Error for RegisterError {}
 
 /// Registers `name` for the actor behind `addr`, process-wide, until the actor ends (or
-/// [`unregister`]). Registering the same actor again under the same name is fine; a name
-/// held by another live actor is an error. The registration does not keep the actor alive.
+/// [`unregister`]). Registering the same actor again under the same name is fine (and adds
+/// nothing); a name held by another live actor is an error, and so is an actor that has ended.
+/// The registration does not keep the actor alive.
 ///
 /// ```
-/// use threadlet::{Mailbox, RuntimeExt};
+/// use threadlet::{Mailbox, RegisterError, RuntimeExt};
 ///
 /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
 /// let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
@@ -74,36 +84,46 @@ impl std::error::Error for NameTaken {}
 /// found.send(7).unwrap();
 /// assert_eq!(h.join().unwrap(), Some(7));
 /// assert!(threadlet::whereis::<u32>("doc-example-counter").is_none()); // it ended
+/// assert_eq!(
+///     threadlet::register("doc-example-counter", &addr),
+///     Err(RegisterError::Ended("doc-example-counter".into()))
+/// );
 /// ```
 pub fn register<M: Send + 'static>(
     name: impl Into<String>,
     addr: &Addr<M>,
-) -> Result<(), NameTaken> {
+) -> Result<(), RegisterError> {
     let name = name.into();
     let key = addr.mailbox_key();
     let replaced = {
         let mut names = names();
-        if let Some(old) = names.get(&name)
-            && old.key() != key
-            && old.is_open()
-        {
-            return Err(NameTaken(name));
+        match names.get(&name) {
+            // Registered to this actor already: the exit hook of that registration stands.
+            Some(old) if old.key() == key && old.is_open() => return Ok(()),
+            Some(old) if old.is_open() => return Err(RegisterError::Taken(name)),
+            _ => {}
         }
         names.insert(name.clone(), Box::new(addr.uncounted()))
     };
     drop(replaced);
     // When the actor ends, its name goes, unless it was given to another actor meanwhile.
-    addr.on_exit(Box::new(move |_| {
+    let hook_name = name.clone();
+    let kept = addr.on_exit(Box::new(move |_| {
         let removed = {
             let mut names = names();
-            match names.get(&name) {
-                Some(e) if e.key() == key => names.remove(&name),
+            match names.get(&hook_name) {
+                Some(e) if e.key() == key => names.remove(&hook_name),
                 _ => None,
             }
         };
         drop(removed);
     }));
-    Ok(())
+    // Not kept: the actor had ended, and the hook has just removed the name again.
+    if kept {
+        Ok(())
+    } else {
+        Err(RegisterError::Ended(name))
+    }
 }
 
 /// The address registered under `name`, if its actor is live and its messages are `M`.
@@ -137,4 +157,29 @@ pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
 pub fn unregister(name: &str) -> bool {
     let removed = names().remove(name);
     removed.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An actor that registers itself again and again (say, at each restart of a loop) keeps
+    /// one exit hook for the name, not one per call.
+    #[test]
+    fn registering_the_same_actor_again_adds_no_hook() {
+        let rt = threadlet_runtime::Runtime::builder()
+            .workers(1)
+            .build()
+            .unwrap();
+        let (addr, mb) = crate::mailbox::mailbox::<u8>();
+        let h = rt.spawn(move || mb.recv());
+        addr.attach(&h);
+        for _ in 0..100 {
+            register("names-unit-again", &addr).unwrap();
+        }
+        assert_eq!(addr.exit_hooks(), 1);
+        addr.send(1).unwrap();
+        assert_eq!(h.join().unwrap(), Some(1));
+        assert!(whereis::<u8>("names-unit-again").is_none());
+    }
 }

@@ -1,6 +1,6 @@
 //! `register`, `whereis`, `unregister`: names lead to live actors only.
 
-use threadlet::{Actor, Context, Mailbox, NameTaken, Runtime, RuntimeExt};
+use threadlet::{Actor, Context, Mailbox, RegisterError, Runtime, RuntimeExt};
 
 #[test]
 fn whereis_finds_a_live_actor_and_not_an_ended_one() {
@@ -28,7 +28,7 @@ fn a_name_of_a_live_actor_cannot_be_taken_but_one_of_an_ended_actor_can() {
     threadlet::register("names-test-taken", &first).unwrap(); // the same actor again: fine
     assert_eq!(
         threadlet::register("names-test-taken", &second),
-        Err(NameTaken("names-test-taken".into()))
+        Err(RegisterError::Taken("names-test-taken".into()))
     );
     first.send(1).unwrap();
     h1.join().unwrap();
@@ -69,4 +69,19 @@ fn a_handler_actor_registers_itself_and_is_gone_after_it_stops() {
     found.send(()).unwrap();
     h.join().unwrap();
     assert!(threadlet::whereis::<()>("names-test-handler").is_none());
+}
+
+/// An actor that has ended cannot take a name: the registration says so (it answered `Ok`,
+/// and the name was gone at once).
+#[test]
+fn an_ended_actor_cannot_be_registered() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    addr.send(1).unwrap();
+    assert_eq!(h.join().unwrap(), Some(1));
+    assert_eq!(
+        threadlet::register("names-test-ended", &addr),
+        Err(RegisterError::Ended("names-test-ended".into()))
+    );
+    assert!(threadlet::whereis::<u8>("names-test-ended").is_none());
 }
