@@ -535,6 +535,75 @@ fn a_panicked_actors_value_is_dropped_before_join_returns() {
     }
 }
 
+/// A `handle` that catches the forced unwind of a kill and stops the actor: the program ends
+/// on its own inside the unwind, and the kill must not drop it a second time (it did, once
+/// the program was kept in the actor's cell: the mailbox dropped twice, a crash).
+#[test]
+fn a_handler_that_catches_its_kill_and_stops_is_dropped_once() {
+    struct Stubborn(mpsc::Sender<()>, Arc<AtomicUsize>);
+    impl Drop for Stubborn {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, SeqCst);
+        }
+    }
+    impl Actor for Stubborn {
+        type Msg = ();
+        fn handle(&mut self, (): (), ctx: &mut Context<Self>) {
+            self.0.send(()).unwrap();
+            let long = || threadlet::sleep(Duration::from_secs(3600));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(long));
+            ctx.stop();
+        }
+    }
+    let rt = runtime(1);
+    let (inside, is_inside) = mpsc::channel();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Stubborn(inside, drops.clone()));
+    addr.send(()).unwrap();
+    is_inside.recv().unwrap();
+    // Most likely asleep by now; a kill that comes before the sleep ends the actor too.
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(rt.handle().kill(h.id()));
+    let _ = h.join(); // the value, or why there is none: either is dropped here
+    assert!(addr.send(()).is_err());
+    drop(addr);
+    drop(rt);
+    assert_eq!(drops.load(SeqCst), 1);
+}
+
+/// A program whose destructor blocks: its activation suspends inside the drop, and shutdown
+/// unwinds it there. The drop must not be made a second time (it was, once the program was
+/// kept in the actor's cell).
+#[test]
+fn a_program_whose_drop_blocks_is_dropped_once_at_shutdown() {
+    use threadlet_runtime::{Activation, Completion, SpawnOptions, Step};
+    struct BlocksInDrop(Arc<AtomicUsize>, Option<mpsc::Sender<()>>);
+    impl Activation for BlocksInDrop {
+        fn run(&mut self) -> Step {
+            Step::Stop
+        }
+    }
+    impl Drop for BlocksInDrop {
+        fn drop(&mut self) {
+            if self.0.fetch_add(1, SeqCst) == 0 {
+                drop(self.1.take()); // tells the test it is in here
+                threadlet::sleep(Duration::from_secs(3600));
+            }
+        }
+    }
+    let rt = runtime(1);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (inside, is_inside) = mpsc::channel::<()>();
+    let program = BlocksInDrop(drops.clone(), Some(inside));
+    let _h = rt
+        .start_handler(SpawnOptions::new(), move |_, _done: Completion<()>| program)
+        .unwrap();
+    assert!(is_inside.recv().is_err()); // the sender was dropped inside the destructor
+    std::thread::sleep(Duration::from_millis(20));
+    drop(rt);
+    assert_eq!(drops.load(SeqCst), 1);
+}
+
 #[test]
 fn many_handlers_blocked_inside_handle_at_once_each_keep_their_stack() {
     // Every one of them holds a carrier at the same time; once released, they hand their

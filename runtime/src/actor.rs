@@ -700,16 +700,15 @@ impl ActorCell {
     ///
     /// The caller holds the body: it took the actor's one queue entry (as `run_actor` does).
     ///
-    /// Not a handler actor's program while its activation is suspended (the actor is pinned
-    /// then): the carrier's stack refers to it where it lies (`program.rs`), so its worker
+    /// Never for a handler actor whose activation is suspended (the actor is pinned then): its
+    /// body is lent to its carrier (`program.rs`), and its callers leave it to the worker that
     /// unwinds the carrier first (a kill, or shutdown through its registry) and drops the
     /// program after.
     pub(crate) fn discard_unstarted(&self, body: &mut Body) {
-        if let Body::Idle(_) = body
-            && self.home().is_some()
-        {
-            return;
-        }
+        debug_assert!(
+            !(self.is_handler() && self.home().is_some()),
+            "the body of a suspended activation is lent to its carrier"
+        );
         if let Body::Unstarted(..) | Body::Idle(..) = body {
             let closure = std::mem::replace(body, Body::Done);
             self.end();
@@ -966,6 +965,14 @@ impl Runnable {
         // (`Shared::schedule_woken`); thieves never see them.
         let body = unsafe { &mut *self.0.body.get() };
         (&self.0, body)
+    }
+
+    /// The actor and the raw pointer to its body, for `run_actor`, which may lend the body to a
+    /// carrier (`program.rs`) and so makes its references to it itself, each for a short time:
+    /// the pointer may be dereferenced on the terms of [`body`](Runnable::body), outside the
+    /// lending protocol's step 2.
+    pub(crate) fn body_ptr(&mut self, _worker: &crate::worker::Core) -> (&ActorRef, *mut Body) {
+        (&self.0, self.0.body.get())
     }
 
     /// An entry that a shutdown sweep took from a queue, on any thread: an actor that has not

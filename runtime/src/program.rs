@@ -25,6 +25,7 @@
 use std::mem::{MaybeUninit, align_of, size_of};
 use std::ptr::NonNull;
 
+use crate::actor::Body;
 use crate::handler::{Activation, Step};
 
 /// Words a program may take to be kept in its cell. Four hold a handler actor whose value is a
@@ -143,33 +144,42 @@ impl Drop for Program {
 // `Box` of one; the table is `'static` and immutable.
 unsafe impl Send for Program {}
 
-/// A program lent to the carrier that runs one of its activations (`worker.rs`): a pointer
-/// to it where it lies, in its actor's body, so that an activation neither moves the program
-/// nor copies it through the switch.
+/// A handler actor's body lent to the carrier that runs one of its activations (`worker.rs`):
+/// a pointer to the body that holds the program where it lies, so that an activation neither
+/// moves the program nor copies it through the switch.
 ///
 /// The lending protocol, for each activation:
-/// 1. the worker that holds the actor's body makes a `Lent` of the body's program and resumes
-///    an idle carrier with it ([`Lent::new`]);
-/// 2. until the activation ends, the program stays where it is and nothing but the carrier
-///    touches it: the worker leaves the body alone, and if the activation suspends, its
-///    carrier goes to the worker's table of suspended activations, not into the body, so that
-///    the body (and the program in it) stays in place;
-/// 3. the activation ends when the carrier suspends with `Out::Activated` (the program is
-///    the body's again) or `Out::Stopped`, after the carrier dropped the program in place
-///    ([`Lent::drop_in_place`]; the worker then overwrites the body without dropping it).
-///    If the carrier is unwound instead (a kill, or shutdown), the program is intact, and
-///    whoever unwound the carrier drops it after.
-pub(crate) struct Lent(NonNull<Program>);
+/// 1. the worker that holds the actor runs it: it makes a `Lent` of the body from the cell's
+///    raw pointer ([`Lent::new`]) and resumes an idle carrier with it;
+/// 2. until the activation ends, only the carrier touches the body, through the `Lent`: the
+///    worker makes no reference to the body (not even to read which variant it is), and if
+///    the activation suspends, its carrier goes to the worker's table of suspended
+///    activations, not into the body, and the actor is pinned. While a handler actor is
+///    pinned, every path that could reach its body (a later run, a kill, a shutdown drain or
+///    unwind) first asks whether it is pinned, and if so leaves the body alone until its
+///    carrier has been unwound;
+/// 3. the activation ends when the carrier suspends with `Out::Activated` (the program is in
+///    the body, which is the worker's again) or `Out::Stopped`, after the carrier took the
+///    program out of the body, leaving `Done`, and dropped it ([`Lent::take`]). Taking it out
+///    before the drop matters: that drop may be cut short by a kill or shutdown (a destructor
+///    that blocks, then is unwound), or the carrier may be unwound after it (a `handle` that
+///    caught the unwind and stopped), and whoever unwinds the carrier then finds `Done`
+///    instead of a program to drop a second time. If the carrier is unwound while the program
+///    is still in the body, the unwinder drops it after.
+///
+/// The worker's own references to the body never overlap the carrier's: it makes them only
+/// before step 1 and after step 3, or after the carrier has been unwound, each for a short
+/// time, from the cell's raw pointer.
+pub(crate) struct Lent(NonNull<Body>);
 
 impl Lent {
-    /// Step 1 of the protocol.
+    /// Step 1 of the protocol: lends the body at `body`, which holds a program.
     ///
     /// # Safety
     ///
-    /// The caller keeps step 2 until step 3: the program stays in place, and nothing else
-    /// uses it or drops it.
-    pub(crate) unsafe fn new(program: &mut Program) -> Lent {
-        Lent(NonNull::from(program))
+    /// `body` is the cell's pointer to its body, and the caller keeps step 2 until step 3.
+    pub(crate) unsafe fn new(body: *mut Body) -> Lent {
+        Lent(NonNull::new(body).expect("a cell's body is not null"))
     }
 
     /// The program, for the carrier to run.
@@ -179,21 +189,26 @@ impl Lent {
     /// Within step 2 of the protocol (which its maker promised), and no other reference made
     /// through this `Lent` is live.
     pub(crate) unsafe fn get(&mut self) -> &mut Program {
-        // SAFETY: the caller's promise: the program is in place, used by nobody else, and
-        // this is the one live reference to it.
-        unsafe { self.0.as_mut() }
+        // SAFETY: the caller's promise: only the carrier touches the body during step 2, and
+        // this is the one live reference made through the `Lent`.
+        match unsafe { self.0.as_mut() } {
+            Body::Idle(program) => program,
+            _ => unreachable!("a lent body holds a program until it is taken"),
+        }
     }
 
-    /// Step 3 for an actor that stopped: drops the program where it lies.
+    /// Step 3 for an actor that stopped: takes the program out, leaving `Done`.
     ///
     /// # Safety
     ///
-    /// As for [`get`](Lent::get); the worker overwrites the program's place without a drop
-    /// once the carrier suspends with `Out::Stopped`.
-    pub(crate) unsafe fn drop_in_place(self) {
-        // SAFETY: the caller's promise: the program is valid, unused by anyone else, and will
-        // not be dropped again (its owner overwrites it without a drop).
-        unsafe { std::ptr::drop_in_place(self.0.as_ptr()) }
+    /// As for [`get`](Lent::get).
+    pub(crate) unsafe fn take(self) -> Program {
+        // SAFETY: the caller's promise, as in `get`; the body stays valid (`Done` owns
+        // nothing), and the program moves out whole.
+        match unsafe { std::ptr::replace(self.0.as_ptr(), Body::Done) } {
+            Body::Idle(program) => program,
+            _ => unreachable!("a lent body holds a program until it is taken"),
+        }
     }
 }
 
@@ -270,15 +285,20 @@ mod tests {
     }
 
     #[test]
-    fn a_lent_program_runs_and_drops_in_place() {
+    fn a_lent_body_runs_its_program_in_place_and_gives_it_up_once() {
         let drops = Arc::new(AtomicUsize::new(0));
-        let mut slot = std::mem::ManuallyDrop::new(Program::new(counted::<1>(&drops)));
-        // SAFETY: `slot` stays in place and unused while `lent` is used.
-        let mut lent = unsafe { Lent::new(&mut slot) };
+        let mut body = Body::Idle(Program::new(counted::<1>(&drops)));
+        // SAFETY: `body` is used only through `lent` until the take below.
+        let mut lent = unsafe { Lent::new(&mut body) };
         // SAFETY: the only reference made through `lent`.
         assert_eq!(unsafe { lent.get() }.run(), Step::Park);
-        // SAFETY: as above; `slot` is a `ManuallyDrop`, so it is not dropped a second time.
-        unsafe { lent.drop_in_place() };
+        // SAFETY: as above.
+        let program = unsafe { lent.take() };
+        assert!(matches!(body, Body::Done));
+        assert_eq!(drops.load(Ordering::Relaxed), 0);
+        drop(program);
+        assert_eq!(drops.load(Ordering::Relaxed), 1);
+        drop(body); // `Done`: nothing more
         assert_eq!(drops.load(Ordering::Relaxed), 1);
     }
 

@@ -622,14 +622,13 @@ struct Carrier {
     guard: GuardSpan,
 }
 
-/// Overwrites, without dropping it, a handler actor's body whose program its carrier dropped
-/// in place (`program.rs`, step 3; `Out::Stopped`).
-fn overwrite_dropped_program(body: &mut Body) {
-    debug_assert!(matches!(body, Body::Idle(_)), "a stopped activation's body");
-    // SAFETY: the program in the body was dropped where it lies by the carrier, which
-    // suspended with `Out::Stopped` only after; writing over it without a drop is the drop's
-    // other half, so it is dropped once. Nothing else in the body needs a drop.
-    unsafe { std::ptr::write(body, Body::Done) };
+/// Whether `actor` is a handler actor whose activation is suspended: its body is lent to its
+/// carrier (`program.rs`), so no reference to the body may be made until the carrier has been
+/// unwound or the activation has returned. A handler actor is pinned exactly then
+/// (`suspend_activation` pins it, `end_activation` unpins it; handler actors are never
+/// placed or migratable).
+fn activation_suspended(actor: &ActorCell) -> bool {
+    actor.is_handler() && actor.home().is_some()
 }
 
 /// Drops the program of a handler actor whose suspended activation's carrier was just unwound
@@ -1294,7 +1293,10 @@ impl WorkerLoop<'_> {
         entry.state.start_running();
         // The entry is the right to run the actor until it parks or ends (the entry is then
         // dropped) or yields (it is queued again).
-        let (actor, body) = entry.body(self.core());
+        // A raw pointer, not a reference: while a handler actor's activation runs or is
+        // suspended, its body is lent to the carrier (`program.rs`), and this function makes
+        // short-lived references to it only outside those times.
+        let (actor, body) = entry.body_ptr(self.core());
         if actor.is_killed() {
             // Step 3 of "Kill", before it starts or runs again (under the GIL baseline's lock,
             // as any run: destructors are actor code).
@@ -1312,30 +1314,34 @@ impl WorkerLoop<'_> {
         // Whether it is an activation that has suspended: its carrier is in `suspended`
         // between runs, and lent again, on top of the idle ones, for each resume.
         let mut suspended = false;
-        let ready = match body {
-            Body::Unstarted(..) => self.start(actor, body),
-            // Pinned: an activation that suspended (`suspend_activation`).
-            Body::Idle(_) if actor.home().is_some() => {
-                debug_assert_eq!(actor.home(), Some(self.ctx.index), "run by its home worker");
-                suspended = true;
-                true
-            }
-            Body::Idle(_) => {
-                lent = self.activate(actor, body);
-                if let (true, Body::Idle(program)) = (lent, &mut *body) {
-                    // SAFETY: step 2 of the lending protocol (`program.rs`) holds until the
-                    // carrier suspends with the activation's outcome: the body is left alone
-                    // meanwhile (this function only matches on it), and if the activation
-                    // suspends, its carrier goes to `suspended`, not into the body.
-                    input = Some(unsafe { Lent::new(program) });
+        let ready = if activation_suspended(actor) {
+            // Its body is lent to its carrier: not even looked at here.
+            debug_assert_eq!(actor.home(), Some(self.ctx.index), "run by its home worker");
+            suspended = true;
+            true
+        } else {
+            // SAFETY (the three references below): no activation of this actor runs or is
+            // suspended (a handler actor's would have pinned it), and this entry gives this
+            // worker the body (`Runnable::body`); each reference ends before the next, and all
+            // before the resume.
+            match unsafe { &mut *body } {
+                Body::Unstarted(..) => self.start(actor, unsafe { &mut *body }),
+                Body::Idle(_) => {
+                    lent = self.activate(actor, unsafe { &mut *body });
+                    if lent {
+                        // SAFETY: step 1 of the lending protocol (`program.rs`); this function
+                        // keeps step 2: from here until the activation's outcome it makes no
+                        // reference to the body, and one that suspends pins the actor.
+                        input = Some(unsafe { Lent::new(body) });
+                    }
+                    lent
                 }
-                lent
-            }
-            Body::Running(_) => true,
-            Body::Done => {
-                // A finished actor is never scheduled: its wakes are no-ops.
-                debug_assert!(false, "scheduled an actor with no coroutine");
-                false
+                Body::Running(_) => true,
+                Body::Done => {
+                    // A finished actor is never scheduled: its wakes are no-ops.
+                    debug_assert!(false, "scheduled an actor with no coroutine");
+                    false
+                }
             }
         };
         if !ready {
@@ -1388,10 +1394,16 @@ impl WorkerLoop<'_> {
                 carriers.push(self.take_suspended(actor));
                 lent = true;
             }
-            let coroutine = match &mut *body {
-                _ if lent => &mut carriers.last_mut().expect("lent above").coroutine,
-                Body::Running(coroutine) => coroutine,
-                _ => unreachable!("the actor was started or activated above"),
+            let coroutine = if lent {
+                &mut carriers.last_mut().expect("lent above").coroutine
+            } else {
+                // SAFETY: a process actor (a handler actor's activation runs on a lent carrier,
+                // above): nothing but this worker touches its body, and the coroutine in it
+                // runs only inside this resume.
+                match unsafe { &mut *body } {
+                    Body::Running(coroutine) => coroutine,
+                    _ => unreachable!("the actor was started or activated above"),
+                }
             };
             // `current` names the actor only while its coroutine runs: whatever the worker
             // does between resumes (queueing, waking, dropping) runs outside any actor.
@@ -1450,13 +1462,13 @@ impl WorkerLoop<'_> {
                     break;
                 }
                 CoroutineResult::Return(Finished::Process) => {
-                    self.finish(actor, body);
+                    // SAFETY: a process actor that returned: its body is this worker's.
+                    self.finish(actor, unsafe { &mut *body });
                     break;
                 }
-                // A handler actor's activation ended with its actor stopped (`handler.rs`).
+                // A handler actor's activation ended with its actor stopped (`handler.rs`);
+                // the carrier took the program out and dropped it (`program.rs`, step 3).
                 CoroutineResult::Yield(Out::Stopped) => {
-                    // The carrier dropped the program in place (`program.rs`, step 3).
-                    overwrite_dropped_program(body);
                     self.end_activation(actor, suspended);
                     actor.end();
                     break;
@@ -1502,29 +1514,39 @@ impl WorkerLoop<'_> {
 
     /// Ends a killed actor whose body this worker holds (step 3 of "Kill" in the module docs).
     /// Out of line: `run_actor`'s hot loop only tests the flag.
+    ///
+    /// `body` is the cell's pointer to the body, which the worker holds: a raw pointer,
+    /// because a suspended activation's carrier may still refer to it (`program.rs`), so no
+    /// reference to it is made until that carrier is unwound.
     #[cold]
     #[inline(never)]
-    fn kill(&self, actor: &ActorRef, body: &mut Body) {
+    fn kill(&self, actor: &ActorRef, body: *mut Body) {
         let was_cancelling = self.ctx.cancelling.replace(true);
         self.ctx.killing.set(true);
-        match body {
-            // Pinned: an activation that suspended (`suspend_activation`).
-            Body::Idle(_) if actor.home().is_some() => {
-                let mut carrier = self.take_suspended(actor);
-                self.ctx.current.set(Arc::as_ptr(actor));
-                // As for a process actor's coroutine, below.
-                let unwound = catch_unwind(AssertUnwindSafe(|| carrier.coroutine.force_unwind()));
-                self.ctx.current.set(std::ptr::null());
-                if unwound.is_ok() {
-                    self.recycle(carrier.coroutine.into_stack());
-                } else {
-                    std::mem::forget(carrier);
-                }
-                self.retire(actor);
-                // Its program stayed in place while the carrier's stack could refer to it
-                // (`program.rs`); dropped now, outside any actor, as an idle one's is.
-                drop_unwound_program(actor, body);
+        if activation_suspended(actor) {
+            let mut carrier = self.take_suspended(actor);
+            self.ctx.current.set(Arc::as_ptr(actor));
+            // As for a process actor's coroutine, below.
+            let unwound = catch_unwind(AssertUnwindSafe(|| carrier.coroutine.force_unwind()));
+            self.ctx.current.set(std::ptr::null());
+            if unwound.is_ok() {
+                self.recycle(carrier.coroutine.into_stack());
+            } else {
+                std::mem::forget(carrier);
             }
+            self.retire(actor);
+            // SAFETY: the carrier is unwound (or leaked, never to run again), so nothing refers
+            // to the body any more (`program.rs`, step 3), and this worker holds the actor.
+            drop_unwound_program(actor, unsafe { &mut *body });
+            self.ctx.killing.set(false);
+            self.ctx.cancelling.set(was_cancelling);
+            return;
+        }
+        // SAFETY: no activation of this actor is suspended (a handler actor's would have
+        // pinned it) or running (this worker is between resumes), so the body is this
+        // worker's alone.
+        let body = unsafe { &mut *body };
+        match body {
             Body::Unstarted(..) | Body::Idle(..) => {
                 // Drops the closure or the idle handler actor's program, contained.
                 actor.discard_unstarted(body);
@@ -1637,7 +1659,7 @@ impl WorkerLoop<'_> {
         let coroutine = Coroutine::with_stack(stack, |y: &ActorYielder, first: Option<Lent>| {
             let mut next = first;
             loop {
-                let Some(mut program) = next.take() else {
+                let Some(mut body) = next.take() else {
                     unreachable!("a carrier is resumed with a program when idle");
                 };
                 // The actor this activation runs suspends through this carrier.
@@ -1645,19 +1667,18 @@ impl WorkerLoop<'_> {
                 // `run` catches the user's panics; one of its own ends the actor, contained.
                 // SAFETY: lent by `run_actor`, which keeps step 2 of the lending protocol
                 // (`program.rs`) until this carrier suspends with the outcome below; the one
-                // reference made through `program`.
+                // reference made through `body`.
                 let step = fault::contain(ActivationOf("an activation"), || {
-                    unsafe { program.get() }.run()
+                    unsafe { body.get() }.run()
                 });
                 next = match step {
                     Some(step @ (Step::Park | Step::Yield)) => y.suspend(Out::Activated(step)),
                     Some(Step::Stop) | None => {
+                        // SAFETY: as above; taken out before the drop (step 3), which an
+                        // unwind of this carrier may cut short.
+                        let program = unsafe { body.take() };
                         // Dropped here, inside the actor: its mailbox and what is left.
-                        // SAFETY: as above; `run_actor` overwrites the body without a drop
-                        // when this carrier suspends with `Out::Stopped` (step 3).
-                        fault::contain(ActivationOf("dropping"), move || unsafe {
-                            program.drop_in_place()
-                        });
+                        fault::contain(ActivationOf("dropping"), move || drop(program));
                         y.suspend(Out::Stopped)
                     }
                 };
@@ -1886,6 +1907,11 @@ impl WorkerLoop<'_> {
     /// A queued actor at shutdown: an unstarted one is dropped with its closure; a started one
     /// is unwound through its registry, so its queue entry is simply released.
     fn drop_queued(&self, mut entry: Runnable) {
+        if activation_suspended(&entry) {
+            // Unwound through the registry; its body is lent to its carrier until then
+            // (`program.rs`).
+            return;
+        }
         let (actor, body) = entry.body(self.core());
         // Under the GIL baseline, with the global lock: destructors are actor code.
         let _gil = self.shared().policy.run_guard();
@@ -1903,20 +1929,22 @@ impl WorkerLoop<'_> {
 
     /// The stack unwinding of `unwind`.
     fn unwind_stack(&self, actor: &ActorRef) {
-        // SAFETY: nobody else can be running or unwinding this actor. A pinned actor is in its
-        // home worker's registry only (this worker's), and only its home worker runs it; this
-        // worker runs no actor any more. A migratable actor is unwound only after every worker
-        // has passed the first shutdown barrier, so no worker runs any actor, and it is taken
-        // out of the shared registry by exactly one worker.
-        let body = unsafe { &mut *actor.body.get() };
-        let mut coroutine = match body {
-            Body::Running(_) => match std::mem::replace(body, Body::Done) {
-                Body::Running(coroutine) => coroutine,
-                _ => unreachable!("matched above"),
-            },
-            // Pinned: a handler actor's activation that suspended (`suspend_activation`).
-            Body::Idle(_) if actor.home().is_some() => self.take_suspended(actor).coroutine,
-            _ => return,
+        // A suspended activation's carrier refers to its body: no reference to the body is made
+        // until the carrier is unwound (`program.rs`).
+        let handler = activation_suspended(actor);
+        let mut coroutine = if handler {
+            self.take_suspended(actor).coroutine
+        } else {
+            // SAFETY: nobody else can be running or unwinding this actor. A pinned actor is in
+            // its home worker's registry only (this worker's), and only its home worker runs
+            // it; this worker runs no actor any more. A migratable actor is unwound only after
+            // every worker has passed the first shutdown barrier, so no worker runs any actor,
+            // and it is taken out of the shared registry by exactly one worker.
+            let body = unsafe { &mut *actor.body.get() };
+            let Body::Running(coroutine) = std::mem::replace(body, Body::Done) else {
+                return;
+            };
+            coroutine
         };
         self.ctx.current.set(Arc::as_ptr(actor));
         // Under the GIL baseline, with the global lock: the destructors it runs are actor code,
@@ -1927,9 +1955,14 @@ impl WorkerLoop<'_> {
         // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
         self.ctx.current.set(std::ptr::null());
-        // A handler actor's program stayed in place while the carrier's stack could refer to
-        // it (`program.rs`); dropped now, outside any actor, as an idle one's is at shutdown.
-        drop_unwound_program(actor, body);
+        if handler {
+            // SAFETY: as for a process actor's body above; and the carrier is unwound (or
+            // leaked, never to run again), so nothing refers to the body any more.
+            let body = unsafe { &mut *actor.body.get() };
+            // Its program stayed in place while the carrier's stack could refer to it; dropped
+            // now, outside any actor, as an idle one's is at shutdown.
+            drop_unwound_program(actor, body);
+        }
         drop(gil);
         if unwound.is_ok() {
             self.recycle(coroutine.into_stack());
