@@ -151,8 +151,8 @@ pub(crate) enum Out {
     /// A carrier finished an activation (the program is its body's again), and what to do
     /// next.
     Activated(Step),
-    /// A carrier finished an activation whose actor stopped: it dropped the program in place,
-    /// and the body must be overwritten without a drop (`program.rs`, step 3).
+    /// A carrier finished an activation whose actor stopped: it took the program out of the
+    /// body, which is `Done` now, and dropped it (`program.rs`, step 3).
     Stopped,
 }
 
@@ -937,7 +937,7 @@ pub(crate) type ActorRef = Arc<ActorCell>;
 /// `Runnable` is not `Clone`.
 ///
 /// So the holder of a `Runnable` is the one thread that may run the actor, and
-/// [`Runnable::body`] is the run path's only way to the body. The one other owner a body has is
+/// [`Runnable::body`] and [`Runnable::body_ptr`] are the run path's only ways to the body. The one other owner a body has is
 /// a registry at shutdown (`worker.rs`, "Shutdown"): a started actor is unwound through its
 /// registry while an entry of it may still sit in a queue. Sweeps that take such entries on
 /// other threads get [`Runnable::release_at_shutdown`], which never touches a started actor's

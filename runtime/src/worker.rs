@@ -624,9 +624,11 @@ struct Carrier {
 
 /// Whether `actor` is a handler actor whose activation is suspended: its body is lent to its
 /// carrier (`program.rs`), so no reference to the body may be made until the carrier has been
-/// unwound or the activation has returned. A handler actor is pinned exactly then
-/// (`suspend_activation` pins it, `end_activation` unpins it; handler actors are never
-/// placed or migratable).
+/// unwound or the activation has returned. A live handler actor is pinned exactly then
+/// (`suspend_activation` pins it, `end_activation` unpins it; handler actors are never placed
+/// or migratable). One ended by unwinding its carrier (a kill, or shutdown) stays pinned, with
+/// no carrier left: nothing runs it or looks at its body again but `drop_queued`, which
+/// returns at this check.
 fn activation_suspended(actor: &ActorCell) -> bool {
     actor.is_handler() && actor.home().is_some()
 }
@@ -1609,11 +1611,12 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): lends it
-    /// the top one of this worker's idle carriers (making one, on a stack from the pool, if
-    /// there is none), and returns the program to resume that carrier with. The carrier stays
-    /// where it is, and the body is `Done`, unless the activation suspends (`suspend_activation`).
-    /// `None` if no stack could be had for a new carrier: the actor then ends (its join handle
+    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): makes sure
+    /// this worker has an idle carrier to lend it, the top one (making one, on a stack from the
+    /// pool, if there is none), and marks the actor started. The program stays in the body,
+    /// which the caller then lends to that carrier (`program.rs`); the carrier stays where it
+    /// is unless the activation suspends (`suspend_activation`). `false` if no stack could be
+    /// had for a new carrier: the actor then ends (its program is dropped, and its join handle
     /// reports `Cancelled`).
     fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
         debug_assert!(
