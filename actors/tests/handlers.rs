@@ -535,49 +535,92 @@ fn a_panicked_actors_value_is_dropped_before_join_returns() {
     }
 }
 
-/// A `handle` that catches the forced unwind of a kill and stops the actor: the program ends
-/// on its own inside the unwind, and the kill must not drop it a second time (it did, once
-/// the program was kept in the actor's cell: the mailbox dropped twice, a crash).
-#[test]
-fn a_handler_that_catches_its_kill_and_stops_is_dropped_once() {
-    struct Stubborn(mpsc::Sender<()>, Arc<AtomicUsize>);
-    impl Drop for Stubborn {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, SeqCst);
-        }
-    }
-    impl Actor for Stubborn {
-        type Msg = ();
-        fn handle(&mut self, (): (), ctx: &mut Context<Self>) {
-            self.0.send(()).unwrap();
-            let long = || threadlet::sleep(Duration::from_secs(3600));
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(long));
-            ctx.stop();
-        }
-    }
-    let rt = runtime(1);
-    let (inside, is_inside) = mpsc::channel();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let (addr, h) = rt.start(Stubborn(inside, drops.clone()));
-    addr.send(()).unwrap();
-    is_inside.recv().unwrap();
-    // Most likely asleep by now; a kill that comes before the sleep ends the actor too.
-    std::thread::sleep(Duration::from_millis(20));
-    assert!(rt.handle().kill(h.id()));
-    let _ = h.join(); // the value, or why there is none: either is dropped here
-    assert!(addr.send(()).is_err());
-    drop(addr);
-    drop(rt);
-    assert_eq!(drops.load(SeqCst), 1);
+/// What a `handle` that caught the forced unwind of a kill or shutdown does next.
+#[derive(Clone, Copy, Debug)]
+enum AfterCatch {
+    Returns,
+    Stops,
+    PanicsAnew,
 }
 
-/// A program whose destructor blocks: its activation suspends inside the drop, and shutdown
-/// unwinds it there. The drop must not be made a second time (it was, once the program was
-/// kept in the actor's cell).
+/// Its `handle` blocks, catches the unwind that ends the block, then does as told.
+struct Stubborn(mpsc::Sender<()>, Arc<AtomicUsize>, AfterCatch);
+
+impl Drop for Stubborn {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+    }
+}
+
+impl Actor for Stubborn {
+    type Msg = ();
+    fn handle(&mut self, (): (), ctx: &mut Context<Self>) {
+        self.0.send(()).unwrap();
+        let long = || threadlet::sleep(Duration::from_secs(3600));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(long));
+        match self.2 {
+            AfterCatch::Returns => {}
+            AfterCatch::Stops => ctx.stop(),
+            AfterCatch::PanicsAnew => panic!("caught the unwind, then panicked"),
+        }
+    }
+}
+
+/// A `handle` that catches the forced unwind of a kill, or of shutdown, and then returns,
+/// stops the actor or panics anew: its value is dropped once, under every scheduler. (One that
+/// stopped was dropped twice, a crash, once the program was kept in the actor's cell: the
+/// carrier dropped it inside the unwind, and the unwinder dropped it again.)
 #[test]
-fn a_program_whose_drop_blocks_is_dropped_once_at_shutdown() {
+fn a_handler_that_catches_its_kill_or_shutdown_is_dropped_once() {
+    for after in [
+        AfterCatch::Returns,
+        AfterCatch::Stops,
+        AfterCatch::PanicsAnew,
+    ] {
+        for by_kill in [true, false] {
+            for scheduler in [
+                Scheduler::WorkStealing,
+                Scheduler::GlobalQueue,
+                Scheduler::Gil,
+            ] {
+                let rt = Runtime::builder()
+                    .workers(1)
+                    .scheduler(scheduler)
+                    .build()
+                    .unwrap();
+                let (inside, is_inside) = mpsc::channel();
+                let drops = Arc::new(AtomicUsize::new(0));
+                let (addr, h) = rt.start(Stubborn(inside, drops.clone(), after));
+                addr.send(()).unwrap();
+                is_inside.recv().unwrap();
+                // Most likely asleep by now; a kill or shutdown that comes before the sleep
+                // ends the actor too.
+                std::thread::sleep(Duration::from_millis(20));
+                if by_kill {
+                    assert!(rt.handle().kill(h.id()));
+                    let _ = h.join(); // the value, or why there is none
+                    drop(rt);
+                } else {
+                    drop(rt);
+                    drop(h);
+                }
+                drop(addr);
+                let what = format!("{after:?}, by kill: {by_kill}, {scheduler:?}");
+                assert_eq!(drops.load(SeqCst), 1, "{what}");
+            }
+        }
+    }
+}
+
+/// A program whose destructor blocks: its activation suspends inside the drop, and a kill or
+/// shutdown unwinds it there. The drop must not be made a second time (it was, once the
+/// program was kept in the actor's cell).
+#[test]
+fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
     use threadlet_runtime::{Activation, Completion, SpawnOptions, Step};
-    struct BlocksInDrop(Arc<AtomicUsize>, Option<mpsc::Sender<()>>);
+    // The completion is dropped after `drop` returns: until then the actor counts as live,
+    // so a kill reaches it.
+    struct BlocksInDrop(Arc<AtomicUsize>, Option<mpsc::Sender<()>>, Completion<()>);
     impl Activation for BlocksInDrop {
         fn run(&mut self) -> Step {
             Step::Stop
@@ -591,17 +634,35 @@ fn a_program_whose_drop_blocks_is_dropped_once_at_shutdown() {
             }
         }
     }
-    let rt = runtime(1);
-    let drops = Arc::new(AtomicUsize::new(0));
-    let (inside, is_inside) = mpsc::channel::<()>();
-    let program = BlocksInDrop(drops.clone(), Some(inside));
-    let _h = rt
-        .start_handler(SpawnOptions::new(), move |_, _done: Completion<()>| program)
-        .unwrap();
-    assert!(is_inside.recv().is_err()); // the sender was dropped inside the destructor
-    std::thread::sleep(Duration::from_millis(20));
-    drop(rt);
-    assert_eq!(drops.load(SeqCst), 1);
+    for by_kill in [true, false] {
+        for scheduler in [
+            Scheduler::WorkStealing,
+            Scheduler::GlobalQueue,
+            Scheduler::Gil,
+        ] {
+            let rt = Runtime::builder()
+                .workers(1)
+                .scheduler(scheduler)
+                .build()
+                .unwrap();
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (inside, is_inside) = mpsc::channel::<()>();
+            let drops_in = drops.clone();
+            let h = rt
+                .start_handler(SpawnOptions::new(), move |_, done: Completion<()>| {
+                    BlocksInDrop(drops_in, Some(inside), done)
+                })
+                .unwrap();
+            assert!(is_inside.recv().is_err()); // the sender was dropped inside the destructor
+            std::thread::sleep(Duration::from_millis(20));
+            if by_kill {
+                assert!(rt.handle().kill(h.id()));
+                let _ = h.join();
+            }
+            drop(rt);
+            assert_eq!(drops.load(SeqCst), 1, "by kill: {by_kill}, {scheduler:?}");
+        }
+    }
 }
 
 #[test]
