@@ -620,7 +620,11 @@ fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
     use threadlet_runtime::{Activation, Completion, SpawnOptions, Step};
     // The completion is dropped after `drop` returns: until then the actor counts as live,
     // so a kill reaches it.
-    struct BlocksInDrop(Arc<AtomicUsize>, Option<mpsc::Sender<()>>, Completion<()>);
+    struct BlocksInDrop(
+        Arc<AtomicUsize>,
+        Option<mpsc::Sender<()>>,
+        #[allow(dead_code)] Completion<()>,
+    );
     impl Activation for BlocksInDrop {
         fn run(&mut self) -> Step {
             Step::Stop
