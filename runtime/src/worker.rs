@@ -1878,7 +1878,9 @@ impl WorkerLoop<'_> {
             stranded.is_empty(),
             "a suspended activation outside the registry"
         );
-        std::mem::forget(stranded);
+        if !stranded.is_empty() {
+            std::mem::forget(stranded);
+        }
         let carriers = std::mem::take(&mut *self.core().carriers.borrow_mut());
         for c in carriers {
             self.retire_carrier(c);
