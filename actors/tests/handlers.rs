@@ -16,6 +16,22 @@ fn runtime(workers: usize) -> Runtime {
     Runtime::builder().workers(workers).build().unwrap()
 }
 
+/// A one-worker runtime under each scheduler in turn.
+fn one_worker_under_each_scheduler() -> impl Iterator<Item = (Scheduler, Runtime)> {
+    [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ]
+    .into_iter()
+    .map(|s| {
+        (
+            s,
+            Runtime::builder().workers(1).scheduler(s).build().unwrap(),
+        )
+    })
+}
+
 /// Records every hook call and message, in order.
 #[derive(Default, Debug)]
 struct Recorder {
@@ -578,16 +594,7 @@ fn a_handler_that_catches_its_kill_or_shutdown_is_dropped_once() {
         AfterCatch::PanicsAnew,
     ] {
         for by_kill in [true, false] {
-            for scheduler in [
-                Scheduler::WorkStealing,
-                Scheduler::GlobalQueue,
-                Scheduler::Gil,
-            ] {
-                let rt = Runtime::builder()
-                    .workers(1)
-                    .scheduler(scheduler)
-                    .build()
-                    .unwrap();
+            for (scheduler, rt) in one_worker_under_each_scheduler() {
                 let (inside, is_inside) = mpsc::channel();
                 let drops = Arc::new(AtomicUsize::new(0));
                 let (addr, h) = rt.start(Stubborn(inside, drops.clone(), after));
@@ -639,16 +646,7 @@ fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
         }
     }
     for by_kill in [true, false] {
-        for scheduler in [
-            Scheduler::WorkStealing,
-            Scheduler::GlobalQueue,
-            Scheduler::Gil,
-        ] {
-            let rt = Runtime::builder()
-                .workers(1)
-                .scheduler(scheduler)
-                .build()
-                .unwrap();
+        for (scheduler, rt) in one_worker_under_each_scheduler() {
             let drops = Arc::new(AtomicUsize::new(0));
             let (inside, is_inside) = mpsc::channel::<()>();
             let drops_in = drops.clone();
