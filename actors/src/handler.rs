@@ -300,15 +300,7 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
     /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything
     /// the actor leaves behind is dropped before `join` returns, as for a process actor.
     fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
-        let mailbox = &self.ctx.mailbox;
-        if !mailbox.is_lent() {
-            mailbox.close();
-            let left = mailbox.take_queued();
-            // A message's destructor may panic: it ends nothing more than this actor, which
-            // ends.
-            let _ = catch_actor_panic(move || drop(left));
-        }
-        // (A supervised child's mailbox stays open, queue and all, for its next incarnation.)
+        self.close_mailbox();
         let Some(Live { actor, completion }) = self.live.take() else {
             return Step::Stop;
         };
@@ -329,6 +321,40 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
         let _ = catch_actor_panic(move || drop(actor));
         completion.complete(result);
         Step::Stop
+    }
+}
+
+impl<A: Actor, S: StartSignal> Program<A, S> {
+    /// Closes the mailbox (later sends hand their message back) and drops what is queued. (A
+    /// supervised child's mailbox stays open, queue and all, for its next incarnation.)
+    fn close_mailbox(&self) {
+        let mailbox = &self.ctx.mailbox;
+        if !mailbox.is_lent() {
+            mailbox.close();
+            let left = mailbox.take_queued();
+            // A message's destructor may panic: it ends nothing more than this actor, which
+            // ends.
+            let _ = catch_actor_panic(move || drop(left));
+        }
+    }
+}
+
+/// A program dropped before it stopped (a kill, or shutdown) lets go in the order a process
+/// actor's unwinding does: the value, then the mailbox (closed, its queue dropped), and the
+/// join completion last, so that, as after `stop`, `join` returns only once all of it is gone.
+/// (The fields' own order would drop the completion with the value, before the mailbox.)
+impl<A: Actor, S: StartSignal> Drop for Program<A, S> {
+    fn drop(&mut self) {
+        let Some(Live { actor, completion }) = self.live.take() else {
+            return;
+        };
+        // The value's destructor is user code: if it panics, the rest still goes, in order.
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(actor)));
+        self.close_mailbox();
+        drop(completion);
+        if let Err(payload) = dropped {
+            std::panic::resume_unwind(payload);
+        }
     }
 }
 

@@ -667,6 +667,52 @@ fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
     }
 }
 
+/// A killed handler actor, as a killed process actor: its queued messages are dropped, and
+/// its mailbox refuses sends, by the time `join` returns (the join came first for a while: the
+/// program's completion was dropped with the value, before the mailbox).
+#[test]
+fn a_killed_handlers_queue_is_dropped_before_join_returns() {
+    /// Slow to drop: widens the window in which a join completed first would return first.
+    struct SlowDropped(Arc<AtomicUsize>);
+    impl Drop for SlowDropped {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(5));
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    struct Waits(channel::Receiver<()>, mpsc::Sender<()>);
+    impl Actor for Waits {
+        type Msg = SlowDropped;
+        fn handle(&mut self, _: SlowDropped, _ctx: &mut Context<Self>) {
+            self.1.send(()).unwrap();
+            let _ = self.0.recv(); // until killed
+        }
+    }
+    for (scheduler, rt) in one_worker_under_each_scheduler() {
+        let (_keep, never) = channel::unbounded::<()>();
+        let (inside, is_inside) = mpsc::channel();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (addr, h) = rt.start(Waits(never, inside));
+        addr.send(SlowDropped(drops.clone())).unwrap();
+        is_inside.recv().unwrap();
+        for _ in 0..3 {
+            addr.send(SlowDropped(drops.clone())).unwrap(); // queued behind the one in `handle`
+        }
+        assert!(rt.handle().kill(h.id()));
+        assert!(
+            h.join().err().is_some_and(|e| e.is_killed()),
+            "{scheduler:?}"
+        );
+        // The one in `handle` was dropped by the kill's unwind, the three queued with the
+        // mailbox.
+        assert_eq!(drops.load(SeqCst), 4, "{scheduler:?}");
+        assert!(
+            addr.send(SlowDropped(drops.clone())).is_err(),
+            "{scheduler:?}"
+        );
+    }
+}
+
 #[test]
 fn many_handlers_blocked_inside_handle_at_once_each_keep_their_stack() {
     // Every one of them holds a carrier at the same time; once released, they hand their
