@@ -248,13 +248,12 @@ impl RuntimeExt for Handle {
 
     fn start<A: Actor>(&self, actor: A) -> (Addr<A::Msg>, JoinHandle<A>) {
         // With default options the only refusal is the runtime's shutdown (the value drops
-        // there, unstarted), which is for good: a spawn now is refused too, and its join
-        // handle reports `Cancelled` without running the closure. The mailbox closes with its
-        // owner, so sends hand their message back.
+        // there, unstarted): a join handle of an actor that never runs, and an address whose
+        // mailbox closed with its owner, so that sends hand their message back.
         handler::start_on_handle(self, SpawnOptions::new(), None, actor).unwrap_or_else(|_| {
             let (addr, mb) = mailbox::mailbox();
             drop(mb);
-            let h = self.spawn(|| unreachable!("a spawn after shutdown never runs"));
+            let h = threadlet_runtime::__private::never_started();
             addr.attach(&h);
             (addr, h)
         })

@@ -149,3 +149,46 @@ fn spawns_racing_shutdown_all_complete_or_report_cancelled() {
         }
     });
 }
+
+/// Handler actors started through a handle while the runtime shuts down: each either ran (its
+/// join gives the value back) or never started (`Cancelled`); none reports a panic. (Once
+/// shutdown had begun, `start` through a handle spawned a stand-in closure that must never
+/// run, and workers still running what they found ran some: their joins reported a panic.)
+#[test]
+fn starts_through_a_handle_racing_shutdown_run_or_are_cancelled() {
+    struct Quiet;
+    impl Actor for Quiet {
+        type Msg = ();
+        fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {}
+    }
+    within_watchdog("starts racing shutdown", || {
+        for _round in 0..200 {
+            let rt = Runtime::builder().workers(2).build().unwrap();
+            let handle = rt.handle();
+            let start = Arc::new(Barrier::new(2));
+            let starter = {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    let started: Vec<_> = (0..20).map(|_| handle.start(Quiet)).collect();
+                    let mut panicked = 0;
+                    for (addr, h) in started {
+                        drop(addr); // the last address: a running actor stops
+                        match h.join() {
+                            Ok(_) => {}
+                            Err(e) if e.is_cancelled() => {}
+                            Err(e) => {
+                                assert!(e.is_panic(), "unexpected: {e}");
+                                panicked += 1;
+                            }
+                        }
+                    }
+                    panicked
+                })
+            };
+            start.wait();
+            drop(rt);
+            assert_eq!(starter.join().unwrap(), 0, "a join reported a panic");
+        }
+    });
+}

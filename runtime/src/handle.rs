@@ -22,9 +22,10 @@
 //! 2. shutdown, after joining the workers, closes the gate under the write lock, then drains
 //!    the queues for the last time.
 //!
-//! A push that held the gate open finished before the gate closed, so the last drain finds it
-//! (its actor never starts: its join reports `Cancelled`); a spawn that finds the gate closed
-//! pushes nothing and reports the shutdown instead. Spawns from inside actors need no gate:
+//! A push that held the gate open finished before the gate closed, so a worker ran it or the
+//! last drain finds it (then its actor never starts: its join reports `Cancelled`); a spawn
+//! that finds the gate closed, or shutdown begun (the flag is raised before the workers stop),
+//! pushes nothing and reports the shutdown instead: its actor never starts. Spawns from inside actors need no gate:
 //! they run on workers, which are all joined before the gate closes.
 
 use std::fmt;
@@ -167,7 +168,11 @@ impl Handle {
         push: impl FnOnce(X) -> Result<T, Refused<X>>,
     ) -> Result<T, Refused<X>> {
         let open = self.shared.spawn_gate.read();
-        if !*open {
+        // Refused once shutdown has begun, not only once the gate has closed: between the two,
+        // workers still run what they find, and an actor spawned after shutdown began must not
+        // start. (One that passed this check was spawned before: it may run or be cancelled,
+        // as any actor spawned before shutdown.)
+        if !*open || self.shared.is_shutdown() {
             return Err(Refused::ShutDown(x));
         }
         push(x)

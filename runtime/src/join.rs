@@ -925,6 +925,17 @@ pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
     }
 }
 
+/// For `threadlet::RuntimeExt::start` on a handle whose runtime has shut down: the join
+/// handle of an actor that never runs (it reports `Cancelled`), with no runtime involved.
+pub fn never_started<R: Send + 'static>() -> JoinHandle<R> {
+    let (start, handle) = entry(ActorId::next(), None, || -> R {
+        unreachable!("dropped unstarted, below")
+    });
+    // Dropped without starting: its completion records `Cancelled`.
+    drop(start);
+    handle
+}
+
 /// For `threadlet::select!`: the error of a join branch given up because the selecting actor
 /// is being cancelled (shutdown), as `join` returns then.
 pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {

@@ -116,7 +116,7 @@ pub mod __private {
     pub use crate::idle::{Idle, Searcher};
     pub use crate::join::{
         ExitSink, actor_of, call_exit_hook, join_cancelled, join_take_now, join_unwatch,
-        join_watch, kill_actor, set_exit_sink,
+        join_watch, kill_actor, never_started, set_exit_sink,
     };
     pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
