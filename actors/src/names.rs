@@ -70,7 +70,9 @@ impl std::error::Error for RegisterError {}
 
 /// Registers `name` for the actor behind `addr`, process-wide, until the actor ends (or
 /// [`unregister`]). Registering the same actor again under the same name is fine (and adds
-/// nothing); a name held by another live actor is an error, and so is an actor that has ended.
+/// nothing while the name is still its: after an `unregister`, registering again adds a new
+/// exit hook); a name held by another live actor is an error, and so is an actor that has
+/// ended.
 /// The registration does not keep the actor alive.
 ///
 /// ```
@@ -98,8 +100,9 @@ pub fn register<M: Send + 'static>(
     let replaced = {
         let mut names = names();
         match names.get(&name) {
-            // Registered to this actor already: the exit hook of that registration stands.
-            Some(old) if old.key() == key && old.is_open() => return Ok(()),
+            // Registered to this actor already (its mailbox open or not: an actor may close its
+            // own): the exit hook of that registration stands.
+            Some(old) if old.key() == key => return Ok(()),
             Some(old) if old.is_open() => return Err(RegisterError::Taken(name)),
             _ => {}
         }
