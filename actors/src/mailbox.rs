@@ -1877,6 +1877,11 @@ impl<M> Addr<M> {
         false
     }
 
+    /// Whether the actor's end is recorded (its exit hooks have run, or run at once).
+    pub(crate) fn has_ended(&self) -> bool {
+        self.shared.state.lock().down().is_some()
+    }
+
     /// How many exit hooks wait for the actor's end (for tests of who adds them).
     #[cfg(test)]
     pub(crate) fn exit_hooks(&self) -> usize {

@@ -101,8 +101,16 @@ pub fn register<M: Send + 'static>(
         let mut names = names();
         match names.get(&name) {
             // Registered to this actor already (its mailbox open or not: an actor may close its
-            // own): the exit hook of that registration stands.
-            Some(old) if old.key() == key => return Ok(()),
+            // own): the exit hook of that registration stands, unless the actor has ended (a
+            // racing `register` of it inserted the entry, and its hook is about to remove it).
+            // Lock order: names, then the mailbox, as in `whereis`.
+            Some(old) if old.key() == key => {
+                return if addr.has_ended() {
+                    Err(RegisterError::Ended(name))
+                } else {
+                    Ok(())
+                };
+            }
             Some(old) if old.is_open() => return Err(RegisterError::Taken(name)),
             _ => {}
         }

@@ -85,3 +85,35 @@ fn an_ended_actor_cannot_be_registered() {
     );
     assert!(threadlet::whereis::<u8>("names-test-ended").is_none());
 }
+
+/// Two registrations of one ended actor under one name at the same moment: neither may answer
+/// `Ok` (one found the other's entry, inserted just before that one's hook removed it, and
+/// answered `Ok` for an actor already gone).
+#[test]
+fn an_ended_actor_is_refused_even_by_two_registrations_at_once() {
+    use std::sync::{Arc, Barrier};
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u8>| mb.recv());
+    addr.send(1).unwrap();
+    h.join().unwrap();
+    const ROUNDS: usize = 10_000;
+    let go = Arc::new(Barrier::new(2));
+    let register_all = |addr: threadlet::Addr<u8>, go: Arc<Barrier>| {
+        (0..ROUNDS)
+            .filter(|i| {
+                go.wait();
+                threadlet::register(format!("names-test-race-{i}"), &addr).is_ok()
+            })
+            .count()
+    };
+    let other = {
+        let (addr, go) = (addr.clone(), go.clone());
+        std::thread::spawn(move || register_all(addr, go))
+    };
+    let mine = register_all(addr, go);
+    assert_eq!(
+        mine + other.join().unwrap(),
+        0,
+        "Ok answers for an ended actor"
+    );
+}

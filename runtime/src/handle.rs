@@ -219,7 +219,7 @@ impl Handle {
 
 /// Why a spawn through a handle did not happen, with what it would have consumed.
 enum Refused<X> {
-    /// The gate was closed: the runtime has shut down.
+    /// The gate was closed, or shutdown had begun.
     ShutDown(X),
     /// No stack could be had, or the runtime is shutting down.
     Failed(io::Error, X),
@@ -228,7 +228,9 @@ enum Refused<X> {
 impl<X> Refused<X> {
     fn into_error(self) -> io::Error {
         match self {
-            Refused::ShutDown(_) => io::Error::other("the runtime has shut down"),
+            Refused::ShutDown(_) => {
+                io::Error::other("the runtime is shutting down or has shut down")
+            }
             Refused::Failed(e, _) => e,
         }
     }
