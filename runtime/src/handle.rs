@@ -25,8 +25,8 @@
 //! A push that held the gate open finished before the gate closed, so a worker ran it or the
 //! last drain finds it (then its actor never starts: its join reports `Cancelled`); a spawn
 //! that finds the gate closed, or shutdown begun (the flag is raised before the workers stop),
-//! pushes nothing and reports the shutdown instead: its actor never starts. Spawns from inside actors need no gate:
-//! they run on workers, which are all joined before the gate closes.
+//! pushes nothing and reports the shutdown instead: its actor never starts. Spawns from inside
+//! actors need no gate: they run on workers, which are all joined before the gate closes.
 
 use std::fmt;
 use std::io;
@@ -98,12 +98,8 @@ impl Handle {
     {
         match self.try_spawn(SpawnOptions::default(), f) {
             Ok(handle) => handle,
-            Err(Refused::ShutDown(f)) => {
-                // Never started: dropping the entry drops `f` and reports `Cancelled`.
-                let (start, handle) = join::entry(ActorId::next(), None, f);
-                drop(start);
-                handle
-            }
+            // Never started: `f` is dropped, and the join reports `Cancelled`.
+            Err(Refused::ShutDown(f)) => join::cancelled(f),
             Err(Refused::Failed(e, f)) => {
                 drop(f);
                 panic!("threadlet: cannot spawn: {e}")

@@ -925,15 +925,22 @@ pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
     }
 }
 
+/// The join handle of an actor refused before it started: `f` is dropped here, unrun, and the
+/// handle reports `Cancelled` (dropping the entry unstarted records it).
+pub(crate) fn cancelled<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let (start, handle) = entry(ActorId::next(), None, f);
+    drop(start);
+    handle
+}
+
 /// For `threadlet::RuntimeExt::start` on a handle whose runtime has shut down: the join
 /// handle of an actor that never runs (it reports `Cancelled`), with no runtime involved.
 pub fn never_started<R: Send + 'static>() -> JoinHandle<R> {
-    let (start, handle) = entry(ActorId::next(), None, || -> R {
-        unreachable!("dropped unstarted, below")
-    });
-    // Dropped without starting: its completion records `Cancelled`.
-    drop(start);
-    handle
+    cancelled(|| -> R { unreachable!("dropped unstarted by `cancelled`") })
 }
 
 /// For `threadlet::select!`: the error of a join branch given up because the selecting actor
