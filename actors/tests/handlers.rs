@@ -519,18 +519,21 @@ fn what_a_stopped_actor_leaves_is_dropped_before_join_returns() {
     }
 }
 
+/// Counts its drop, slowly: widens the window in which a join completed before the drop would
+/// return before it.
+struct SlowToDrop(Arc<AtomicUsize>);
+
+impl Drop for SlowToDrop {
+    fn drop(&mut self) {
+        std::thread::sleep(Duration::from_millis(20));
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
 /// Its value, too, when the actor panicked: `join` returns after the value's destructor has
 /// run (it ran after the join was completed before; a slow destructor showed it).
 #[test]
 fn a_panicked_actors_value_is_dropped_before_join_returns() {
-    struct SlowToDrop(Arc<AtomicUsize>);
-    impl Drop for SlowToDrop {
-        fn drop(&mut self) {
-            // Widens the window in which a join completed first would return first.
-            std::thread::sleep(Duration::from_millis(20));
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     impl Actor for SlowToDrop {
         type Msg = ();
         fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
@@ -672,18 +675,10 @@ fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
 /// program's completion was dropped with the value, before the mailbox).
 #[test]
 fn a_killed_handlers_queue_is_dropped_before_join_returns() {
-    /// Slow to drop: widens the window in which a join completed first would return first.
-    struct SlowDropped(Arc<AtomicUsize>);
-    impl Drop for SlowDropped {
-        fn drop(&mut self) {
-            std::thread::sleep(Duration::from_millis(5));
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     struct Waits(channel::Receiver<()>, mpsc::Sender<()>);
     impl Actor for Waits {
-        type Msg = SlowDropped;
-        fn handle(&mut self, _: SlowDropped, _ctx: &mut Context<Self>) {
+        type Msg = SlowToDrop;
+        fn handle(&mut self, _: SlowToDrop, _ctx: &mut Context<Self>) {
             self.1.send(()).unwrap();
             let _ = self.0.recv(); // until killed
         }
@@ -693,10 +688,10 @@ fn a_killed_handlers_queue_is_dropped_before_join_returns() {
         let (inside, is_inside) = mpsc::channel();
         let drops = Arc::new(AtomicUsize::new(0));
         let (addr, h) = rt.start(Waits(never, inside));
-        addr.send(SlowDropped(drops.clone())).unwrap();
+        addr.send(SlowToDrop(drops.clone())).unwrap();
         is_inside.recv().unwrap();
         for _ in 0..3 {
-            addr.send(SlowDropped(drops.clone())).unwrap(); // queued behind the one in `handle`
+            addr.send(SlowToDrop(drops.clone())).unwrap(); // queued behind the one in `handle`
         }
         assert!(rt.handle().kill(h.id()));
         assert!(
@@ -707,7 +702,7 @@ fn a_killed_handlers_queue_is_dropped_before_join_returns() {
         // mailbox.
         assert_eq!(drops.load(SeqCst), 4, "{scheduler:?}");
         assert!(
-            addr.send(SlowDropped(drops.clone())).is_err(),
+            addr.send(SlowToDrop(drops.clone())).is_err(),
             "{scheduler:?}"
         );
     }
