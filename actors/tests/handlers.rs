@@ -530,16 +530,18 @@ impl Drop for SlowToDrop {
     }
 }
 
+/// As an actor (the value whose drop `join` must wait for), its `handle` panics.
+impl Actor for SlowToDrop {
+    type Msg = ();
+    fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
+        panic!("handle fails");
+    }
+}
+
 /// Its value, too, when the actor panicked: `join` returns after the value's destructor has
 /// run (it ran after the join was completed before; a slow destructor showed it).
 #[test]
 fn a_panicked_actors_value_is_dropped_before_join_returns() {
-    impl Actor for SlowToDrop {
-        type Msg = ();
-        fn handle(&mut self, (): (), _ctx: &mut Context<Self>) {
-            panic!("handle fails");
-        }
-    }
     let rt = runtime(1);
     for _ in 0..3 {
         let drops = Arc::new(AtomicUsize::new(0));
