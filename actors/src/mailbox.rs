@@ -96,6 +96,8 @@
 //! else that few mailboxes use is in one block, `Rare`, allocated on first use: a bounded
 //! mailbox's capacity and waiting senders (allocated with the mailbox), a supervised child's
 //! loan number, pending exit hooks, a kept `Down`, a trap channel, a kill before the attach.
+//! The queue keeps a lone message inline, and allocates a buffer only once it holds two
+//! (`queue.rs`): most mailboxes hold at most one at a time, and never allocate for it.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -122,8 +124,11 @@ use crate::channel::{
 };
 use crate::timers::TimerHandle;
 
+mod queue;
+use queue::Queue;
+
 struct State<M> {
-    queue: VecDeque<M>,
+    queue: Queue<M>,
     waiter: Option<Waiter>,
     /// The owning actor, set right after spawning; for a supervised child, its latest
     /// incarnation.
@@ -221,11 +226,11 @@ impl<M> State<M> {
         self.outside += u32::from(outside);
     }
 
-    /// A message was put in the queue: the counters the dump and the metrics read.
+    /// Puts a message in the queue, and counts it for the dump and the metrics.
     #[inline]
-    fn accepted(&mut self) {
+    fn enqueue(&mut self, msg: M) {
+        let len = self.queue.push_back(msg);
         self.received += 1;
-        let len = self.queue.len();
         if len > self.high_water as usize {
             self.new_high_water(len);
         }
@@ -319,8 +324,7 @@ impl<M> State<M> {
                     let moved = s
                         .complete(Cell::Done, None)
                         .expect("a waiting sender holds its message");
-                    self.queue.push_back(moved);
-                    self.accepted();
+                    self.enqueue(moved);
                     return (Some(m), Some(s));
                 }
                 (Some(m), None)
@@ -506,7 +510,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
     let rare = cap.map(|cap| Box::new(Rare { cap, ..Rare::new() }));
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            queue: VecDeque::new(),
+            queue: Queue::new(),
             waiter: None,
             actor: None,
             cell: Weak::new(),
@@ -986,7 +990,7 @@ impl<M> Mailbox<M> {
         drop(mine);
     }
 
-    pub(crate) fn take_queued(&self) -> VecDeque<M> {
+    pub(crate) fn take_queued(&self) -> Queue<M> {
         std::mem::take(&mut self.shared.state.lock().queue)
     }
 
@@ -1141,7 +1145,7 @@ fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Wa
             // actor's end, goes with the last reference to the mailbox).
             (std::mem::take(&mut st.queue), st.take_counters())
         } else {
-            (VecDeque::new(), None)
+            (Queue::new(), None)
         };
         (refused, waiter, left, counters)
     };
@@ -1387,8 +1391,7 @@ impl<M> Addr<M> {
                     .send_waiting(msg, None)
                     .map_err(|e| SendError(e.into_inner()));
             }
-            st.queue.push_back(msg);
-            st.accepted();
+            st.enqueue(msg);
             st.waiter.take()
         };
         if let Some(w) = waiter {
@@ -1436,8 +1439,7 @@ impl<M> Addr<M> {
             if !st.has_room() && !st.owner_waits_at_rendezvous() {
                 return Err(TrySendError::Full(msg));
             }
-            st.queue.push_back(msg);
-            st.accepted();
+            st.enqueue(msg);
             st.waiter.take()
         };
         if let Some(w) = waiter {
@@ -1504,8 +1506,7 @@ impl<M> Addr<M> {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
             if st.has_room() {
-                st.queue.push_back(msg);
-                st.accepted();
+                st.enqueue(msg);
                 let w = st.waiter.take();
                 drop(st);
                 if let Some(w) = w {
