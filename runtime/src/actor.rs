@@ -308,8 +308,10 @@ impl SpawnOptions {
 /// No worker, in `placed_on`.
 pub(crate) const NO_HOME: u32 = u32::MAX;
 
-/// In no registry, in `registry_slot` and `handler_slot`.
-const NO_SLOT: u32 = u32::MAX;
+/// In no registry, in `registry_slot`; not held by the live table, in `held_by_live_table`.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+/// Held by the live table, in `held_by_live_table`.
+pub(crate) const HELD: u32 = 0;
 
 // `ActorCell::by_kind` starts out as none for either kind.
 const _: () = assert!(NO_HOME == NO_SLOT);
@@ -379,9 +381,9 @@ pub struct ActorCell {
     /// live actors would not fit in a 64-bit address space's usable part.)
     pub(crate) registry_slot: AtomicU32,
     /// One word, two uses that never meet, picked by the actor's kind (fixed at spawn): a
-    /// process actor's placement (`placed_on`), a handler actor's slot in its live-table
-    /// shard (`handler_slot`; handler actors are never placed). Two words took the cell out of
-    /// its allocation class (`actor_cell_size`). `u32::MAX` is none in both.
+    /// process actor's placement (`placed_on`), and for a handler actor whether the live
+    /// table holds it (`held_by_live_table`; handler actors are never placed). Two words took
+    /// the cell out of its allocation class (`actor_cell_size`). `u32::MAX` is none in both.
     by_kind: AtomicU32,
     /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
     pub(crate) yielder: Cell<*const ActorYielder>,
@@ -726,7 +728,7 @@ impl ActorCell {
     /// without having started. Called by whoever holds the body; a no-op if it was not placed.
     pub(crate) fn unplace(&self) {
         if self.is_handler() {
-            // Never placed; its word is its `handler_slot`.
+            // Never placed; its word says whether the live table holds it.
             return;
         }
         // Relaxed: see `placed_on`.
@@ -747,13 +749,10 @@ impl ActorCell {
         &self.by_kind
     }
 
-    /// A handler actor's index in its live-table shard's registry of handler actors
-    /// (`live.rs`); `NO_SLOT` in none.
-    fn handler_slot(&self) -> &AtomicU32 {
-        debug_assert!(
-            self.is_handler(),
-            "only handler actors are in that registry"
-        );
+    /// Whether the live table holds a reference to this handler actor (`live.rs`): `HELD`
+    /// from its start until it ends or shutdown's sweep takes the reference, `NO_SLOT` else.
+    pub(crate) fn held_by_live_table(&self) -> &AtomicU32 {
+        debug_assert!(self.is_handler(), "only handler actors are held by the table");
         &self.by_kind
     }
 
@@ -812,7 +811,7 @@ impl Drop for ActorCell {
 /// cell for the runtime's table of names; it was 136 bytes (the 160-byte class) until its
 /// four kind flags shared a byte (`Traits`), `STARTED` and `KILLED` another (`life`), the
 /// guard page and the stack's size a word (`GuardSpan`, which replaced a custom size kept
-/// from spawn), and placement and the handler slot another (`by_kind`). Kept here so that a
+/// from spawn), and placement and the handler flag another (`by_kind`). Kept here so that a
 /// field added without thought shows up (`docs/benchmarks.md`, "Memory").
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
@@ -865,31 +864,21 @@ impl ActorNames {
     }
 }
 
-/// A registry of actors (a worker's started pinned actors, the runtime's migratable actors, a
-/// live-table shard's handler actors) with O(1) removal: each actor keeps its index in the
-/// field that `slot` names.
+/// A registry of actors (a worker's started pinned actors, the runtime's migratable actors)
+/// with O(1) removal: each actor keeps its index in the field that `slot` names.
 pub(crate) struct Registry {
     slot: fn(&ActorCell) -> &AtomicU32,
-    /// Whether `forget` is used on it, so that `remove` may meet an actor in none. (For the
-    /// others a remove of an actor not in the registry is a bug, which debug builds catch.)
-    forgets: bool,
 }
 
 impl Registry {
     /// The registry whose index lives in `ActorCell::registry_slot`.
     pub(crate) const STARTED: Registry = Registry {
         slot: |a| &a.registry_slot,
-        forgets: false,
-    };
-    /// The registry whose index lives in `ActorCell::handler_slot` (`live.rs`).
-    pub(crate) const HANDLERS: Registry = Registry {
-        slot: |a| a.handler_slot(),
-        forgets: true,
     };
 
-    // Relaxed, the slot's loads and stores in `insert`, `remove` and `forget`: they happen
-    // only while holding the registry (`&mut Vec`: a worker's own, or a shared one under its
-    // lock), which orders them; they pair with nothing else.
+    // Relaxed, the slot's loads and stores in `insert` and `remove`: they happen only while
+    // holding the registry (`&mut Vec`: a worker's own, or a shared one under its lock), which
+    // orders them; they pair with nothing else.
     pub(crate) fn insert(&self, live: &mut Vec<ActorRef>, actor: ActorRef) {
         // Below `NO_SLOT`: see `registry_slot`.
         (self.slot)(&actor).store(live.len() as u32, Ordering::Relaxed);
@@ -897,28 +886,17 @@ impl Registry {
     }
 
     /// Takes `actor` out and returns the registry's reference to it, for the caller to drop
-    /// where it may; `None` for one that `forget` let go of.
-    pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorCell) -> Option<ActorRef> {
+    /// where it may.
+    pub(crate) fn remove(&self, live: &mut Vec<ActorRef>, actor: &ActorCell) -> ActorRef {
         let slot = (self.slot)(actor).swap(NO_SLOT, Ordering::Relaxed);
-        if slot == NO_SLOT {
-            debug_assert!(self.forgets, "removed an actor that is in no registry");
-            return None;
-        }
+        debug_assert!(slot != NO_SLOT, "removed an actor that is in no registry");
         let slot = slot as usize;
         debug_assert!(std::ptr::eq(Arc::as_ptr(&live[slot]), actor));
         let removed = live.swap_remove(slot);
         if let Some(moved) = live.get(slot) {
             (self.slot)(moved).store(slot as u32, Ordering::Relaxed);
         }
-        Some(removed)
-    }
-
-    /// Empties the registry, leaving its actors in none.
-    pub(crate) fn forget(&self, live: &mut Vec<ActorRef>) -> Vec<ActorRef> {
-        for a in live.iter() {
-            (self.slot)(a).store(NO_SLOT, Ordering::Relaxed);
-        }
-        std::mem::take(live)
+        removed
     }
 }
 

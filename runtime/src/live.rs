@@ -6,11 +6,18 @@
 //! weak references (the actor's cell, and its join packet for monitors), so the table keeps
 //! neither an ended actor nor its result alive, and dropping an entry runs no user code.
 //!
-//! Each shard also holds its handler actors, from their start to their end: an idle one may be
+//! The table also holds its handler actors, from their start to their end: an idle one may be
 //! in no queue, and shutdown must reach it to drop its program (`handler.rs`, "Shutdown";
 //! `sweep_handlers`). The table is the one registry of them, so starting and ending a handler
 //! actor takes one shard's lock, not a lock that every worker shares. The reference it lets go
 //! of at the end is an ended actor's, whose body is gone: dropping it runs no user code either.
+//!
+//! That reference costs the entry nothing: the entry keeps its weak reference, and the table
+//! also owns one strong count of the cell, taken at the insert (`Arc::into_raw`) and given
+//! back once (`Arc::from_raw`), at the actor's end or to shutdown's sweep. Which of the two
+//! comes first is recorded in the cell (`ActorCell::held_by_live_table`), under the shard's
+//! lock. (A list of the handler actors beside the entries cost a word each, and its removal
+//! touched a second actor's cell, the one moved into the freed place.)
 //!
 //! Cost: one insert and one remove per actor under one of `SHARDS` locks, with a hash that keeps
 //! consecutive ids in neighbouring buckets (`IdHasher`) and no allocation but the table's own
@@ -24,7 +31,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::actor::{ActorCell, ActorId, Registry};
+use crate::actor::{ActorCell, ActorId, HELD, NO_SLOT};
 use crate::join::{ExitSource, ExitWatch};
 
 /// Shards: enough that workers spawning at once seldom take the same lock.
@@ -95,16 +102,14 @@ pub(crate) struct LiveEntry {
     pub(crate) exit: Weak<dyn ExitSource>,
 }
 
-/// One shard: its entries, its handler actors, and how many it has taken in and let go (for
-/// `Runtime::metrics`: spawned = ended + live holds shard by shard).
+/// One shard: its entries, and how many it has taken in and let go (for `Runtime::metrics`:
+/// spawned = ended + live holds shard by shard).
 #[derive(Default)]
 struct ShardState {
+    /// Every live actor's entry; a handler actor's cell is also held, by a strong count the
+    /// table owns (module docs).
     entries: HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>,
-    /// The handler actors among them, held (`handler.rs`, "Shutdown": an idle one may be in no
-    /// queue, and shutdown must still reach it) until they end or shutdown sweeps them.
-    handlers: Vec<Arc<ActorCell>>,
-    /// How many of the entries are handler actors' (for `Runtime::metrics`; `handlers` is
-    /// emptied by the sweep before its actors end).
+    /// How many of the entries are handler actors' (for `Runtime::metrics`).
     handler_entries: usize,
     inserted: u64,
     removed: u64,
@@ -147,7 +152,12 @@ impl LiveTable {
             shard.inserted += 1;
             if let Some(cell) = handler {
                 shard.handler_entries += 1;
-                Registry::HANDLERS.insert(&mut shard.handlers, cell);
+                // Relaxed, here and at every access of the flag: each happens under this
+                // shard's lock, which orders them.
+                cell.held_by_live_table().store(HELD, Ordering::Relaxed);
+                // The table's strong count, given back once: by `remove` or by a sweep, which
+                // each first take the flag back under this lock.
+                let _ = Arc::into_raw(cell);
             }
             shard.entries.insert(id, entry)
         };
@@ -164,7 +174,7 @@ impl LiveTable {
             shard.removed += u64::from(gone.is_some());
             if actor.is_handler() {
                 shard.handler_entries -= usize::from(gone.is_some());
-                held = Registry::HANDLERS.remove(&mut shard.handlers, actor);
+                held = take_held(actor);
             }
             gone
         };
@@ -197,14 +207,14 @@ impl LiveTable {
         let shard = self
             .shards
             .get(self.swept.fetch_add(1, Ordering::Relaxed))?;
-        Some(Registry::HANDLERS.forget(&mut shard.lock().handlers))
+        Some(take_shards_handlers(shard))
     }
 
     /// Lets go of the handler actors that are left, after the workers have exited (a late
     /// start through a handle): each has ended by then, dropped with the queues.
     pub(crate) fn release_handlers(&self) {
         for shard in self.shards.iter() {
-            let left = Registry::HANDLERS.forget(&mut shard.lock().handlers);
+            let left = take_shards_handlers(shard);
             debug_assert!(
                 left.iter().all(|a| a.state.is_done()),
                 "a handler actor left in the live table has not ended"
@@ -268,6 +278,44 @@ impl LiveTable {
         let exit = self.entry(id)?.exit;
         exit.upgrade().map(|p| p.exit_watch())
     }
+}
+
+/// Takes back the table's strong count of handler actor `actor`, if the table still holds it.
+/// Called with its shard locked.
+fn take_held(actor: &ActorCell) -> Option<Arc<ActorCell>> {
+    if actor.held_by_live_table().swap(NO_SLOT, Ordering::Relaxed) != HELD {
+        // Shutdown's sweep took it.
+        return None;
+    }
+    // SAFETY: every cell lives in an `Arc` (`ActorCell::with_body` makes it in one), so
+    // `actor` is the pointer `Arc::into_raw` gave at the insert, which left the table one
+    // strong count (`insert`). The flag, raised there and swapped back here under the same
+    // shard lock, makes this the one place that count is turned back into an `Arc`: no other
+    // caller finds it raised, and the cell cannot have been freed while the count was held.
+    Some(unsafe { Arc::from_raw(actor) })
+}
+
+/// Takes the table's strong counts of the handler actors in `shard`, for shutdown. Their
+/// entries stay until they end.
+fn take_shards_handlers(shard: &Shard) -> Vec<Arc<ActorCell>> {
+    let (held, seen) = {
+        let shard = shard.lock();
+        // Every handler actor in the shard is alive: the table holds it, unless a sweep took
+        // it (then the upgrade may fail, or its flag says so). Other actors' upgrades may
+        // succeed too: they are only looked at, and dropped below.
+        let seen: Vec<Arc<ActorCell>> = shard
+            .entries
+            .values()
+            .filter_map(|e| e.actor.upgrade())
+            .filter(|a| a.is_handler())
+            .collect();
+        let held: Vec<Arc<ActorCell>> = seen.iter().filter_map(|a| take_held(a)).collect();
+        (held, seen)
+    };
+    // The references made to look, dropped with no lock held (one may be the last of an
+    // actor ending meanwhile; its body is gone by then: nothing of the user's runs).
+    drop(seen);
+    held
 }
 
 /// Kills the actor with this id on the calling actor's runtime (see
