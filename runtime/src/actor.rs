@@ -752,7 +752,10 @@ impl ActorCell {
     /// Whether the live table holds a reference to this handler actor (`live.rs`): `HELD`
     /// from its start until it ends or shutdown's sweep takes the reference, `NO_SLOT` else.
     pub(crate) fn held_by_live_table(&self) -> &AtomicU32 {
-        debug_assert!(self.is_handler(), "only handler actors are held by the table");
+        debug_assert!(
+            self.is_handler(),
+            "only handler actors are held by the table"
+        );
         &self.by_kind
     }
 
