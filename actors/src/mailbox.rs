@@ -157,6 +157,9 @@ struct State<M> {
     link: Link,
 }
 
+/// The senders a close hands their message back, to wake after unlocking.
+type Refused<M> = VecDeque<Arc<Slot<M>>>;
+
 /// The parts of a mailbox that few use, in one block allocated on first use (see "Memory"
 /// above).
 struct Rare<M> {
@@ -343,16 +346,20 @@ impl<M> State<M> {
     }
 
     /// Marks the mailbox closed and hands every waiting sender its message back; the caller
-    /// wakes the returned senders (and drops the waiter) after unlocking.
-    fn close(&mut self) -> (VecDeque<Arc<Slot<M>>>, Option<Waiter>) {
+    /// wakes the returned senders (and drops the waiter) after unlocking. `None`: no sender
+    /// waited (always so for an unbounded mailbox), and nothing is left to drop.
+    fn close(&mut self) -> (Option<Refused<M>>, Option<Waiter>) {
         self.closed = true;
         let refused = match &mut self.rare {
-            Some(r) => std::mem::take(&mut r.waiting_senders),
-            None => VecDeque::new(),
+            Some(r) if !r.waiting_senders.is_empty() => {
+                let refused = std::mem::take(&mut r.waiting_senders);
+                for s in &refused {
+                    s.complete_with(Cell::Disconnected);
+                }
+                Some(refused)
+            }
+            _ => None,
         };
-        for s in &refused {
-            s.complete_with(Cell::Disconnected);
-        }
         (refused, self.waiter.take())
     }
 
@@ -1152,8 +1159,10 @@ fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Wa
     if let Some((cell, received, high_water)) = counters {
         mailbox_ended(&cell, received, high_water);
     }
-    for s in refused {
-        s.waiter.wake();
+    if let Some(refused) = refused {
+        for s in refused {
+            s.waiter.wake();
+        }
     }
     // Dropped outside the lock: a message's destructor may send to this mailbox again.
     drop(left);

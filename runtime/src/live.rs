@@ -172,9 +172,13 @@ impl LiveTable {
             let mut shard = self.shard(actor.id).lock();
             let gone = shard.entries.remove(&actor.id);
             shard.removed += u64::from(gone.is_some());
-            if actor.is_handler() {
-                shard.handler_entries -= usize::from(gone.is_some());
-                held = take_held(actor);
+            if actor.is_handler()
+                && let Some(entry) = &gone
+            {
+                shard.handler_entries -= 1;
+                // SAFETY: `as_ptr` of the entry's `Weak` may reach the whole allocation, and the
+                // caller's `actor` keeps the cell alive; the shard is locked.
+                held = unsafe { take_held(Weak::as_ptr(&entry.actor)) };
             }
             gone
         };
@@ -280,19 +284,27 @@ impl LiveTable {
     }
 }
 
-/// Takes back the table's strong count of handler actor `actor`, if the table still holds it.
-/// Called with its shard locked.
-fn take_held(actor: &ActorCell) -> Option<Arc<ActorCell>> {
+/// Takes back the table's strong count of a handler actor's cell, if the table still holds it.
+///
+/// # Safety
+///
+/// `cell` comes from `Arc::as_ptr` or `Weak::as_ptr` of the cell (a pointer that may reach the
+/// whole allocation, the reference counts included, as `Arc::from_raw` needs: one made from a
+/// `&ActorCell` may not), the cell is alive for the call, and its shard is locked.
+unsafe fn take_held(cell: *const ActorCell) -> Option<Arc<ActorCell>> {
+    // SAFETY: alive, by the caller's promise.
+    let actor = unsafe { &*cell };
     if actor.held_by_live_table().swap(NO_SLOT, Ordering::Relaxed) != HELD {
         // Shutdown's sweep took it.
         return None;
     }
-    // SAFETY: every cell lives in an `Arc` (`ActorCell::with_body` makes it in one), so
-    // `actor` is the pointer `Arc::into_raw` gave at the insert, which left the table one
-    // strong count (`insert`). The flag, raised there and swapped back here under the same
-    // shard lock, makes this the one place that count is turned back into an `Arc`: no other
-    // caller finds it raised, and the cell cannot have been freed while the count was held.
-    Some(unsafe { Arc::from_raw(actor) })
+    // SAFETY: `cell` points into the `Arc` allocation that `Arc::into_raw` gave at the insert
+    // (every cell lives in an `Arc`, made by `ActorCell::with_body`), which left the table one
+    // strong count (`insert`), and may reach all of it (the caller's promise). The flag, raised
+    // there and swapped back here under the same shard lock, makes this the one place that
+    // count is turned back into an `Arc`: no other caller finds it raised, and the cell could
+    // not be freed while the count was held.
+    Some(unsafe { Arc::from_raw(cell) })
 }
 
 /// Takes the table's strong counts of the handler actors in `shard`, for shutdown. Their
@@ -300,20 +312,23 @@ fn take_held(actor: &ActorCell) -> Option<Arc<ActorCell>> {
 fn take_shards_handlers(shard: &Shard) -> Vec<Arc<ActorCell>> {
     let (held, seen) = {
         let shard = shard.lock();
-        // Every handler actor in the shard is alive: the table holds it, unless a sweep took
-        // it (then the upgrade may fail, or its flag says so). Other actors' upgrades may
-        // succeed too: they are only looked at, and dropped below.
+        // Every live actor's cell, upgraded to look at it: a handler actor's is alive while
+        // the table holds it. All of them are dropped below, with no lock held (one may be
+        // the last reference to a cell whose actor ended meanwhile).
         let seen: Vec<Arc<ActorCell>> = shard
             .entries
             .values()
             .filter_map(|e| e.actor.upgrade())
-            .filter(|a| a.is_handler())
             .collect();
-        let held: Vec<Arc<ActorCell>> = seen.iter().filter_map(|a| take_held(a)).collect();
+        let held: Vec<Arc<ActorCell>> = seen
+            .iter()
+            .filter(|a| a.is_handler())
+            // SAFETY: `Arc::as_ptr` may reach the whole allocation; `a` keeps the cell alive;
+            // the shard is locked.
+            .filter_map(|a| unsafe { take_held(Arc::as_ptr(a)) })
+            .collect();
         (held, seen)
     };
-    // The references made to look, dropped with no lock held (one may be the last of an
-    // actor ending meanwhile; its body is gone by then: nothing of the user's runs).
     drop(seen);
     held
 }
