@@ -360,7 +360,65 @@ pub fn exit_watch(id: ActorId) -> Option<ExitWatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handler::{Activation, Completion, Step};
+    use crate::{Runtime, SpawnOptions};
     use std::collections::HashSet;
+    use std::time::{Duration, Instant};
+
+    /// A handler actor that parks at once and for good: idle in no queue until a kill or
+    /// shutdown ends it.
+    struct Idle(#[allow(dead_code)] Completion<()>);
+
+    impl Activation for Idle {
+        fn run(&mut self) -> Step {
+            Step::Park
+        }
+    }
+
+    /// Waits (within a generous bound: a worker may hold the cell a moment longer, running
+    /// or queueing it) until at most `holders` hold the cell; whether it came to that.
+    fn held_by_at_most(cell: &Weak<ActorCell>, holders: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while cell.strong_count() > holders && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        cell.strong_count() <= holders
+    }
+
+    /// The table's strong count of a handler actor goes back once, whichever comes first: the
+    /// actor's end (a kill, here) or shutdown's sweep (an actor idle until then). Either way
+    /// the cell is freed once the actor is gone: a count never given back would keep it, and
+    /// one given back twice would free it under a holder (the sanitizer step catches that).
+    #[test]
+    fn the_count_held_for_a_handler_actor_goes_back_once() {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let killed = rt
+            .start_handler(SpawnOptions::new(), |_, c| Idle(c))
+            .unwrap();
+        let idle = rt
+            .start_handler(SpawnOptions::new(), |_, c| Idle(c))
+            .unwrap();
+        let cell_of = |id| Arc::downgrade(&rt.shared().live.get(id).expect("live").0);
+        let (killed_cell, idle_cell) = (cell_of(killed.id()), cell_of(idle.id()));
+        assert_eq!(rt.shared().live.counts().handlers, 2);
+
+        assert!(killed.abort());
+        assert!(killed.join().unwrap_err().is_killed());
+        assert!(
+            held_by_at_most(&killed_cell, 0),
+            "an ended handler actor's cell is still held"
+        );
+        // Once its first activation has parked it, only the table holds the idle one.
+        assert!(held_by_at_most(&idle_cell, 1));
+        assert_eq!(idle_cell.strong_count(), 1, "the table's count is gone");
+
+        drop(rt);
+        assert!(idle.join().unwrap_err().is_cancelled());
+        assert!(
+            held_by_at_most(&idle_cell, 0),
+            "a handler actor swept at shutdown is still held"
+        );
+    }
 
     fn hash(id: u64) -> u64 {
         let mut h = IdHasher::default();
