@@ -2,8 +2,9 @@
 //! `whereis`).
 //!
 //! The registry holds an *uncounted* address of each registered mailbox, so being registered
-//! does not keep an actor alive (it still ends when its last counted `Addr` goes). An exit
-//! hook removes the entry when the actor ends, if the name still points to that mailbox;
+//! does not keep an actor alive (it still ends when its last counted `Addr` goes). One exit
+//! hook per mailbox, put in place by its first registration, removes its entries when the
+//! actor ends, each if the name still points to that mailbox;
 //! `whereis` also drops an entry whose mailbox it finds closed (the actor closed it, or the
 //! hook has not run yet), so a name never leads to an ended actor. Entries removed from the
 //! registry are dropped after its lock is released: the last reference to a mailbox drops the
@@ -35,12 +36,49 @@ impl<M: Send + 'static> Registered for UncountedAddr<M> {
     }
 }
 
-static NAMES: LazyLock<Mutex<HashMap<String, Box<dyn Registered>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The registry's state.
+#[derive(Default)]
+struct Names {
+    /// Each name's mailbox.
+    by_name: HashMap<String, Box<dyn Registered>>,
+    /// The mailboxes (by `mailbox_key`) whose exit hook is in place, each with the names
+    /// registered to it since: one hook a mailbox, however many names and registrations,
+    /// takes them all away at the actor's end (`NamesHook`).
+    hooked: HashMap<usize, Vec<String>>,
+}
 
-fn names() -> std::sync::MutexGuard<'static, HashMap<String, Box<dyn Registered>>> {
+static NAMES: LazyLock<Mutex<Names>> = LazyLock::new(Mutex::default);
+
+fn names() -> std::sync::MutexGuard<'static, Names> {
     // Nothing runs under this lock that could panic half-way through an update.
     NAMES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The names part of one mailbox's exit hook: dropped, it removes every name still registered
+/// to that mailbox, and the mailbox from `hooked`. The hook drops it when the actor ends; a
+/// mailbox dropped before its actor ever attached drops it unrun, with the same effect, so
+/// that `hooked` never keeps the key of a mailbox that is gone (a new mailbox at the same
+/// address would find a hook in place that does not exist).
+struct NamesHook(usize);
+
+impl Drop for NamesHook {
+    fn drop(&mut self) {
+        let key = self.0;
+        let removed: Vec<Box<dyn Registered>> = {
+            let mut names = names();
+            let held = names.hooked.remove(&key).unwrap_or_default();
+            let mut removed = Vec::new();
+            for name in held {
+                // Unless the name was given to another actor meanwhile.
+                if names.by_name.get(&name).is_some_and(|e| e.key() == key) {
+                    removed.extend(names.by_name.remove(&name));
+                }
+            }
+            removed
+        };
+        // Dropped with no lock held (module docs).
+        drop(removed);
+    }
 }
 
 /// Why [`register`] refused a name.
@@ -70,8 +108,8 @@ impl std::error::Error for RegisterError {}
 
 /// Registers `name` for the actor behind `addr`, process-wide, until the actor ends (or
 /// [`unregister`]). Registering the same actor again under the same name is fine (and adds
-/// nothing while the name is still its: after an `unregister`, registering again adds a new
-/// exit hook); a name held by another live actor is an error, and so is an actor that has
+/// nothing; an actor keeps one exit hook for all its names, however often it registers and
+/// unregisters); a name held by another live actor is an error, and so is an actor that has
 /// ended.
 /// The registration does not keep the actor alive.
 ///
@@ -97,13 +135,13 @@ pub fn register<M: Send + 'static>(
 ) -> Result<(), RegisterError> {
     let name = name.into();
     let key = addr.mailbox_key();
-    let replaced = {
+    let (replaced, hooked) = {
         let mut names = names();
-        match names.get(&name) {
+        match names.by_name.get(&name) {
             // Registered to this actor already (its mailbox open or not: an actor may close its
-            // own): the exit hook of that registration stands, unless the actor has ended (a
-            // racing `register` of it inserted the entry, and its hook is about to remove it).
-            // Lock order: names, then the mailbox, as in `whereis`.
+            // own): the exit hook stands, unless the actor has ended (a racing `register` of
+            // it inserted the entry, and its hook is about to remove it). Lock order: names,
+            // then the mailbox, as in `whereis`.
             Some(old) if old.key() == key => {
                 return if addr.has_ended() {
                     Err(RegisterError::Ended(name))
@@ -114,21 +152,25 @@ pub fn register<M: Send + 'static>(
             Some(old) if old.is_open() => return Err(RegisterError::Taken(name)),
             _ => {}
         }
-        names.insert(name.clone(), Box::new(addr.uncounted()))
+        let hooked = names.hooked.contains_key(&key);
+        if hooked && addr.has_ended() {
+            // Its hook is about to run (or running): it would take this name away at once.
+            return Err(RegisterError::Ended(name));
+        }
+        let replaced = names
+            .by_name
+            .insert(name.clone(), Box::new(addr.uncounted()));
+        names.hooked.entry(key).or_default().push(name.clone());
+        (replaced, hooked)
     };
     drop(replaced);
-    // When the actor ends, its name goes, unless it was given to another actor meanwhile.
-    let hook_name = name.clone();
-    let kept = addr.on_exit(Box::new(move |_| {
-        let removed = {
-            let mut names = names();
-            match names.get(&hook_name) {
-                Some(e) if e.key() == key => names.remove(&hook_name),
-                _ => None,
-            }
-        };
-        drop(removed);
-    }));
+    if hooked {
+        // The hook of an earlier registration of this mailbox takes this name away too.
+        return Ok(());
+    }
+    // When the actor ends, its names go, unless given to other actors meanwhile.
+    let hook = NamesHook(key);
+    let kept = addr.on_exit(Box::new(move |_| drop(hook)));
     // Not kept: the actor had ended, and the hook has just removed the name again.
     if kept {
         Ok(())
@@ -140,9 +182,9 @@ pub fn register<M: Send + 'static>(
 /// The address registered under `name`, if its actor is live and its messages are `M`.
 pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
     let mut names = names();
-    let entry = names.get(name)?;
+    let entry = names.by_name.get(name)?;
     if !entry.is_open() {
-        let removed = names.remove(name);
+        let removed = names.by_name.remove(name);
         drop(names);
         drop(removed);
         return None;
@@ -166,7 +208,18 @@ pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
 /// assert!(!threadlet::unregister("doc-example-temp"));
 /// ```
 pub fn unregister(name: &str) -> bool {
-    let removed = names().remove(name);
+    let removed = {
+        let mut names = names();
+        let removed = names.by_name.remove(name);
+        if let Some(entry) = &removed
+            && let Some(held) = names.hooked.get_mut(&entry.key())
+        {
+            // The mailbox's hook stays, for its other names and later registrations.
+            held.retain(|n| n != name);
+        }
+        removed
+    };
+    // Dropped with no lock held (module docs).
     removed.is_some()
 }
 
@@ -192,5 +245,61 @@ mod tests {
         addr.send(1).unwrap();
         assert_eq!(h.join().unwrap(), Some(1));
         assert!(whereis::<u8>("names-unit-again").is_none());
+    }
+
+    /// A mailbox registered before any actor attached, then dropped: its hook goes unrun, and
+    /// still takes the name away and forgets the mailbox, so that a new mailbox at the same
+    /// address does not find a hook in place that does not exist.
+    #[test]
+    fn a_mailbox_dropped_unattached_leaves_no_hook_behind() {
+        let (addr, mb) = crate::mailbox::mailbox::<u8>();
+        register("names-unit-unattached", &addr).unwrap();
+        let key = addr.mailbox_key();
+        assert!(names().hooked.contains_key(&key));
+        drop((addr, mb));
+        // The registry's own reference goes with the closed entry, and with it the mailbox.
+        assert!(whereis::<u8>("names-unit-unattached").is_none());
+        assert!(!names().hooked.contains_key(&key));
+    }
+
+    /// Unregistering and registering again, under one name or several, keeps one exit hook
+    /// for the actor's names; when it ends, every name it still holds goes, and the names it
+    /// let go of stay with whoever took them since.
+    #[test]
+    fn register_unregister_cycles_keep_one_hook() {
+        let rt = threadlet_runtime::Runtime::builder()
+            .workers(1)
+            .build()
+            .unwrap();
+        let (addr, mb) = crate::mailbox::mailbox::<u8>();
+        let h = rt.spawn(move || mb.recv());
+        addr.attach(&h);
+        for i in 0..100 {
+            register("names-unit-cycle", &addr).unwrap();
+            assert!(unregister("names-unit-cycle"));
+            register(format!("names-unit-cycle-{}", i % 3), &addr).unwrap();
+        }
+        assert_eq!(addr.exit_hooks(), 1);
+        // A name it let go of, taken by another actor, stays with that one.
+        assert!(unregister("names-unit-cycle-0"));
+        let (other, other_mb) = crate::mailbox::mailbox::<u8>();
+        let other_h = rt.spawn(move || other_mb.recv());
+        other.attach(&other_h);
+        register("names-unit-cycle-0", &other).unwrap();
+
+        addr.send(1).unwrap();
+        assert_eq!(h.join().unwrap(), Some(1));
+        for gone in [
+            "names-unit-cycle",
+            "names-unit-cycle-1",
+            "names-unit-cycle-2",
+        ] {
+            assert!(whereis::<u8>(gone).is_none(), "{gone}");
+            assert!(!unregister(gone), "{gone} was still registered");
+        }
+        assert!(whereis::<u8>("names-unit-cycle-0").is_some());
+        other.send(2).unwrap();
+        assert_eq!(other_h.join().unwrap(), Some(2));
+        assert!(whereis::<u8>("names-unit-cycle-0").is_none());
     }
 }
