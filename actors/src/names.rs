@@ -226,18 +226,22 @@ pub fn unregister(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use threadlet_runtime::{JoinHandle, Runtime};
+
+    /// An actor that receives one message, and its address.
+    fn receiver(rt: &Runtime) -> (Addr<u8>, JoinHandle<Option<u8>>) {
+        let (addr, mb) = crate::mailbox::mailbox::<u8>();
+        let h = rt.spawn(move || mb.recv());
+        addr.attach(&h);
+        (addr, h)
+    }
 
     /// An actor that registers itself again and again (say, at each restart of a loop) keeps
     /// one exit hook for the name, not one per call.
     #[test]
     fn registering_the_same_actor_again_adds_no_hook() {
-        let rt = threadlet_runtime::Runtime::builder()
-            .workers(1)
-            .build()
-            .unwrap();
-        let (addr, mb) = crate::mailbox::mailbox::<u8>();
-        let h = rt.spawn(move || mb.recv());
-        addr.attach(&h);
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let (addr, h) = receiver(&rt);
         for _ in 0..100 {
             register("names-unit-again", &addr).unwrap();
         }
@@ -267,13 +271,8 @@ mod tests {
     /// let go of stay with whoever took them since.
     #[test]
     fn register_unregister_cycles_keep_one_hook() {
-        let rt = threadlet_runtime::Runtime::builder()
-            .workers(1)
-            .build()
-            .unwrap();
-        let (addr, mb) = crate::mailbox::mailbox::<u8>();
-        let h = rt.spawn(move || mb.recv());
-        addr.attach(&h);
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let (addr, h) = receiver(&rt);
         for i in 0..100 {
             register("names-unit-cycle", &addr).unwrap();
             assert!(unregister("names-unit-cycle"));
@@ -282,9 +281,7 @@ mod tests {
         assert_eq!(addr.exit_hooks(), 1);
         // A name it let go of, taken by another actor, stays with that one.
         assert!(unregister("names-unit-cycle-0"));
-        let (other, other_mb) = crate::mailbox::mailbox::<u8>();
-        let other_h = rt.spawn(move || other_mb.recv());
-        other.attach(&other_h);
+        let (other, other_h) = receiver(&rt);
         register("names-unit-cycle-0", &other).unwrap();
 
         addr.send(1).unwrap();
