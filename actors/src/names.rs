@@ -3,12 +3,14 @@
 //!
 //! The registry holds an *uncounted* address of each registered mailbox, so being registered
 //! does not keep an actor alive (it still ends when its last counted `Addr` goes). One exit
-//! hook per mailbox, put in place by its first registration, removes its entries when the
-//! actor ends, each if the name still points to that mailbox;
-//! `whereis` also drops an entry whose mailbox it finds closed (the actor closed it, or the
-//! hook has not run yet), so a name never leads to an ended actor. Entries removed from the
-//! registry are dropped after its lock is released: the last reference to a mailbox drops the
-//! messages in it, whose destructors are user code.
+//! hook per mailbox, put in place by the first registration that finds none, removes the
+//! mailbox's entries when the actor ends, each if the name still points to that mailbox (a
+//! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
+//! given through its address goes at a restart); `whereis` also drops an entry whose mailbox
+//! it finds closed (the actor closed it, or the hook has not run yet), so a name never leads
+//! to an ended actor. Entries removed from the registry are dropped after its lock is
+//! released: the last reference to a mailbox drops the messages in it, whose destructors are
+//! user code.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -41,10 +43,20 @@ impl<M: Send + 'static> Registered for UncountedAddr<M> {
 struct Names {
     /// Each name's mailbox.
     by_name: HashMap<String, Box<dyn Registered>>,
-    /// The mailboxes (by `mailbox_key`) whose exit hook is in place, each with the names
-    /// registered to it since: one hook a mailbox, however many names and registrations,
-    /// takes them all away at the actor's end (`NamesHook`).
+    /// The mailboxes (by `mailbox_key`) that have a `NamesHook` (made by the registration
+    /// that entered the mailbox here, and put in place right after it unlocks), each with the
+    /// names `by_name` gives it: one hook a mailbox, however many names and registrations,
+    /// takes them all away at the actor's end.
     hooked: HashMap<usize, Vec<String>>,
+}
+
+impl Names {
+    /// `name` no longer leads to mailbox `key` (unregistered, evicted or given to another).
+    fn forget_name(&mut self, key: usize, name: &str) {
+        if let Some(held) = self.hooked.get_mut(&key) {
+            held.retain(|n| n != name);
+        }
+    }
 }
 
 static NAMES: LazyLock<Mutex<Names>> = LazyLock::new(Mutex::default);
@@ -55,10 +67,12 @@ fn names() -> std::sync::MutexGuard<'static, Names> {
 }
 
 /// The names part of one mailbox's exit hook: dropped, it removes every name still registered
-/// to that mailbox, and the mailbox from `hooked`. The hook drops it when the actor ends; a
-/// mailbox dropped before its actor ever attached drops it unrun, with the same effect, so
-/// that `hooked` never keeps the key of a mailbox that is gone (a new mailbox at the same
-/// address would find a hook in place that does not exist).
+/// to that mailbox, and the mailbox from `hooked`. The hook drops it when the actor ends (at
+/// once, if it had ended when the hook was given; for a supervised child, at the end of the
+/// incarnation then attached); a mailbox dropped with the hook unrun (before an actor ever
+/// attached) drops it too, as does a `register` that unwinds before giving it. So `hooked`
+/// never keeps the key of a mailbox that is gone (a new mailbox at the same address would
+/// find a hook that does not exist).
 struct NamesHook(usize);
 
 impl Drop for NamesHook {
@@ -160,16 +174,25 @@ pub fn register<M: Send + 'static>(
         let replaced = names
             .by_name
             .insert(name.clone(), Box::new(addr.uncounted()));
-        names.hooked.entry(key).or_default().push(name.clone());
+        if let Some(old) = &replaced {
+            // A closed mailbox's entry, another one's (this one's returned above).
+            names.forget_name(old.key(), &name);
+        }
+        let held = names.hooked.entry(key).or_default();
+        if !held.contains(&name) {
+            held.push(name.clone());
+        }
         (replaced, hooked)
     };
+    // When the actor ends, its names go, unless given to other actors meanwhile. Made before
+    // the drop below, which runs user code (a replaced mailbox's last messages): should that
+    // unwind, the guard still takes this mailbox out of `hooked`.
+    let hook = (!hooked).then(|| NamesHook(key));
     drop(replaced);
-    if hooked {
+    let Some(hook) = hook else {
         // The hook of an earlier registration of this mailbox takes this name away too.
         return Ok(());
-    }
-    // When the actor ends, its names go, unless given to other actors meanwhile.
-    let hook = NamesHook(key);
+    };
     let kept = addr.on_exit(Box::new(move |_| drop(hook)));
     // Not kept: the actor had ended, and the hook has just removed the name again.
     if kept {
@@ -185,6 +208,9 @@ pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
     let entry = names.by_name.get(name)?;
     if !entry.is_open() {
         let removed = names.by_name.remove(name);
+        if let Some(entry) = &removed {
+            names.forget_name(entry.key(), name);
+        }
         drop(names);
         drop(removed);
         return None;
@@ -211,11 +237,9 @@ pub fn unregister(name: &str) -> bool {
     let removed = {
         let mut names = names();
         let removed = names.by_name.remove(name);
-        if let Some(entry) = &removed
-            && let Some(held) = names.hooked.get_mut(&entry.key())
-        {
+        if let Some(entry) = &removed {
             // The mailbox's hook stays, for its other names and later registrations.
-            held.retain(|n| n != name);
+            names.forget_name(entry.key(), name);
         }
         removed
     };
@@ -264,6 +288,59 @@ mod tests {
         // The registry's own reference goes with the closed entry, and with it the mailbox.
         assert!(whereis::<u8>("names-unit-unattached").is_none());
         assert!(!names().hooked.contains_key(&key));
+    }
+
+    /// Registering over a closed mailbox's entry drops that mailbox's last messages, user code
+    /// that may panic. The registration unwinds, but leaves no mailbox in `hooked` without a
+    /// hook: the next registration of the same actor puts one in place, and its names go
+    /// when it ends.
+    #[test]
+    fn a_registration_that_unwinds_leaves_no_mailbox_without_a_hook() {
+        struct PanicsWhenDropped;
+        impl Drop for PanicsWhenDropped {
+            fn drop(&mut self) {
+                panic!("a message's destructor panicked");
+            }
+        }
+        // A closed mailbox that keeps its queue (a lent one's drop does not empty it), with
+        // the registry's entry as its last reference.
+        let (closed, mb) = crate::mailbox::mailbox::<PanicsWhenDropped>();
+        let lent = mb.into_lent();
+        register("names-unit-unwinds", &closed).unwrap();
+        closed.send(PanicsWhenDropped).unwrap();
+        closed.uncounted().close();
+        drop((closed, lent));
+
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let (addr, h) = receiver(&rt);
+        let key = addr.mailbox_key();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            register("names-unit-unwinds", &addr)
+        }));
+        assert!(unwound.is_err(), "the replaced entry's message panicked");
+        assert!(!names().hooked.contains_key(&key));
+        register("names-unit-unwinds-2", &addr).unwrap();
+        assert_eq!(addr.exit_hooks(), 1);
+        addr.send(1).unwrap();
+        assert_eq!(h.join().unwrap(), Some(1));
+        assert!(!unregister("names-unit-unwinds-2"), "its name outlived it");
+        drop(addr);
+        assert!(!names().hooked.contains_key(&key));
+    }
+
+    /// A closed mailbox registered again and again, its entry evicted by `whereis` each time
+    /// (a mailbox closed while its owner drains it), keeps one copy of the name.
+    #[test]
+    fn evicted_names_do_not_pile_up() {
+        let (addr, mb) = crate::mailbox::mailbox::<u8>();
+        mb.close();
+        let key = addr.mailbox_key();
+        for _ in 0..100 {
+            register("names-unit-evicted", &addr).unwrap();
+            assert!(whereis::<u8>("names-unit-evicted").is_none());
+        }
+        let held = names().hooked.get(&key).map_or(0, Vec::len);
+        assert_eq!(held, 0);
     }
 
     /// Unregistering and registering again, under one name or several, keeps one exit hook
