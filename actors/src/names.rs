@@ -44,9 +44,9 @@ struct Names {
     /// Each name's mailbox.
     by_name: HashMap<String, Box<dyn Registered>>,
     /// The mailboxes (by `mailbox_key`) that have a `NamesHook` (made by the registration
-    /// that entered the mailbox here, and put in place right after it unlocks), each with the
-    /// names `by_name` gives it: one hook a mailbox, however many names and registrations,
-    /// takes them all away at the actor's end.
+    /// that entered the mailbox here, and put in place once it has unlocked and dropped what
+    /// it replaced), each with the names `by_name` gives it: one hook a mailbox, however many
+    /// names and registrations, takes them all away at the actor's end.
     hooked: HashMap<usize, Vec<String>>,
 }
 
@@ -341,6 +341,26 @@ mod tests {
         }
         let held = names().hooked.get(&key).map_or(0, Vec::len);
         assert_eq!(held, 0);
+    }
+
+    /// A name taken over from a closed mailbox leaves that mailbox's list: only the mailbox
+    /// the name leads to keeps it.
+    #[test]
+    fn a_name_taken_over_leaves_the_old_mailboxs_list() {
+        let (old, old_mb) = crate::mailbox::mailbox::<u8>();
+        old_mb.close();
+        let (new, _new_mb) = crate::mailbox::mailbox::<u8>();
+        register("names-unit-taken-over", &old).unwrap();
+        register("names-unit-taken-over", &new).unwrap();
+        let listed = |addr: &Addr<u8>| {
+            names()
+                .hooked
+                .get(&addr.mailbox_key())
+                .is_some_and(|held| held.iter().any(|n| n == "names-unit-taken-over"))
+        };
+        assert!(!listed(&old));
+        assert!(listed(&new));
+        assert!(unregister("names-unit-taken-over"));
     }
 
     /// Unregistering and registering again, under one name or several, keeps one exit hook
