@@ -1322,14 +1322,15 @@ impl WorkerLoop<'_> {
             suspended = true;
             true
         } else {
-            // SAFETY (the three references below): no activation of this actor runs or is
-            // suspended (a handler actor's would have pinned it), and this entry gives this
-            // worker the body (`Runnable::body`); each reference ends before the next, and all
+            // SAFETY: no activation of this actor runs or is suspended (a handler actor's
+            // would have pinned it), and this entry gives this worker the body
+            // (`Runnable::body`); `owned` is last used before the `Lent` below is made, and
             // before the resume.
-            match unsafe { &mut *body } {
-                Body::Unstarted(..) => self.start(actor, unsafe { &mut *body }),
+            let owned = unsafe { &mut *body };
+            match &*owned {
+                Body::Unstarted(..) => self.start(actor, owned),
                 Body::Idle(_) => {
-                    lent = self.activate(actor, unsafe { &mut *body });
+                    lent = self.activate(actor, owned);
                     if lent {
                         // SAFETY: step 1 of the lending protocol (`program.rs`); this function
                         // keeps step 2: from here until the activation's outcome it makes no
