@@ -1947,8 +1947,13 @@ impl WorkerLoop<'_> {
             // every worker has passed the first shutdown barrier, so no worker runs any actor,
             // and it is taken out of the shared registry by exactly one worker.
             let body = unsafe { &mut *actor.body.get() };
-            let Body::Running(coroutine) = std::mem::replace(body, Body::Done) else {
+            if !matches!(body, Body::Running(_)) {
+                // Nothing on a stack to unwind (it ended already); whatever the body holds
+                // stays for its owner.
                 return;
+            }
+            let Body::Running(coroutine) = std::mem::replace(body, Body::Done) else {
+                unreachable!("matched above")
             };
             coroutine
         };
