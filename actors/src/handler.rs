@@ -322,9 +322,7 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
         completion.complete(result);
         Step::Stop
     }
-}
 
-impl<A: Actor, S: StartSignal> Program<A, S> {
     /// Closes the mailbox (later sends hand their message back) and drops what is queued. (A
     /// supervised child's mailbox stays open, queue and all, for its next incarnation.)
     fn close_mailbox(&self) {
