@@ -106,7 +106,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use threadlet_runtime::__private::{
-    ActorCell, ExitSink, actor_of, call_exit_hook, kill_actor, mailbox_ended, set_exit_sink,
+    ActorCell, ExitHook, ExitHooks, ExitSink, Listener, actor_of, call_exit_hook, kill_actor,
+    mailbox_ended, set_exit_sink,
 };
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{
@@ -114,7 +115,7 @@ use threadlet_runtime::{
     park_on_until,
 };
 
-use crate::monitor::{ExitHook, Monitor};
+use crate::monitor::Monitor;
 use crate::on_plain_thread;
 use crate::tagged::TaggedArc;
 
@@ -174,7 +175,7 @@ struct Rare<M> {
     /// `Addr::kill` (or a link's signal) came before the attach, which carries it out.
     killed: bool,
     /// Exit hooks (monitors, links, the name registry) waiting for the actor's end.
-    hooks: Vec<ExitHook>,
+    hooks: ExitHooks,
     /// The actor's end, when `link` is [`Link::Kept`].
     down: Option<Down>,
     /// Where exit signals from linked actors go when the actor traps exits
@@ -192,7 +193,7 @@ impl<M> Rare<M> {
             waiting_senders: VecDeque::new(),
             loan: 0,
             killed: false,
-            hooks: Vec::new(),
+            hooks: ExitHooks::new(),
             down: None,
             trap: None,
             links: Vec::new(),
@@ -453,7 +454,7 @@ impl<M: Send> ExitSink for Shared<M> {
                     r.links.clear();
                     std::mem::take(&mut r.hooks)
                 }
-                None => Vec::new(),
+                None => ExitHooks::new(),
             };
             (hooks, std::mem::take(&mut st.cell), counters)
         };
@@ -462,9 +463,7 @@ impl<M: Send> ExitSink for Shared<M> {
         }
         // The actor's memory can go now, even while addresses live.
         drop(actor);
-        for hook in hooks {
-            call_exit_hook(hook, down);
-        }
+        hooks.call_all(down);
     }
 }
 
@@ -1862,8 +1861,8 @@ impl<M> Addr<M> {
     /// assert_eq!(addr.monitor().recv(), down); // an ended actor: at once
     /// ```
     pub fn monitor(&self) -> Monitor {
-        let (monitor, hook) = Monitor::new(self.shared.state.lock().actor);
-        self.on_exit(hook);
+        let (monitor, hook, listener) = Monitor::new(self.shared.state.lock().actor);
+        self.on_exit_for(Box::new(hook), Some(listener));
         monitor
     }
 
@@ -1873,12 +1872,23 @@ impl<M> Addr<M> {
     /// Returns whether the hook was kept for later (`false`: the actor had ended, and the hook
     /// ran here).
     pub(crate) fn on_exit(&self, hook: ExitHook) -> bool {
+        self.on_exit_for(hook, None)
+    }
+
+    /// [`on_exit`](Addr::on_exit), for a hook that only matters while somebody holds
+    /// `listener`: once nobody does, it may be pruned unrun (`threadlet-runtime`'s
+    /// `exit_hooks.rs`), so that a monitor made and dropped again and again leaves nothing
+    /// behind on an actor that lives on.
+    fn on_exit_for(&self, hook: ExitHook, listener: Option<Listener>) -> bool {
         let down = {
             let mut st = self.shared.state.lock();
             match st.down() {
                 Some(down) => down,
                 None => {
-                    st.rare().hooks.push(hook);
+                    let pruned = st.rare().hooks.push(hook, listener);
+                    drop(st);
+                    // Hooks nobody wants any more go now, outside the lock.
+                    drop(pruned);
                     return true;
                 }
             }

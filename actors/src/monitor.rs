@@ -5,22 +5,23 @@
 //! `mailbox.rs`; the runtime's `ExitWatch` for [`Monitor::of`] and [`monitor`](crate::monitor)),
 //! which run once, when the actor ends, right after its join handle learns the result: the hook
 //! sends the [`Down`] and is gone. A monitor
-//! made after the end gets its `Down` at once. Dropping a monitor drops the receiving end; the
-//! hook's send then fails quietly when the actor ends. A monitor keeps the `Down` it got, so
+//! made after the end gets its `Down` at once. Dropping a monitor drops the receiving end and
+//! the state it shares with its hook, which the hook holds only weakly: the hook is then pruned
+//! the next time the actor's list of hooks fills up (`threadlet-runtime`'s `exit_hooks.rs`), so
+//! that an actor monitored again and again by monitors that come and go (Erlang's
+//! `gen_server:call` monitors the server for each call) does not keep a hook for every monitor
+//! ever made; one not pruned yet runs at the end and finds nobody to tell. A monitor keeps the `Down` it got, so
 //! asking again gives the same one (and in a `select!` a fired monitor stays ready, as a
 //! closed channel does).
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use threadlet_runtime::{ActorId, Down, ExitReason, JoinHandle, Waiter};
 
 use crate::channel::{self, RecvTimeoutError, TryRecvError};
 use crate::select::{Recv, sealed};
-
-/// What runs once an actor has ended: a monitor's feed.
-pub(crate) type ExitHook = Box<dyn FnOnce(&Down) + Send>;
 
 /// Yields one [`Down`] when the actor it watches ends: from [`Addr::monitor`](crate::Addr::monitor)
 /// or [`Monitor::of`]. Works from actors (which suspend) and plain threads (which block), and
@@ -52,23 +53,35 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// A monitor and the exit hook that feeds it.
-    pub(crate) fn new(id: Option<ActorId>) -> (Monitor, ExitHook) {
+    /// A monitor, the exit hook that feeds it, and the hook's listener: the state the two
+    /// share, which the hook holds only weakly, so that once the monitor is dropped its hook
+    /// can be pruned before the actor ends (`threadlet-runtime`'s `exit_hooks.rs`) rather than
+    /// kept, one a monitor ever made, on an actor that lives on.
+    pub(crate) fn new(
+        id: Option<ActorId>,
+    ) -> (
+        Monitor,
+        impl FnOnce(&Down) + Send + 'static,
+        Weak<OnceLock<Down>>,
+    ) {
         let (tx, rx) = channel::bounded(1);
         let got = Arc::new(OnceLock::new());
-        let kept = got.clone();
-        let hook = Box::new(move |down: &Down| {
-            let _ = kept.set(down.clone());
+        let listener = Arc::downgrade(&got);
+        let kept = listener.clone();
+        let hook = move |down: &Down| {
             // The monitor may be gone: nobody to tell.
-            let _ = tx.try_send(down.clone());
-        });
-        (Monitor { rx, got, id }, hook)
+            if let Some(kept) = kept.upgrade() {
+                let _ = kept.set(down.clone());
+                let _ = tx.try_send(down.clone());
+            }
+        };
+        (Monitor { rx, got, id }, hook, listener)
     }
 
     /// Watches the actor behind a join handle (the handle keeps its result).
     pub fn of<R>(handle: &JoinHandle<R>) -> Monitor {
-        let (monitor, hook) = Monitor::new(Some(handle.id()));
-        handle.exit_watch().on_exit(hook);
+        let (monitor, hook, listener) = Monitor::new(Some(handle.id()));
+        handle.exit_watch().on_exit_for(listener, hook);
         monitor
     }
 
@@ -79,9 +92,9 @@ impl Monitor {
     }
 
     pub(crate) fn of_watch(watch: Option<threadlet_runtime::ExitWatch>, id: ActorId) -> Monitor {
-        let (monitor, hook) = Monitor::new(Some(id));
+        let (monitor, hook, listener) = Monitor::new(Some(id));
         match watch {
-            Some(w) => w.on_exit(hook),
+            Some(w) => w.on_exit_for(listener, hook),
             None => hook(&Down {
                 id,
                 name: None,
@@ -178,5 +191,29 @@ impl Recv for Monitor {
     }
     fn closed(&self) -> Down {
         self.keep(self.lost())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Mailbox, RuntimeExt};
+    use threadlet_runtime::ExitReason;
+
+    /// A monitor made and dropped again and again leaves no hook behind on an actor that
+    /// lives on (the list is pruned when it fills up), while a monitor that stays hears of the
+    /// end.
+    #[test]
+    fn monitors_that_were_dropped_do_not_pile_up() {
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        let (addr, h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+        let stays = addr.monitor();
+        for _ in 0..10_000 {
+            drop(addr.monitor());
+            assert!(addr.exit_hooks() <= 16, "{} hooks kept", addr.exit_hooks());
+        }
+        addr.send(()).unwrap();
+        assert_eq!(h.join().unwrap(), Some(()));
+        assert_eq!(stays.recv().reason, ExitReason::Normal);
+        assert_eq!(addr.exit_hooks(), 0);
     }
 }

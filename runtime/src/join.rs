@@ -21,6 +21,7 @@ use std::sync::{Arc, Weak};
 
 use crate::actor::{ActorCell, ActorId, Start, StartFn};
 use crate::context::{self, Waiter};
+use crate::exit_hooks::{ExitHook, ExitHooks, Listener};
 use crate::fault;
 use crate::sync::Mutex;
 
@@ -342,7 +343,7 @@ impl<R> Packet<R> {
             return e.clone();
         }
         let state = match st.slot.reason() {
-            None => ExitState::Live(Vec::new()),
+            None => ExitState::Live(ExitHooks::new()),
             Some(reason) => ExitState::Ended(self.down(reason)),
         };
         let exit = Arc::new(Exit {
@@ -488,8 +489,6 @@ pub struct Down {
     pub reason: ExitReason,
 }
 
-type ExitHook = Box<dyn FnOnce(&Down) + Send>;
-
 /// The end of one actor, for monitors: hooks to call once, or the `Down` once it happened.
 struct Exit {
     id: ActorId,
@@ -497,7 +496,7 @@ struct Exit {
 }
 
 enum ExitState {
-    Live(Vec<ExitHook>),
+    Live(ExitHooks),
     Ended(Down),
 }
 
@@ -512,25 +511,33 @@ impl Exit {
                 ExitState::Ended(_) => unreachable!("an actor ends once"),
             }
         };
-        for hook in hooks {
-            call_exit_hook(hook, &down);
-        }
+        hooks.call_all(&down);
     }
 
-    fn on_exit(&self, hook: ExitHook) {
+    fn on_exit(&self, hook: ExitHook, listener: Option<Listener>) {
         let down = {
             let mut st = self.state.lock();
             match &mut *st {
                 ExitState::Live(hooks) => {
-                    // Drop the hooks of monitors that are gone? They are one box each and go
-                    // at the end; a long-lived actor monitored again and again keeps them.
-                    hooks.push(hook);
+                    let pruned = hooks.push(hook, listener);
+                    drop(st);
+                    // Hooks nobody wants any more go now, outside the lock (`exit_hooks.rs`).
+                    drop(pruned);
                     return;
                 }
                 ExitState::Ended(down) => down.clone(),
             }
         };
         call_exit_hook(hook, &down);
+    }
+
+    /// Hooks waiting (tests of pruning).
+    #[cfg(test)]
+    fn hooks(&self) -> usize {
+        match &*self.state.lock() {
+            ExitState::Live(hooks) => hooks.len(),
+            ExitState::Ended(_) => 0,
+        }
     }
 }
 
@@ -559,7 +566,54 @@ impl ExitWatch {
     /// assert!(rx.recv().unwrap().is_normal());
     /// ```
     pub fn on_exit(&self, hook: impl FnOnce(&Down) + Send + 'static) {
-        self.0.on_exit(Box::new(hook));
+        self.0.on_exit(Box::new(hook), None);
+    }
+
+    /// [`on_exit`](ExitWatch::on_exit), for a hook that only matters while somebody holds
+    /// `listener` (say, the state a monitor shares with its hook, which the hook holds only
+    /// weakly): once nobody does, the hook may be dropped unrun before the actor ends, so
+    /// that an actor watched again and again by watchers that come and go keeps only the
+    /// hooks of those still there. A hook is either called once or dropped unrun; one whose
+    /// listener is gone may still be called at the end.
+    ///
+    /// ```
+    /// use std::sync::{Arc, OnceLock, Weak};
+    /// use threadlet_runtime::{Down, ExitReason, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// let watch = h.exit_watch();
+    /// for _ in 0..1_000 {
+    ///     // A watcher that goes away before the actor ends: its hook does not pile up.
+    ///     let heard: Arc<OnceLock<Down>> = Arc::new(OnceLock::new());
+    ///     let weak = Arc::downgrade(&heard);
+    ///     watch.on_exit_for(weak.clone(), move |down| {
+    ///         if let Some(h) = weak.upgrade() {
+    ///             let _ = h.set(down.clone());
+    ///         }
+    ///     });
+    /// }
+    /// let heard: Arc<OnceLock<Down>> = Arc::new(OnceLock::new());
+    /// let weak: Weak<OnceLock<Down>> = Arc::downgrade(&heard);
+    /// watch.on_exit_for(weak.clone(), move |down| {
+    ///     let _ = weak.upgrade().map(|h| h.set(down.clone()));
+    /// });
+    /// h.abort();
+    /// assert!(h.join().unwrap_err().is_killed());
+    /// assert_eq!(heard.get().map(|d| &d.reason), Some(&ExitReason::Killed));
+    /// ```
+    pub fn on_exit_for<L: Any + Send + Sync>(
+        &self,
+        listener: Weak<L>,
+        hook: impl FnOnce(&Down) + Send + 'static,
+    ) {
+        self.0.on_exit(Box::new(hook), Some(listener));
+    }
+
+    /// Hooks waiting (tests of pruning).
+    #[cfg(test)]
+    pub(crate) fn hooks(&self) -> usize {
+        self.0.hooks()
     }
 
     /// The [`Down`], if the actor has ended.
@@ -1071,4 +1125,32 @@ fn a_watch_made_after_the_result_was_taken_hears_why() {
     assert!(!ended(&failed));
     let reason = failed.exit_watch().down().unwrap().reason;
     assert_eq!(reason, ExitReason::Panicked("taken".into()));
+}
+
+/// Hooks whose listener went away do not pile up on an actor that lives on (`exit_hooks.rs`),
+/// while the one whose listener stays is told of the end.
+#[cfg(test)]
+#[test]
+fn hooks_of_watchers_that_went_away_are_pruned() {
+    use std::sync::OnceLock;
+    let rt = crate::Runtime::builder().workers(1).build().unwrap();
+    let h = rt.spawn(|| crate::sleep(std::time::Duration::from_secs(3600)));
+    let watch = h.exit_watch();
+    let tell = |heard: &Arc<OnceLock<Down>>| {
+        let weak = Arc::downgrade(heard);
+        watch.on_exit_for(weak.clone(), move |down| {
+            if let Some(h) = weak.upgrade() {
+                let _ = h.set(down.clone());
+            }
+        });
+    };
+    let stays = Arc::new(OnceLock::new());
+    tell(&stays);
+    for _ in 0..10_000 {
+        tell(&Arc::new(OnceLock::new()));
+        assert!(watch.hooks() <= 16, "{} hooks kept", watch.hooks());
+    }
+    h.abort();
+    assert!(h.join().unwrap_err().is_killed());
+    assert_eq!(stays.get().map(|d| &d.reason), Some(&ExitReason::Killed));
 }
