@@ -580,6 +580,36 @@ impl<T> Chan<T> {
             Err(theirs) => theirs,
         }
     }
+
+    /// What a sender (`send`) or a receiver waiting on this channel records, with `st` its
+    /// locked state: whether a plain thread holds an end of the other kind is read now.
+    fn wait(&self, st: &State<T>, send: bool) -> Wait {
+        let channel = self.id();
+        if send {
+            Wait::ChannelSend {
+                channel,
+                outside: st.outside[RECEIVERS] > 0,
+            }
+        } else {
+            Wait::ChannelRecv {
+                channel,
+                outside: st.outside[SENDERS] > 0,
+            }
+        }
+    }
+
+    /// The wait to record when parking again after a spurious wakeup: read afresh, for a
+    /// plain thread may have taken an end since the last park. Taking one marked the wait word
+    /// (`State::count_outside`), and recording the old `Wait` again would clear the mark, so
+    /// that the deadlock check would take a wait an outside thread can end for a deadlock.
+    /// Other waits (a request's reply) are kept as they are.
+    fn rewait(&self, on: Wait) -> Wait {
+        match on {
+            Wait::ChannelSend { .. } => self.wait(&self.state.lock(), true),
+            Wait::ChannelRecv { .. } => self.wait(&self.state.lock(), false),
+            other => other,
+        }
+    }
 }
 
 fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
@@ -695,7 +725,7 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         checkpoint();
-        let (slot, watchers, on) = {
+        let (slot, watchers, mut on) = {
             let mut st = self.chan.state.lock();
             match Self::try_send_locked(&mut st, value) {
                 Ok(woken) => {
@@ -707,10 +737,7 @@ impl<T> Sender<T> {
                 Err(TrySendError::Full(v)) => {
                     let slot = Slot::new(Some(v));
                     st.waiting_senders.push_back(slot.clone());
-                    let on = Wait::ChannelSend {
-                        channel: self.chan.id(),
-                        outside: st.outside[RECEIVERS] > 0,
-                    };
+                    let on = self.chan.wait(&st, true);
                     // A receive can now take this value (rendezvous): tell watching selects.
                     (slot, Woken::<T>::watchers(&mut st.recv_watchers), on)
                 }
@@ -738,6 +765,9 @@ impl<T> Sender<T> {
                 Cell::Disconnected(v) => break Err(SendError(v.take().expect("value back"))),
                 Cell::Waiting(_) => {} // a spurious wakeup
             }
+            // The slot's lock is free again: the channel's may be taken (senders hold it
+            // while they take a slot's).
+            on = self.chan.rewait(on);
         };
         parked.disarm();
         result
@@ -1007,10 +1037,7 @@ impl<T> Receiver<T> {
                     }
                     let slot = Slot::new(None);
                     st.waiting_receivers.push_back(slot.clone());
-                    let on = Wait::ChannelRecv {
-                        channel: self.chan.id(),
-                        outside: st.outside[SENDERS] > 0,
-                    };
+                    let on = self.chan.wait(&st, false);
                     // A send can now hand its value to this receiver (rendezvous): tell
                     // watching selects.
                     (slot, Woken::<T>::watchers(&mut st.send_watchers), on)
@@ -1019,7 +1046,7 @@ impl<T> Receiver<T> {
         };
         watchers.wake();
         // A request's reply names the actor asked (looked up only now, with no lock held).
-        let on = match reply_from.and_then(|f| f()) {
+        let mut on = match reply_from.and_then(|f| f()) {
             Some(actor) => Wait::Reply { actor },
             None => on,
         };
@@ -1048,6 +1075,9 @@ impl<T> Receiver<T> {
                 Cell::Disconnected(_) => break Err(RecvTimeoutError::Disconnected),
                 Cell::Waiting(_) => {} // a spurious wakeup
             }
+            // The slot's lock is free again: the channel's may be taken (senders hold it
+            // while they take a slot's).
+            on = self.chan.rewait(on);
         };
         parked.disarm();
         result

@@ -644,6 +644,51 @@ fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
     );
 }
 
+/// A receiver woken for nothing (a stale wake) parks again on the same channel: what it
+/// records then must still say that a plain thread holds a sender, as the mark the clone made
+/// said, or the check takes a live wait for a deadlock (and `panic_on_deadlock` would kill).
+#[test]
+fn a_receiver_woken_for_nothing_still_counts_a_sender_held_outside() {
+    // As above: a report before main's clone is right for what the runtime sees then, and
+    // spoils only that round.
+    const ROUNDS: usize = 5;
+    let quiet_round = (0..ROUNDS).any(|_| {
+        within_watchdog("stale wake", || {
+            let (rt, reports) = reporting_runtime(2);
+            let (give, take) = mpsc::channel();
+            let h = rt.spawn(move || {
+                let (tx, rx) = channel::unbounded::<u32>();
+                give.send((tx, threadlet_runtime::Waiter::current()))
+                    .unwrap();
+                rx.recv()
+            });
+            let (inside, waiter) = take.recv().unwrap();
+            let runs = |rt: &Runtime| rt.dump().actor(h.id()).map_or(0, |a| a.runs);
+            dump_until(&rt, "the receiver waiting", |d| {
+                d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
+            });
+            let outside = inside.clone();
+            drop(inside);
+            // A wake with no value: the receiver finds its slot still waiting and parks again.
+            let before = runs(&rt);
+            waiter.wake();
+            dump_until(&rt, "the receiver parked again", |d| {
+                d.actor(h.id())
+                    .is_some_and(|a| a.runs > before && a.waiting_on().is_some())
+            });
+            std::thread::sleep(QUIET);
+            let quiet = reports.try_recv().is_err();
+            outside.send(5).unwrap();
+            assert_eq!(h.join().unwrap(), Ok(5));
+            quiet
+        })
+    });
+    assert!(
+        quiet_round,
+        "reported in each of {ROUNDS} rounds while main held a sender"
+    );
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {
