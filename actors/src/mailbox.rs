@@ -1862,7 +1862,7 @@ impl<M> Addr<M> {
     /// ```
     pub fn monitor(&self) -> Monitor {
         let (monitor, hook, listener) = Monitor::new(self.shared.state.lock().actor);
-        self.on_exit_for(Box::new(hook), Some(listener));
+        self.on_exit_for(Some(listener), Box::new(hook));
         monitor
     }
 
@@ -1872,20 +1872,20 @@ impl<M> Addr<M> {
     /// Returns whether the hook was kept for later (`false`: the actor had ended, and the hook
     /// ran here).
     pub(crate) fn on_exit(&self, hook: ExitHook) -> bool {
-        self.on_exit_for(hook, None)
+        self.on_exit_for(None, hook)
     }
 
     /// [`on_exit`](Addr::on_exit), for a hook that only matters while somebody holds
     /// `listener`: once nobody does, it may be pruned unrun (`threadlet-runtime`'s
     /// `exit_hooks.rs`), so that a monitor made and dropped again and again leaves nothing
     /// behind on an actor that lives on.
-    fn on_exit_for(&self, hook: ExitHook, listener: Option<Listener>) -> bool {
+    fn on_exit_for(&self, listener: Option<Listener>, hook: ExitHook) -> bool {
         let down = {
             let mut st = self.shared.state.lock();
             match st.down() {
                 Some(down) => down,
                 None => {
-                    let pruned = st.rare().hooks.push(hook, listener);
+                    let pruned = st.rare().hooks.push(listener, hook);
                     drop(st);
                     // Hooks nobody wants any more go now, outside the lock.
                     drop(pruned);
@@ -2104,4 +2104,43 @@ fn state_size() {
 fn addr_size() {
     assert_eq!(std::mem::size_of::<Addr<u64>>(), 8);
     assert_eq!(std::mem::size_of::<Option<Addr<u64>>>(), 8);
+}
+
+/// A pruned hook is dropped once the mailbox's lock is free again: here its destructor adds a
+/// hook to the same mailbox, which would deadlock under the lock.
+#[cfg(test)]
+#[test]
+fn a_pruned_hook_is_dropped_outside_the_mailbox_lock() {
+    use crate::RuntimeExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Reenters(Addr<()>, Arc<AtomicUsize>);
+    impl Drop for Reenters {
+        fn drop(&mut self) {
+            self.0.on_exit(Box::new(|_| ()));
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let rt = crate::Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (done, finished) = std::sync::mpsc::channel();
+    let (a, d) = (addr.clone(), dropped.clone());
+    std::thread::spawn(move || {
+        for _ in 0..64 {
+            let gone = Arc::new(());
+            let listener: Weak<()> = Arc::downgrade(&gone);
+            let r = Reenters(a.clone(), d.clone());
+            a.on_exit_for(Some(listener as Listener), Box::new(move |_| drop(r)));
+        }
+        done.send(()).unwrap();
+    });
+    // A generous bound, only so that a deadlock fails the test instead of hanging it (the
+    // runtime is leaked then: the actor's end would wait for the lock held for good).
+    if finished.recv_timeout(Duration::from_secs(60)).is_err() {
+        std::mem::forget((rt, h, addr));
+        panic!("a pruned hook was dropped under the mailbox's lock: deadlock");
+    }
+    assert!(dropped.load(Ordering::Relaxed) > 0);
+    addr.send(()).unwrap();
+    assert_eq!(h.join().unwrap(), Some(()));
 }

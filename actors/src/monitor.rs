@@ -4,15 +4,16 @@
 //! actor's exit hooks (its mailbox's for [`Addr::monitor`](crate::Addr::monitor), see
 //! `mailbox.rs`; the runtime's `ExitWatch` for [`Monitor::of`] and [`monitor`](crate::monitor)),
 //! which run once, when the actor ends, right after its join handle learns the result: the hook
-//! sends the [`Down`] and is gone. A monitor
-//! made after the end gets its `Down` at once. Dropping a monitor drops the receiving end and
-//! the state it shares with its hook, which the hook holds only weakly: the hook is then pruned
-//! the next time the actor's list of hooks fills up (`threadlet-runtime`'s `exit_hooks.rs`), so
-//! that an actor monitored again and again by monitors that come and go (Erlang's
-//! `gen_server:call` monitors the server for each call) does not keep a hook for every monitor
-//! ever made; one not pruned yet runs at the end and finds nobody to tell. A monitor keeps the `Down` it got, so
-//! asking again gives the same one (and in a `select!` a fired monitor stays ready, as a
-//! closed channel does).
+//! sends the [`Down`] and is gone. A monitor made after the end gets its `Down` at once. A
+//! monitor keeps the `Down` it got, so asking again gives the same one (and in a `select!` a
+//! fired monitor stays ready, as a closed channel does).
+//!
+//! Dropping a monitor drops the receiving end and the state it shares with its hook, which the
+//! hook holds only weakly: the hook is then pruned the next time the actor's list of hooks
+//! fills up (`threadlet-runtime`'s `exit_hooks.rs`), so that an actor monitored again and again
+//! by monitors that come and go (Erlang's `gen_server:call` monitors the server for each call)
+//! keeps hooks in proportion to the monitors still there, not one for every monitor ever made.
+//! A hook not pruned yet runs at the end and finds nobody to tell.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
@@ -196,6 +197,7 @@ impl Recv for Monitor {
 
 #[cfg(test)]
 mod tests {
+    use super::Monitor;
     use crate::{Mailbox, RuntimeExt};
     use threadlet_runtime::ExitReason;
 
@@ -215,5 +217,24 @@ mod tests {
         assert_eq!(h.join().unwrap(), Some(()));
         assert_eq!(stays.recv().reason, ExitReason::Normal);
         assert_eq!(addr.exit_hooks(), 0);
+    }
+
+    /// The same through the runtime's exit watch: monitors of a join handle or of an id.
+    #[test]
+    fn monitors_of_a_handle_or_an_id_that_were_dropped_do_not_pile_up() {
+        use threadlet_runtime::__private::exit_hooks_waiting;
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        let h = rt.spawn(|| crate::sleep(std::time::Duration::from_secs(3600)));
+        let watch = h.exit_watch();
+        let stays = Monitor::of(&h);
+        for _ in 0..10_000 {
+            drop(Monitor::of(&h));
+            drop(Monitor::of_id(&rt.handle(), h.id()));
+            let waiting = exit_hooks_waiting(&watch);
+            assert!(waiting <= 16, "{waiting} hooks kept");
+        }
+        h.abort();
+        assert!(h.join().unwrap_err().is_killed());
+        assert_eq!(stays.recv().reason, ExitReason::Killed);
     }
 }

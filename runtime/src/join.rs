@@ -409,6 +409,12 @@ fn tell_sink(sink: &Weak<dyn ExitSink>, down: &Down) {
     });
 }
 
+/// The hooks waiting on an actor's exit watch, pruned or not: for tests of pruning
+/// (`__private`); not part of the API.
+pub fn exit_hooks_waiting(watch: &ExitWatch) -> usize {
+    watch.0.hooks()
+}
+
 /// Calls an exit hook as the runtime calls its own: a panic in it is contained (reported on
 /// stderr). For the `threadlet` crate's mailboxes (`__private`); not part of the API.
 pub fn call_exit_hook(hook: impl FnOnce(&Down), down: &Down) {
@@ -514,12 +520,12 @@ impl Exit {
         hooks.call_all(&down);
     }
 
-    fn on_exit(&self, hook: ExitHook, listener: Option<Listener>) {
+    fn on_exit(&self, listener: Option<Listener>, hook: ExitHook) {
         let down = {
             let mut st = self.state.lock();
             match &mut *st {
                 ExitState::Live(hooks) => {
-                    let pruned = hooks.push(hook, listener);
+                    let pruned = hooks.push(listener, hook);
                     drop(st);
                     // Hooks nobody wants any more go now, outside the lock (`exit_hooks.rs`).
                     drop(pruned);
@@ -532,7 +538,6 @@ impl Exit {
     }
 
     /// Hooks waiting (tests of pruning).
-    #[cfg(test)]
     fn hooks(&self) -> usize {
         match &*self.state.lock() {
             ExitState::Live(hooks) => hooks.len(),
@@ -566,7 +571,7 @@ impl ExitWatch {
     /// assert!(rx.recv().unwrap().is_normal());
     /// ```
     pub fn on_exit(&self, hook: impl FnOnce(&Down) + Send + 'static) {
-        self.0.on_exit(Box::new(hook), None);
+        self.0.on_exit(None, Box::new(hook));
     }
 
     /// [`on_exit`](ExitWatch::on_exit), for a hook that only matters while somebody holds
@@ -607,13 +612,7 @@ impl ExitWatch {
         listener: Weak<L>,
         hook: impl FnOnce(&Down) + Send + 'static,
     ) {
-        self.0.on_exit(Box::new(hook), Some(listener));
-    }
-
-    /// Hooks waiting (tests of pruning).
-    #[cfg(test)]
-    pub(crate) fn hooks(&self) -> usize {
-        self.0.hooks()
+        self.0.on_exit(Some(listener), Box::new(hook));
     }
 
     /// The [`Down`], if the actor has ended.
@@ -1148,9 +1147,51 @@ fn hooks_of_watchers_that_went_away_are_pruned() {
     tell(&stays);
     for _ in 0..10_000 {
         tell(&Arc::new(OnceLock::new()));
-        assert!(watch.hooks() <= 16, "{} hooks kept", watch.hooks());
+        let waiting = exit_hooks_waiting(&watch);
+        assert!(waiting <= 16, "{waiting} hooks kept");
     }
     h.abort();
     assert!(h.join().unwrap_err().is_killed());
     assert_eq!(stays.get().map(|d| &d.reason), Some(&ExitReason::Killed));
+}
+
+/// A pruned hook is dropped once the watch's lock is free again: here its destructor adds a
+/// hook to the same watch, which would deadlock under the lock.
+#[cfg(test)]
+#[test]
+fn a_pruned_hook_is_dropped_outside_the_lock() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Reenters(ExitWatch, Arc<AtomicUsize>);
+    impl Drop for Reenters {
+        fn drop(&mut self) {
+            self.0.on_exit(|_| ());
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let rt = crate::Runtime::builder().workers(1).build().unwrap();
+    let h = rt.spawn(|| crate::sleep(std::time::Duration::from_secs(3600)));
+    let watch = h.exit_watch();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (done, finished) = std::sync::mpsc::channel();
+    let (w, d) = (watch.clone(), dropped.clone());
+    std::thread::spawn(move || {
+        for _ in 0..64 {
+            let gone = Arc::new(());
+            let r = Reenters(w.clone(), d.clone());
+            w.on_exit_for(Arc::downgrade(&gone), move |_| drop(r));
+        }
+        done.send(()).unwrap();
+    });
+    // A generous bound, only so that a deadlock fails the test instead of hanging it (the
+    // runtime is leaked then: the actor's end would wait for the lock held for good).
+    if finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .is_err()
+    {
+        std::mem::forget((rt, h));
+        panic!("a pruned hook was dropped under the watch's lock: deadlock");
+    }
+    assert!(dropped.load(Ordering::Relaxed) > 0);
+    h.abort();
+    assert!(h.join().unwrap_err().is_killed());
 }

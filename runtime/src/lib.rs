@@ -117,8 +117,8 @@ pub mod __private {
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Searcher};
     pub use crate::join::{
-        ExitSink, actor_of, call_exit_hook, join_cancelled, join_take_now, join_unwatch,
-        join_watch, kill_actor, never_started, set_exit_sink,
+        ExitSink, actor_of, call_exit_hook, exit_hooks_waiting, join_cancelled, join_take_now,
+        join_unwatch, join_watch, kill_actor, never_started, set_exit_sink,
     };
     pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
