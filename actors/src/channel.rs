@@ -529,23 +529,26 @@ const RECEIVERS: usize = 1;
 impl<T> State<T> {
     /// One more end of kind `end` (`SENDERS` or `RECEIVERS`), made on a plain thread if
     /// `outside`. The first outside end of a channel that actors wait on tells their wait words,
-    /// which recorded `outside: false` when they parked (the deadlock check reads them).
+    /// which recorded `outside: false` when they parked (the deadlock check reads them). An end
+    /// of either kind counts for waiters of both: a sender may send to a waiting receiver, a
+    /// receiver may take from a waiting sender, and either may close the channel, which ends
+    /// every wait on it.
     fn count_outside(&mut self, end: usize, outside: bool) {
         if !outside {
             return;
         }
         self.outside[end] += 1;
-        if self.outside[end] == 1 {
-            // Those parked on the other end of this channel.
-            let waiting = if end == SENDERS {
-                &self.waiting_receivers
-            } else {
-                &self.waiting_senders
-            };
-            for slot in waiting {
+        if self.outside == [1, 0] || self.outside == [0, 1] {
+            // The first outside end of either kind: those parked on the channel, either end.
+            for slot in self.waiting_receivers.iter().chain(&self.waiting_senders) {
                 threadlet_runtime::__private::mark_wait_outside(&slot.waiter);
             }
         }
+    }
+
+    /// Whether a plain thread holds an end of the channel (see `count_outside`).
+    fn held_outside(&self) -> bool {
+        self.outside != [0, 0]
     }
 
     fn has_room(&self) -> bool {
@@ -582,19 +585,13 @@ impl<T> Chan<T> {
     }
 
     /// What a sender (`send`) or a receiver waiting on this channel records, with `st` its
-    /// locked state: whether a plain thread holds an end of the other kind is read now.
+    /// locked state: whether a plain thread holds an end of it is read now.
     fn wait(&self, st: &State<T>, send: bool) -> Wait {
-        let channel = self.id();
+        let (channel, outside) = (self.id(), st.held_outside());
         if send {
-            Wait::ChannelSend {
-                channel,
-                outside: st.outside[RECEIVERS] > 0,
-            }
+            Wait::ChannelSend { channel, outside }
         } else {
-            Wait::ChannelRecv {
-                channel,
-                outside: st.outside[SENDERS] > 0,
-            }
+            Wait::ChannelRecv { channel, outside }
         }
     }
 

@@ -689,6 +689,43 @@ fn a_receiver_woken_for_nothing_still_counts_a_sender_held_outside() {
     );
 }
 
+/// A plain thread that holds only a receiver of a channel can still end a wait on it: by
+/// closing the channel. An actor waiting to receive on it is not deadlocked.
+#[test]
+fn a_receiver_held_outside_can_close_the_channel() {
+    // As above: a report before main's clone is right for what the runtime sees then.
+    const ROUNDS: usize = 5;
+    let quiet_round = (0..ROUNDS).any(|_| {
+        within_watchdog("outside receiver", || {
+            let (rt, reports) = reporting_runtime(2);
+            let (give, take) = mpsc::channel();
+            // The actor keeps the only sender: nothing but a close can end its wait.
+            let h = rt.spawn(move || {
+                let (tx, rx) = channel::unbounded::<u32>();
+                give.send(rx.clone()).unwrap();
+                let got = rx.recv();
+                drop(tx);
+                got
+            });
+            let inside = take.recv().unwrap();
+            dump_until(&rt, "the receiver waiting", |d| {
+                d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
+            });
+            let outside = inside.clone();
+            drop(inside);
+            std::thread::sleep(QUIET);
+            let quiet = reports.try_recv().is_err();
+            outside.close();
+            assert_eq!(h.join().unwrap(), Err(channel::RecvError));
+            quiet
+        })
+    });
+    assert!(
+        quiet_round,
+        "reported in each of {ROUNDS} rounds while main held a receiver"
+    );
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {

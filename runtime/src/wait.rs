@@ -65,15 +65,17 @@ pub enum Wait {
     ChannelRecv {
         /// The channel's id (`threadlet::channel`).
         channel: u64,
-        /// A plain thread held one of its senders when the wait began: something outside the
-        /// runtime may end it.
+        /// A plain thread held an end of the channel when the wait began (or took one since):
+        /// something outside the runtime may end the wait, by sending, or by closing the
+        /// channel from either end.
         outside: bool,
     },
     /// Room or a receiver on a channel (a `send`).
     ChannelSend {
         /// The channel's id.
         channel: u64,
-        /// A plain thread held one of its receivers when the wait began.
+        /// A plain thread held an end of the channel when the wait began (or took one since):
+        /// by receiving, or by closing the channel from either end.
         outside: bool,
     },
     /// The end of another actor (`JoinHandle::join`).
