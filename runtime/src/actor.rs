@@ -163,6 +163,22 @@ pub(crate) enum Finished {
 }
 pub(crate) type ActorYielder = Yielder<Option<Lent>, Out>;
 
+/// What a coroutine keeps at the root of its own stack for the code it runs: its yielder (how
+/// that code suspends), and the guard page and size of the stack (for the overflow report).
+///
+/// Kept there rather than in the cell, whose allocation class it took 16 bytes of: the worker
+/// context points at the frame of the coroutine running on its thread now
+/// (`WorkerContext::frame`). The coroutine sets that pointer itself whenever it gains control
+/// (`context::enter_frame`: a process actor at its start, a carrier at each activation it
+/// starts, and any coroutine when a suspension of its returns or unwinds,
+/// `context::suspend`), on the thread it runs on then; the worker clears it whenever a resume
+/// returns. So while a coroutine runs, the pointer is its own frame, which lives as long as
+/// the coroutine's entry function, hence as long as anything runs on that stack.
+pub(crate) struct ActorFrame<'y> {
+    pub(crate) yielder: &'y ActorYielder,
+    pub(crate) guard: GuardSpan,
+}
+
 /// An actor's entry (`join::entry` makes it): started on its own stack with `None`, or, if no
 /// stack could be had when it was due to start (the kernel refused memory), on the worker's
 /// stack with that error, which it only reports to its joiner.
@@ -385,8 +401,6 @@ pub struct ActorCell {
     /// table holds it (`held_by_live_table`; handler actors are never placed). Two words took
     /// the cell out of its allocation class (`actor_cell_size`). `u32::MAX` is none in both.
     by_kind: AtomicU32,
-    /// The coroutine's yielder, set when it starts; valid while the coroutine lives.
-    pub(crate) yielder: Cell<*const ActorYielder>,
     /// Times the actor was preempted, and times a worker ran it (one per run, not per switch);
     /// both written only by the worker running it, both wrapping at 2^32 (32 bits each keep the
     /// cell in its allocator class: see `actor_cell_size`).
@@ -410,9 +424,6 @@ pub struct ActorCell {
     /// queue entry. `KILLED`: a kill was asked for (`JoinHandle::abort`); the worker that next
     /// holds the actor's body ends it (`worker.rs`, "Kill").
     life: AtomicU8,
-    /// The guard page and size of the stack the actor runs on (`NONE` before it starts), set
-    /// when it starts (for a handler actor, at each activation), for the overflow report.
-    pub(crate) guard: Cell<GuardSpan>,
     /// A handler actor's current activation has been preempted: its batch has had a time
     /// slice, and ends after the message at hand (`handler::activation_preempted`). Set and
     /// cleared by the worker running the activation, read by the program running on it.
@@ -423,7 +434,7 @@ pub struct ActorCell {
 }
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`).
-// `body`, `yielder`, `guard` and `activation_preempted` are touched only by the worker that
+// `body` and `activation_preempted` are touched only by the worker that
 // holds the actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue
 // entry at a time, popped by one worker). A started pinned actor's coroutine, which is not
 // `Send`, is only ever resumed or dropped on its home worker's thread: every wake of it is
@@ -502,8 +513,6 @@ impl ActorCell {
             home: Home::new(),
             registry_slot: AtomicU32::new(NO_SLOT),
             by_kind: AtomicU32::new(NO_HOME),
-            yielder: Cell::new(std::ptr::null()),
-            guard: Cell::new(GuardSpan::NONE),
             activation_preempted: Cell::new(false),
             preemptions: AtomicU32::new(0),
             runs: AtomicU32::new(0),
@@ -809,7 +818,9 @@ impl Drop for ActorCell {
 }
 
 /// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
-/// 144-byte class (glibc: a 16-byte multiple with 8 bytes of header). The diagnostic fields
+/// 128-byte class (glibc: a 16-byte multiple with 8 bytes of header). It was in the 144-byte
+/// class until the yielder and the stack's guard moved to the root of the coroutine's own
+/// stack (`ActorFrame`), 16 bytes an actor that only a running actor needs. The diagnostic fields
 /// (the wait word, runs, CPU time and age, `dump.rs`) took it to 176 until the name left the
 /// cell for the runtime's table of names; it was 136 bytes (the 160-byte class) until its
 /// four kind flags shared a byte (`Traits`), `STARTED` and `KILLED` another (`life`), the
@@ -819,7 +830,7 @@ impl Drop for ActorCell {
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
-    assert!(std::mem::size_of::<ActorCell>() <= 120);
+    assert!(std::mem::size_of::<ActorCell>() <= 104);
     assert_eq!(std::mem::size_of::<Body>(), 48);
 }
 

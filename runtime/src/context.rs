@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::actor::{ActorCell, ActorId, ActorRef, Suspend};
+use crate::actor::{ActorCell, ActorFrame, ActorId, ActorRef, Suspend};
 use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
@@ -31,6 +31,10 @@ pub(crate) struct WorkerContext {
     pub(crate) core: Core,
     /// The actor being resumed, or null while the worker runs its own loop.
     pub(crate) current: Cell<*const ActorCell>,
+    /// The frame of the coroutine running on this thread now (its yielder, and its stack's
+    /// guard), or null while the worker runs its own loop: set by the coroutine when it gains
+    /// control, cleared by the worker when a resume returns (`ActorFrame`).
+    pub(crate) frame: Cell<*const ActorFrame<'static>>,
     /// Set while shutdown unwinds this worker's actors, or while it kills one: parks fail
     /// instead of suspending.
     pub(crate) cancelling: Cell<bool>,
@@ -162,28 +166,57 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
-/// Suspends `reason` on the current actor's coroutine.
-fn suspend(actor: &ActorCell, reason: Suspend) {
-    let y = actor.yielder.get();
-    debug_assert!(!y.is_null());
-    // SAFETY: the yielder pointer was set by the coroutine's entry (for a carrier, at the
-    // start of this activation, `lend_yielder`) and lives on its stack, which is the stack we
-    // are running on now (we are inside that actor), so it is valid.
-    let input = unsafe { (*y).suspend(crate::actor::Out::Suspend(reason)) };
+/// Suspends `reason` on the coroutine running on this worker (`ctx`'s).
+fn suspend(ctx: &WorkerContext, reason: Suspend) {
+    /// Points the context of whichever thread the coroutine is resumed on (a migratable actor
+    /// may move) back at the coroutine's frame once the suspension returns, or as a forced
+    /// unwind leaves it, so that the rest of the unwind is reported as the actor's too.
+    struct Regain(*const ActorFrame<'static>);
+    impl Drop for Regain {
+        fn drop(&mut self) {
+            with_worker(|ctx| {
+                if let Some(ctx) = ctx {
+                    ctx.frame.set(self.0);
+                }
+            });
+        }
+    }
+    let raw = ctx.frame.get();
+    // SAFETY: a non-null frame was set by the coroutine we are running on (`enter_frame`, or
+    // a `Regain` like the one below) and lives at the root of its stack, the stack we run on
+    // now; the worker clears the pointer only once a resume has returned, and no other
+    // coroutine ran on this thread since ours gained control (coroutines do not nest, and
+    // each sets its own frame when it gains control). So it is valid for this call.
+    let frame = unsafe { raw.as_ref() }.expect("a coroutine runs here, so its frame is set");
+    let regain = Regain(raw);
+    let input = frame.yielder.suspend(crate::actor::Out::Suspend(reason));
+    drop(regain);
     debug_assert!(
         input.is_none(),
         "a suspended actor is resumed with no new program"
     );
 }
 
-/// A carrier starts an activation (`handler.rs`): the actor it runs now suspends through the
-/// carrier's yielder.
-pub(crate) fn lend_yielder(y: &crate::actor::ActorYielder) {
-    with_current(|cur| {
-        if let Some((_, actor)) = cur {
-            actor.yielder.set(y);
+/// A coroutine gains control at its root (a process actor's start, a carrier's activation):
+/// from now until it suspends, `frame` is what the code running on it suspends through and
+/// what an overflow of its stack is reported with (`ActorFrame`).
+pub(crate) fn enter_frame(frame: &ActorFrame<'_>) {
+    let frame: *const ActorFrame<'_> = frame;
+    with_worker(|ctx| {
+        if let Some(ctx) = ctx {
+            // The lifetime is erased: the pointer is cleared when the resume returns, before
+            // the coroutine (and the frame at its root) could go.
+            ctx.frame.set(frame.cast());
         }
-    })
+    });
+}
+
+/// The frame of the coroutine running on this thread, or null (the overflow reporter,
+/// `guard.rs`, from a signal handler: only reads a thread-local and the context).
+pub(crate) fn current_frame_raw() -> *const ActorFrame<'static> {
+    let ctx = WORKER.with(|w| w.get());
+    // SAFETY: as in `with_worker`: a non-null pointer is this thread's live worker context.
+    unsafe { ctx.as_ref() }.map_or(ptr::null(), |c| c.frame.get())
 }
 
 /// Blocks the caller until woken: suspends the running actor, or parks a plain thread.
@@ -260,13 +293,13 @@ fn park_recording(wait: u64) -> Result<(), Cancelled> {
                 if actor.is_killed() {
                     // A kill's wake must reach the worker, not be taken here as a notification
                     // (`worker.rs`, "Kill", step 3): yield, and the worker ends the actor.
-                    suspend(actor, Suspend::Yield);
+                    suspend(ctx, Suspend::Yield);
                     return Ok(());
                 }
                 if !actor.state.take_notification() {
                     actor.wait.set_encoded(wait);
                     crate::trace::parked(actor, wait);
-                    suspend(actor, Suspend::Park);
+                    suspend(ctx, Suspend::Park);
                 }
                 Ok(())
             }
@@ -327,8 +360,8 @@ fn with_caller<R>(f: impl FnOnce(Caller<'_>) -> R) -> R {
 /// ```
 pub fn yield_now() {
     with_current(|cur| match cur {
-        Some((ctx, actor)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
-            suspend(actor, Suspend::Yield)
+        Some((ctx, _)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
+            suspend(ctx, Suspend::Yield)
         }
         Some(_) => {}
         None => std::thread::yield_now(),
@@ -341,12 +374,12 @@ pub fn yield_now() {
 #[inline(never)]
 pub(crate) fn preempt_current() {
     with_current(|cur| {
-        if let Some((ctx, actor)) = cur
+        if let Some((ctx, _)) = cur
             && !ctx.cancelling.get()
             && ctx.exit_hooks.get() == 0
         {
             ctx.shared.remotes[ctx.index].safe_point.clear_preempt();
-            suspend(actor, Suspend::Preempted);
+            suspend(ctx, Suspend::Preempted);
         }
     })
 }

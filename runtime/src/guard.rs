@@ -10,9 +10,10 @@
 //!
 //! The handler runs on the thread's alternate signal stack, which the standard library sets up
 //! for every thread it spawns (worker threads included); it only reads a thread-local pointer
-//! and fields of the actor that do not change while it runs (its id, and the span of its
-//! stack's guard page and size, `GuardSpan`, written before it runs on that stack: when a
-//! process actor starts, and before each activation of a handler actor), looks a named
+//! and the actor's id, and the span of its stack's guard page and size (`GuardSpan`), which
+//! the frame at the root of the coroutine running on the thread keeps (`ActorFrame`, pointed
+//! at by the worker context from the moment that coroutine gains control: when a process
+//! actor starts or is resumed, and at each activation of a handler actor), looks a named
 //! actor's name up in the runtime's table of names if that table's lock is free (a
 //! compare-and-swap; the lock is then left held, since the process dies right after and
 //! unlocking could wake a waiter), formats into a fixed buffer and calls `write(2)`, all of
@@ -59,12 +60,19 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let actor = context::current_actor_raw();
+    let frame = context::current_frame_raw();
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
-    if let Some(actor) = unsafe { actor.as_ref() }
-        && actor.guard.get().guards(addr)
+    let actor = unsafe { actor.as_ref() };
+    // SAFETY: a non-null frame is at the root of the coroutine running on this thread now
+    // (`ActorFrame`: set by that coroutine when it gained control, cleared when its resume
+    // returns), so it lives as long as that stack is in use, and an overflow of the stack
+    // faults at its other end, the guard page, leaving the frame intact.
+    let guard = unsafe { frame.as_ref() }.map(|f| f.guard);
+    if let (Some(actor), Some(guard)) = (actor, guard)
+        && guard.guards(addr)
     {
-        report(actor);
+        report(actor, guard.usable_size());
         // SAFETY: resetting to the default action is async-signal-safe; returning then
         // re-runs the faulting access, which now kills the process with SIGSEGV.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
@@ -152,7 +160,7 @@ fn default_action(sig: libc::c_int, sent: bool) {
 
 /// Writes "threadlet: actor #N 'name' overflowed its stack of K KiB; ..." to stderr without
 /// allocating.
-fn report(actor: &crate::actor::ActorCell) {
+fn report(actor: &crate::actor::ActorCell, usable: usize) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
     buf.push_num(actor.id.as_u64());
@@ -166,7 +174,7 @@ fn report(actor: &crate::actor::ActorCell) {
         });
     }
     buf.push(b" overflowed its stack of ");
-    buf.push_num((actor.guard.get().usable_size() / 1024) as u64);
+    buf.push_num((usable / 1024) as u64);
     buf.push(
         b" KiB; give it more with Builder::stack_size (whole runtime) or \
           ActorBuilder::stack_size (one actor)\n",

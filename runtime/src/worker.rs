@@ -226,8 +226,8 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorCoroutine, ActorId, ActorRef, ActorStack, ActorYielder, Body, Finished, Out,
-    Registry, Runnable, Suspend,
+    ActorCell, ActorCoroutine, ActorFrame, ActorId, ActorRef, ActorStack, ActorYielder, Body,
+    Finished, Out, Registry, Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
@@ -241,7 +241,7 @@ use crate::program::Lent;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
 use crate::spare::{SPARE_POLL_MAX, SPARE_POLL_MIN};
-use crate::stack::{GuardSpan, StackPool};
+use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
@@ -615,11 +615,11 @@ impl Remote {
 /// and the rest are unwound rather than kept.
 const IDLE_CARRIERS: usize = 4;
 
-/// A coroutine that runs handler actors' activations one after another (`handler.rs`), with
-/// the guard page and size of its stack (for the overflow report of the actor it runs).
+/// A coroutine that runs handler actors' activations one after another (`handler.rs`); its
+/// frame (`ActorFrame`) carries the guard page and size of its stack, for the overflow report
+/// of the actor it runs.
 struct Carrier {
     coroutine: ActorCoroutine,
-    guard: GuardSpan,
 }
 
 /// Whether `actor` is a handler actor whose activation is suspended: its body is lent to its
@@ -865,6 +865,7 @@ pub(crate) fn run(
         shared,
         index,
         current: Cell::new(std::ptr::null()),
+        frame: Cell::new(std::ptr::null()),
         cancelling: Cell::new(false),
         killing: Cell::new(false),
         exit_hooks: Cell::new(0),
@@ -1413,6 +1414,8 @@ impl WorkerLoop<'_> {
             self.ctx.current.set(Arc::as_ptr(actor));
             let resumed = coroutine.resume(input.take());
             self.ctx.current.set(std::ptr::null());
+            // The coroutine's frame goes with it (`ActorFrame`): nothing runs on it now.
+            self.ctx.frame.set(std::ptr::null());
             drop(carriers);
             if let CoroutineResult::Yield(Out::Suspend(_)) = resumed {
                 // A handler actor's activation that suspends keeps its carrier: from now until
@@ -1532,6 +1535,7 @@ impl WorkerLoop<'_> {
             // As for a process actor's coroutine, below.
             let unwound = catch_unwind(AssertUnwindSafe(|| carrier.coroutine.force_unwind()));
             self.ctx.current.set(std::ptr::null());
+            self.ctx.frame.set(std::ptr::null());
             if unwound.is_ok() {
                 self.recycle(carrier.coroutine.into_stack());
             } else {
@@ -1560,6 +1564,7 @@ impl WorkerLoop<'_> {
                 // panicked anew) must not take the worker down.
                 let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
                 self.ctx.current.set(std::ptr::null());
+                self.ctx.frame.set(std::ptr::null());
                 if unwound.is_ok() {
                     self.finish(actor, body);
                 } else {
@@ -1644,8 +1649,6 @@ impl WorkerLoop<'_> {
                 }
             }
         }
-        let lent = carriers.last().expect("one was made above");
-        actor.guard.set(lent.guard);
         // From its first activation on, a handler actor's body belongs to registries, as a
         // started process actor's does: a queue entry of it is only a reference, which sweeps
         // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
@@ -1660,35 +1663,38 @@ impl WorkerLoop<'_> {
         let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
         let stack = ActorStack::Pooled(stack);
         let guard = stack.guard_span();
-        let coroutine = Coroutine::with_stack(stack, |y: &ActorYielder, first: Option<Lent>| {
-            let mut next = first;
-            loop {
-                let Some(mut body) = next.take() else {
-                    unreachable!("a carrier is resumed with a program when idle");
-                };
-                // The actor this activation runs suspends through this carrier.
-                context::lend_yielder(y);
-                // `run` catches the user's panics; one of its own ends the actor, contained.
-                // SAFETY: lent by `run_actor`, which keeps step 2 of the lending protocol
-                // (`program.rs`) until this carrier suspends with the outcome below; the one
-                // reference made through `body`.
-                let step = fault::contain(ActivationOf("an activation"), || {
-                    unsafe { body.get() }.run()
-                });
-                next = match step {
-                    Some(step @ (Step::Park | Step::Yield)) => y.suspend(Out::Activated(step)),
-                    Some(Step::Stop) | None => {
-                        // SAFETY: as above; taken out before the drop (step 3), which an
-                        // unwind of this carrier may cut short.
-                        let program = unsafe { body.take() };
-                        // Dropped here, inside the actor: its mailbox and what is left.
-                        fault::contain(ActivationOf("dropping"), move || drop(program));
-                        y.suspend(Out::Stopped)
-                    }
-                };
-            }
-        });
-        Ok(Carrier { coroutine, guard })
+        let coroutine =
+            Coroutine::with_stack(stack, move |y: &ActorYielder, first: Option<Lent>| {
+                let frame = ActorFrame { yielder: y, guard };
+                let mut next = first;
+                loop {
+                    let Some(mut body) = next.take() else {
+                        unreachable!("a carrier is resumed with a program when idle");
+                    };
+                    // The actor this activation runs suspends through this carrier, and an overflow
+                    // of this stack is reported as its.
+                    context::enter_frame(&frame);
+                    // `run` catches the user's panics; one of its own ends the actor, contained.
+                    // SAFETY: lent by `run_actor`, which keeps step 2 of the lending protocol
+                    // (`program.rs`) until this carrier suspends with the outcome below; the one
+                    // reference made through `body`.
+                    let step = fault::contain(ActivationOf("an activation"), || {
+                        unsafe { body.get() }.run()
+                    });
+                    next = match step {
+                        Some(step @ (Step::Park | Step::Yield)) => y.suspend(Out::Activated(step)),
+                        Some(Step::Stop) | None => {
+                            // SAFETY: as above; taken out before the drop (step 3), which an
+                            // unwind of this carrier may cut short.
+                            let program = unsafe { body.take() };
+                            // Dropped here, inside the actor: its mailbox and what is left.
+                            fault::contain(ActivationOf("dropping"), move || drop(program));
+                            y.suspend(Out::Stopped)
+                        }
+                    };
+                }
+            });
+        Ok(Carrier { coroutine })
     }
 
     /// An activation suspended: its carrier, lent on top of the idle ones, goes to `suspended`
@@ -1739,6 +1745,7 @@ impl WorkerLoop<'_> {
     fn retire_carrier(&self, carrier: Carrier) {
         let mut coroutine = carrier.coroutine;
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+        self.ctx.frame.set(std::ptr::null());
         if unwound.is_ok() {
             self.recycle(coroutine.into_stack());
         } else {
@@ -1772,12 +1779,10 @@ impl WorkerLoop<'_> {
                 return false;
             }
         };
-        actor.guard.set(stack.guard_span());
-        let cell: *const ActorCell = Arc::as_ptr(actor);
+        let guard = stack.guard_span();
         let coroutine = Coroutine::with_stack(stack, move |y: &ActorYielder, _: Option<_>| {
-            // SAFETY: the cell owns this coroutine (through `body`), so it outlives it; only the
-            // worker running the actor touches `yielder` (see `ActorCell`).
-            unsafe { (*cell).yielder.set(y) };
+            let frame = ActorFrame { yielder: y, guard };
+            context::enter_frame(&frame);
             f.start(None);
             Finished::Process
         });
@@ -1966,6 +1971,7 @@ impl WorkerLoop<'_> {
         // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
         let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
         self.ctx.current.set(std::ptr::null());
+        self.ctx.frame.set(std::ptr::null());
         if handler {
             // SAFETY: as for a process actor's body above; and the carrier is unwound (or
             // leaked, never to run again), so nothing refers to the body any more.

@@ -51,6 +51,31 @@ fn overflow_names_the_actor() {
     );
 }
 
+/// A process actor that suspended before it dives, while another actor with a stack of another
+/// size ran and ended on the same worker: the report names the diver and its own stack.
+#[test]
+fn overflow_after_a_process_actor_suspended_names_its_own_stack() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let opts = SpawnOptions::new().name("late-diver").stack_size(32 * 1024);
+        let h = rt
+            .spawn_with(opts, || {
+                threadlet_runtime::sleep(std::time::Duration::from_millis(20));
+                recurse(1 << 20)
+            })
+            .unwrap();
+        let other = SpawnOptions::new().name("other").stack_size(128 * 1024);
+        rt.spawn_with(other, || recurse(4)).unwrap().join().unwrap();
+        let _ = h.join();
+        unreachable!("the overflow kills the process");
+    }
+    let stderr = overflow_in_child("overflow_after_a_process_actor_suspended_names_its_own_stack");
+    assert!(
+        stderr.contains("'late-diver' overflowed its stack of 32 KiB"),
+        "stderr was: {stderr}"
+    );
+}
+
 /// A handler actor's program that overflows the stack its activation was lent; with
 /// `sleep_first`, after suspending inside the activation (its carrier then becomes its own).
 struct Diver {
