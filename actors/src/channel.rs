@@ -518,7 +518,7 @@ struct State<T> {
     /// closing).
     send_watchers: Vec<Waiter>,
     /// Senders and receivers made or cloned on plain threads (`[SENDERS]`, `[RECEIVERS]`):
-    /// something outside the runtime may end an actor's wait on the other end (the deadlock
+    /// something outside the runtime may end an actor's wait on the channel (the deadlock
     /// check, `threadlet-runtime`'s `deadlock.rs`).
     outside: [u32; 2],
 }
@@ -528,22 +528,32 @@ const RECEIVERS: usize = 1;
 
 impl<T> State<T> {
     /// One more end of kind `end` (`SENDERS` or `RECEIVERS`), made on a plain thread if
-    /// `outside`. The first outside end of a channel that actors wait on tells their wait words,
-    /// which recorded `outside: false` when they parked (the deadlock check reads them). An end
-    /// of either kind counts for waiters of both: a sender may send to a waiting receiver, a
-    /// receiver may take from a waiting sender, and either may close the channel, which ends
-    /// every wait on it.
-    fn count_outside(&mut self, end: usize, outside: bool) {
+    /// `outside`. An end of either kind counts for waiters of both: a sender may send to a
+    /// waiting receiver, a receiver may take from a waiting sender, and either may close the
+    /// channel, which ends every wait on it.
+    ///
+    /// The first outside end of a channel that actors wait on must reach the wait words they
+    /// recorded (`outside: false`, read by the deadlock check), including the word of one that
+    /// read the count before this end was made but has not stored its wait yet. So it marks
+    /// every word now, and returns the waiters to wake once the lock is released: a wait
+    /// stored after the mark is cut short by the wake, and the waiter parks again with what it
+    /// reads then (`Chan::rewait`).
+    #[must_use = "wake the waiters after unlocking"]
+    fn count_outside(&mut self, end: usize, outside: bool) -> Vec<Waiter> {
         if !outside {
-            return;
+            return Vec::new();
         }
         self.outside[end] += 1;
-        if self.outside == [1, 0] || self.outside == [0, 1] {
-            // The first outside end of either kind: those parked on the channel, either end.
-            for slot in self.waiting_receivers.iter().chain(&self.waiting_senders) {
-                threadlet_runtime::__private::mark_wait_outside(&slot.waiter);
-            }
+        if self.outside != [1, 0] && self.outside != [0, 1] {
+            return Vec::new();
         }
+        let waiting = self.waiting_receivers.iter().chain(&self.waiting_senders);
+        waiting
+            .map(|slot| {
+                threadlet_runtime::__private::mark_wait_outside(&slot.waiter);
+                slot.waiter.clone()
+            })
+            .collect()
     }
 
     /// Whether a plain thread holds an end of the channel (see `count_outside`).
@@ -885,11 +895,12 @@ impl<T> Sender<T> {
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         let outside = on_plain_thread();
-        {
+        let marked = {
             let mut st = self.chan.state.lock();
             st.senders += 1;
-            st.count_outside(SENDERS, outside);
-        }
+            st.count_outside(SENDERS, outside)
+        };
+        marked.iter().for_each(Waiter::wake);
         Sender {
             chan: self.chan.clone_with(outside),
         }
@@ -1192,11 +1203,12 @@ impl<T> Receiver<T> {
     /// One more receiver of `chan`, counted (as made outside if made on a plain thread).
     fn of(chan: &TaggedArc<Chan<T>>) -> Receiver<T> {
         let outside = on_plain_thread();
-        {
+        let marked = {
             let mut st = chan.state.lock();
             st.receivers += 1;
-            st.count_outside(RECEIVERS, outside);
-        }
+            st.count_outside(RECEIVERS, outside)
+        };
+        marked.iter().for_each(Waiter::wake);
         Receiver {
             chan: chan.clone_with(outside),
         }

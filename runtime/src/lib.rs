@@ -123,7 +123,7 @@ pub mod __private {
     pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 
-    /// A plain thread took hold of the other end of the channel this waiter waits on: the
+    /// A plain thread took hold of an end of the channel this waiter waits on: the
     /// deadlock check must count the wait as one the outside may end (`wait.rs`,
     /// `WaitWord::mark_outside`).
     pub fn mark_wait_outside(waiter: &crate::Waiter) {

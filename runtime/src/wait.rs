@@ -24,8 +24,8 @@
 //! +----------+-----+--------------------------------------+
 //! ```
 //!
-//! The argument is an actor id, a channel id (with, in bit 54, whether the channel's other
-//! end was held outside), a file descriptor, a select's branch count, or a sleep's deadline in
+//! The argument is an actor id, a channel id (with, in bit 54, whether a plain thread held an
+//! end of the channel), a file descriptor, a select's branch count, or a sleep's deadline in
 //! milliseconds since the process's first use of it; 55 bits hold any of them (ids are
 //! counters; 2^55 ms is a million years).
 
@@ -65,17 +65,17 @@ pub enum Wait {
     ChannelRecv {
         /// The channel's id (`threadlet::channel`).
         channel: u64,
-        /// A plain thread held an end of the channel when the wait began (or took one since):
-        /// something outside the runtime may end the wait, by sending, or by closing the
-        /// channel from either end.
+        /// A plain thread held an end of the channel when the actor last parked (or took one
+        /// since): something outside the runtime may end the wait, by sending, or by closing
+        /// the channel from either end.
         outside: bool,
     },
     /// Room or a receiver on a channel (a `send`).
     ChannelSend {
         /// The channel's id.
         channel: u64,
-        /// A plain thread held an end of the channel when the wait began (or took one since):
-        /// by receiving, or by closing the channel from either end.
+        /// A plain thread held an end of the channel when the actor last parked (or took one
+        /// since): by receiving, or by closing the channel from either end.
         outside: bool,
     },
     /// The end of another actor (`JoinHandle::join`).
@@ -113,7 +113,7 @@ pub enum Wait {
 
 impl Wait {
     /// Whether something outside the runtime's actors may end the wait: a timer, a socket's
-    /// peer, a pool thread, a plain thread holding the other end of the channel. A select and a
+    /// peer, a pool thread, a plain thread holding an end of the channel. A select and a
     /// bare park count too (their sources are not recorded: a park's `Waiter` may be anywhere).
     /// Such a wait is never part of a deadlock.
     pub fn is_external(&self) -> bool {
@@ -162,7 +162,7 @@ impl fmt::Display for Wait {
 
 const KIND_SHIFT: u32 = 56;
 const TIMED: u64 = 1 << 55;
-/// For channel waits: the other end was held outside (`Wait::ChannelRecv::outside`).
+/// For channel waits: an end of the channel was held outside (`Wait::ChannelRecv::outside`).
 const OUTSIDE: u64 = 1 << 54;
 const ARG: u64 = TIMED - 1;
 const CHANNEL_ARG: u64 = OUTSIDE - 1;
@@ -212,7 +212,7 @@ impl WaitWord {
         self.0.store(word, Ordering::Relaxed);
     }
 
-    /// A plain thread now holds the other end of the channel this actor waits on: sets the
+    /// A plain thread now holds an end of the channel this actor waits on: sets the
     /// word's `outside` bit if the word is a channel wait (`Wait::ChannelRecv::outside`). A
     /// compare-and-swap, so that a newer wait stored meanwhile is left alone.
     pub(crate) fn mark_outside(&self) {
