@@ -168,12 +168,14 @@ pub(crate) type ActorYielder = Yielder<Option<Lent>, Out>;
 ///
 /// Kept there rather than in the cell, whose allocation class it took 16 bytes of: the worker
 /// context points at the frame of the coroutine running on its thread now
-/// (`WorkerContext::frame`). The coroutine sets that pointer itself whenever it gains control
-/// (`context::enter_frame`: a process actor at its start, a carrier at each activation it
-/// starts, and any coroutine when a suspension of its returns or unwinds,
-/// `context::suspend`), on the thread it runs on then; the worker clears it whenever a resume
-/// returns. So while a coroutine runs, the pointer is its own frame, which lives as long as
-/// the coroutine's entry function, hence as long as anything runs on that stack.
+/// (`WorkerContext::frame`). The coroutine sets that pointer itself whenever it gains control,
+/// on the thread it runs on then (`context::enter_frame` when a process actor starts and when
+/// a carrier starts an activation; `context::suspend` when a suspension returns); the worker
+/// clears it whenever a resume returns. So while a coroutine runs its own code, the pointer is
+/// its own frame, which lives as long as the coroutine's entry function. (In the moment between
+/// that function's return and the worker's clearing, it names a popped slot of a stack that is
+/// still mapped; nothing reads a frame then.) A forced unwind does not pass through the end of
+/// a suspension: no frame is current while it runs (`context::suspend`, `guard.rs`).
 pub(crate) struct ActorFrame<'y> {
     pub(crate) yielder: &'y ActorYielder,
     pub(crate) guard: GuardSpan,

@@ -166,35 +166,41 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<(&WorkerContext, &ActorCell)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
-/// Suspends `reason` on the coroutine running on this worker (`ctx`'s).
-fn suspend(ctx: &WorkerContext, reason: Suspend) {
-    /// Points the context of whichever thread the coroutine is resumed on (a migratable actor
-    /// may move) back at the coroutine's frame once the suspension returns, or as a forced
-    /// unwind leaves it, so that the rest of the unwind is reported as the actor's too.
-    struct Regain(*const ActorFrame<'static>);
-    impl Drop for Regain {
-        fn drop(&mut self) {
-            with_worker(|ctx| {
-                if let Some(ctx) = ctx {
-                    ctx.frame.set(self.0);
-                }
-            });
-        }
-    }
+/// Suspends `reason` on the coroutine running on this worker (`ctx`'s), which runs `actor`.
+///
+/// Once the suspension returns, the coroutine has control again, possibly on another thread (a
+/// migratable actor), and points that thread's context back at its frame (`ActorFrame`). A
+/// forced unwind (a kill, shutdown) leaves the suspension without coming back here: the
+/// frame stays unset until the unwind ends, which needs none, for no code suspends while its
+/// worker unwinds it (`cancelling` is raised throughout, and every caller of this function
+/// checks it first); only an overflow during the unwind goes unnamed.
+#[inline(always)]
+fn suspend(ctx: &WorkerContext, actor: &ActorCell, reason: Suspend) {
     let raw = ctx.frame.get();
     // SAFETY: a non-null frame was set by the coroutine we are running on (`enter_frame`, or
-    // a `Regain` like the one below) and lives at the root of its stack, the stack we run on
-    // now; the worker clears the pointer only once a resume has returned, and no other
-    // coroutine ran on this thread since ours gained control (coroutines do not nest, and
-    // each sets its own frame when it gains control). So it is valid for this call.
+    // the end of an earlier suspension, below) and lives at the root of its stack, the stack we
+    // run on now; the worker clears the pointer only once a resume has returned, and no other
+    // coroutine ran on this thread since ours gained control (coroutines do not nest, and each
+    // sets its own frame when it gains control). So it is valid for this call.
     let frame = unsafe { raw.as_ref() }.expect("a coroutine runs here, so its frame is set");
-    let regain = Regain(raw);
     let input = frame.yielder.suspend(crate::actor::Out::Suspend(reason));
-    drop(regain);
     debug_assert!(
         input.is_none(),
         "a suspended actor is resumed with no new program"
     );
+    if actor.is_migratable() {
+        // Possibly another worker's thread: its context, looked up afresh.
+        with_worker(|ctx| {
+            if let Some(ctx) = ctx {
+                ctx.frame.set(raw);
+            }
+        });
+    } else {
+        // Pinned (a process actor from its start, a handler actor whose activation suspended
+        // from that moment): resumed only by this worker, on this thread, so `ctx` is still
+        // this thread's context.
+        ctx.frame.set(raw);
+    }
 }
 
 /// A coroutine gains control at its root (a process actor's start, a carrier's activation):
@@ -293,13 +299,13 @@ fn park_recording(wait: u64) -> Result<(), Cancelled> {
                 if actor.is_killed() {
                     // A kill's wake must reach the worker, not be taken here as a notification
                     // (`worker.rs`, "Kill", step 3): yield, and the worker ends the actor.
-                    suspend(ctx, Suspend::Yield);
+                    suspend(ctx, actor, Suspend::Yield);
                     return Ok(());
                 }
                 if !actor.state.take_notification() {
                     actor.wait.set_encoded(wait);
                     crate::trace::parked(actor, wait);
-                    suspend(ctx, Suspend::Park);
+                    suspend(ctx, actor, Suspend::Park);
                 }
                 Ok(())
             }
@@ -360,8 +366,8 @@ fn with_caller<R>(f: impl FnOnce(Caller<'_>) -> R) -> R {
 /// ```
 pub fn yield_now() {
     with_current(|cur| match cur {
-        Some((ctx, _)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
-            suspend(ctx, Suspend::Yield)
+        Some((ctx, actor)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
+            suspend(ctx, actor, Suspend::Yield)
         }
         Some(_) => {}
         None => std::thread::yield_now(),
@@ -374,12 +380,12 @@ pub fn yield_now() {
 #[inline(never)]
 pub(crate) fn preempt_current() {
     with_current(|cur| {
-        if let Some((ctx, _)) = cur
+        if let Some((ctx, actor)) = cur
             && !ctx.cancelling.get()
             && ctx.exit_hooks.get() == 0
         {
             ctx.shared.remotes[ctx.index].safe_point.clear_preempt();
-            suspend(ctx, Suspend::Preempted);
+            suspend(ctx, actor, Suspend::Preempted);
         }
     })
 }

@@ -13,8 +13,10 @@
 //! and the actor's id, and the span of its stack's guard page and size (`GuardSpan`), which
 //! the frame at the root of the coroutine running on the thread keeps (`ActorFrame`, pointed
 //! at by the worker context from the moment that coroutine gains control: when a process
-//! actor starts or is resumed, and at each activation of a handler actor), looks a named
-//! actor's name up in the runtime's table of names if that table's lock is free (a
+//! actor starts or is resumed, and at each activation of a handler actor; during a forced unwind,
+//! a kill's or shutdown's, no frame is current, and a fault near the interrupted stack pointer
+//! is taken for the overflow, reported without the stack's size),
+//! looks a named actor's name up in the runtime's table of names if that table's lock is free (a
 //! compare-and-swap; the lock is then left held, since the process dies right after and
 //! unlocking could wake a waiter), formats into a fixed buffer and calls `write(2)`, all of
 //! which are async-signal-safe.
@@ -56,29 +58,65 @@ pub(crate) fn install_overflow_reporter() {
     });
 }
 
+/// How far from the interrupted stack pointer a fault may lie to be taken for an overflow of
+/// the running actor's stack when no frame says where that stack's guard page is (a forced
+/// unwind, a kill's or shutdown's, runs the unwinder and destructors before the coroutine
+/// points its worker at its frame again: `context::suspend`). Code touches the stack at or
+/// near its stack pointer (a large frame probes it page by page as it grows), so an overflow
+/// faults within a page or two of it; a wild pointer seldom lands this close.
+const NEAR_STACK_POINTER: usize = 64 * 1024;
+
 extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let actor = context::current_actor_raw();
-    let frame = context::current_frame_raw();
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
-    let actor = unsafe { actor.as_ref() };
-    // SAFETY: a non-null frame is at the root of the coroutine running on this thread now
-    // (`ActorFrame`: set by that coroutine when it gained control, cleared when its resume
-    // returns), so it lives as long as that stack is in use, and an overflow of the stack
-    // faults at its other end, the guard page, leaving the frame intact.
-    let guard = unsafe { frame.as_ref() }.map(|f| f.guard);
-    if let (Some(actor), Some(guard)) = (actor, guard)
-        && guard.guards(addr)
-    {
-        report(actor, guard.usable_size());
-        // SAFETY: resetting to the default action is async-signal-safe; returning then
-        // re-runs the faulting access, which now kills the process with SIGSEGV.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-        return;
+    if let Some(actor) = unsafe { actor.as_ref() } {
+        let frame = context::current_frame_raw();
+        // SAFETY: a non-null frame, during a resume, is at the root of the coroutine running
+        // on this thread now (`ActorFrame`: set by that coroutine when it gains control,
+        // cleared when its resume returns), so it lives as long as that stack is in use, and
+        // an overflow of the stack faults at its other end, the guard page, leaving the frame
+        // intact.
+        let overflowed = match unsafe { frame.as_ref() } {
+            Some(frame) => frame
+                .guard
+                .guards(addr)
+                .then(|| Some(frame.guard.usable_size())),
+            None => near_stack_pointer(addr, uctx).then_some(None),
+        };
+        if let Some(size) = overflowed {
+            report(actor, size);
+            // SAFETY: resetting to the default action is async-signal-safe; returning then
+            // re-runs the faulting access, which now kills the process with SIGSEGV.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+            return;
+        }
     }
     chain(sig, info, uctx);
+}
+
+/// Whether `addr` lies within `NEAR_STACK_POINTER` of the stack pointer the fault interrupted
+/// (read from the signal's context; on other targets, never).
+fn near_stack_pointer(addr: usize, uctx: *mut libc::c_void) -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    // SAFETY: the kernel passes a valid `ucontext_t` as the third argument of an `SA_SIGINFO`
+    // handler; its saved registers are plain integers.
+    let sp = unsafe { (*uctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RSP as usize] }
+        as usize;
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    // SAFETY: as above.
+    let sp = unsafe { (*uctx.cast::<libc::ucontext_t>()).uc_mcontext.sp } as usize;
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    let sp = {
+        let _ = uctx;
+        return false;
+    };
+    addr.abs_diff(sp) <= NEAR_STACK_POINTER
 }
 
 /// Passes a fault that is not ours on as the kernel would have delivered it without us:
@@ -159,8 +197,9 @@ fn default_action(sig: libc::c_int, sent: bool) {
 }
 
 /// Writes "threadlet: actor #N 'name' overflowed its stack of K KiB; ..." to stderr without
-/// allocating.
-fn report(actor: &crate::actor::ActorCell, usable: usize) {
+/// allocating; "of K KiB" only when the stack's size (`usable`) is known, which it is not
+/// during a forced unwind.
+fn report(actor: &crate::actor::ActorCell, usable: Option<usize>) {
     let mut buf = Buffer::new();
     buf.push(b"\nthreadlet: actor #");
     buf.push_num(actor.id.as_u64());
@@ -173,10 +212,14 @@ fn report(actor: &crate::actor::ActorCell, usable: usize) {
             buf.push(b"'");
         });
     }
-    buf.push(b" overflowed its stack of ");
-    buf.push_num((usable / 1024) as u64);
+    buf.push(b" overflowed its stack");
+    if let Some(usable) = usable {
+        buf.push(b" of ");
+        buf.push_num((usable / 1024) as u64);
+        buf.push(b" KiB");
+    }
     buf.push(
-        b" KiB; give it more with Builder::stack_size (whole runtime) or \
+        b"; give it more with Builder::stack_size (whole runtime) or \
           ActorBuilder::stack_size (one actor)\n",
     );
     // SAFETY: `write(2)` on fd 2 with a pointer and length into our own buffer.

@@ -76,6 +76,68 @@ fn overflow_after_a_process_actor_suspended_names_its_own_stack() {
     );
 }
 
+/// Overflows its stack when dropped: a destructor that a forced unwind runs.
+struct DeepDrop;
+
+impl Drop for DeepDrop {
+    fn drop(&mut self) {
+        std::hint::black_box(recurse(1 << 20));
+    }
+}
+
+/// In the child: an actor parks holding a `DeepDrop`, and `end` unwinds it (a kill, or the
+/// runtime's shutdown), running the destructor on the actor's stack.
+fn overflow_while_unwound(end: impl FnOnce(Runtime, threadlet_runtime::JoinHandle<()>)) {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (parked, is_parked) = std::sync::mpsc::channel();
+    let opts = SpawnOptions::new()
+        .name("deep-dropper")
+        .stack_size(32 * 1024);
+    let h = rt
+        .spawn_with(opts, move || {
+            let _deep = DeepDrop;
+            parked.send(()).unwrap();
+            while threadlet_runtime::park().is_ok() {}
+        })
+        .unwrap();
+    is_parked.recv().unwrap();
+    // Let it reach its park.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    end(rt, h);
+    unreachable!("the overflow kills the process");
+}
+
+/// A destructor that overflows while shutdown unwinds the actor is reported as the actor's
+/// overflow too (its stack's size is not known then: no frame is current during the unwind).
+#[test]
+fn overflow_in_a_destructor_during_shutdown_names_the_actor() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        overflow_while_unwound(|rt, _h| drop(rt));
+    }
+    let stderr = overflow_in_child("overflow_in_a_destructor_during_shutdown_names_the_actor");
+    assert!(
+        stderr.contains("'deep-dropper' overflowed its stack;"),
+        "stderr was: {stderr}"
+    );
+}
+
+/// The same during a kill.
+#[test]
+fn overflow_in_a_destructor_during_a_kill_names_the_actor() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        overflow_while_unwound(|rt, h| {
+            h.abort();
+            let _ = h.join();
+            drop(rt);
+        });
+    }
+    let stderr = overflow_in_child("overflow_in_a_destructor_during_a_kill_names_the_actor");
+    assert!(
+        stderr.contains("'deep-dropper' overflowed its stack;"),
+        "stderr was: {stderr}"
+    );
+}
+
 /// A handler actor's program that overflows the stack its activation was lent; with
 /// `sleep_first`, after suspending inside the activation (its carrier then becomes its own).
 struct Diver {
