@@ -173,7 +173,8 @@ pub struct Cancelled;
 /// forced unwind (a kill, shutdown) leaves the suspension without coming back here: the
 /// frame stays unset until the unwind ends, which needs none, for no code suspends while its
 /// worker unwinds it (`cancelling` is raised throughout, and every caller of this function
-/// checks it first); only an overflow during the unwind goes unnamed.
+/// checks it first); an overflow during the unwind is reported without its stack's size
+/// (`guard.rs`).
 #[inline(always)]
 fn suspend(ctx: &WorkerContext, actor: &ActorCell, reason: Suspend) {
     let raw = ctx.frame.get();
@@ -184,10 +185,6 @@ fn suspend(ctx: &WorkerContext, actor: &ActorCell, reason: Suspend) {
     // sets its own frame when it gains control). So it is valid for this call.
     let frame = unsafe { raw.as_ref() }.expect("a coroutine runs here, so its frame is set");
     let input = frame.yielder.suspend(crate::actor::Out::Suspend(reason));
-    debug_assert!(
-        input.is_none(),
-        "a suspended actor is resumed with no new program"
-    );
     if actor.is_migratable() {
         // Possibly another worker's thread: its context, looked up afresh.
         with_worker(|ctx| {
@@ -201,6 +198,10 @@ fn suspend(ctx: &WorkerContext, actor: &ActorCell, reason: Suspend) {
         // this thread's context.
         ctx.frame.set(raw);
     }
+    debug_assert!(
+        input.is_none(),
+        "a suspended actor is resumed with no new program"
+    );
 }
 
 /// A coroutine gains control at its root (a process actor's start, a carrier's activation):

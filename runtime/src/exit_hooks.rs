@@ -114,7 +114,12 @@ impl ExitHooks {
 
     /// Calls every hook with `down`, in the order they were added, each contained
     /// ([`call_exit_hook`]). Call it with no lock held.
+    #[inline]
     pub fn call_all(self, down: &Down) {
+        if self.0.is_empty() {
+            // Most actors end unwatched: nothing to call, and no buffer to free.
+            return;
+        }
         for e in self.0 {
             call_exit_hook(e.hook, down);
         }

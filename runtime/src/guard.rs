@@ -74,17 +74,18 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // `Arc` to it for the whole resume, and the fault happened during that resume.
     if let Some(actor) = unsafe { actor.as_ref() } {
         let frame = context::current_frame_raw();
-        // SAFETY: a non-null frame, during a resume, is at the root of the coroutine running
-        // on this thread now (`ActorFrame`: set by that coroutine when it gains control,
-        // cleared when its resume returns), so it lives as long as that stack is in use, and
-        // an overflow of the stack faults at its other end, the guard page, leaving the frame
-        // intact.
-        let overflowed = match unsafe { frame.as_ref() } {
-            Some(frame) => frame
-                .guard
-                .guards(addr)
-                .then(|| Some(frame.guard.usable_size())),
-            None => near_stack_pointer(addr, uctx).then_some(None),
+        let overflowed = if frame.is_null() {
+            near_stack_pointer(addr, uctx).then_some(None)
+        } else {
+            // SAFETY: a non-null frame, during a resume, is the root frame of the coroutine
+            // running on this thread now (`ActorFrame`: set by that coroutine when it gains
+            // control, cleared when its resume returns), which an overflow leaves intact (it
+            // faults at the stack's other end, in the guard page). In the moment between the
+            // entry function's return and the worker's clearing, it names a popped slot of a
+            // stack that is still mapped: only the plain guard word is read, through the raw
+            // pointer, making no reference to the frame and its yielder.
+            let guard = unsafe { std::ptr::addr_of!((*frame).guard).read() };
+            guard.guards(addr).then(|| Some(guard.usable_size()))
         };
         if let Some(size) = overflowed {
             report(actor, size);
@@ -98,25 +99,31 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
 }
 
 /// Whether `addr` lies within `NEAR_STACK_POINTER` of the stack pointer the fault interrupted
-/// (read from the signal's context; on other targets, never).
+/// (read from the signal's context).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 fn near_stack_pointer(addr: usize, uctx: *mut libc::c_void) -> bool {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    let uctx = uctx.cast::<libc::ucontext_t>();
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: the kernel passes a valid `ucontext_t` as the third argument of an `SA_SIGINFO`
     // handler; its saved registers are plain integers.
-    let sp = unsafe { (*uctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RSP as usize] }
-        as usize;
-    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    let sp = unsafe { (*uctx).uc_mcontext.gregs[libc::REG_RSP as usize] } as usize;
+    #[cfg(target_arch = "aarch64")]
     // SAFETY: as above.
-    let sp = unsafe { (*uctx.cast::<libc::ucontext_t>()).uc_mcontext.sp } as usize;
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    let sp = {
-        let _ = uctx;
-        return false;
-    };
+    let sp = unsafe { (*uctx).uc_mcontext.sp } as usize;
     addr.abs_diff(sp) <= NEAR_STACK_POINTER
+}
+
+/// Elsewhere the interrupted stack pointer is not read: no fault is taken for an overflow
+/// without a frame.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn near_stack_pointer(_addr: usize, _uctx: *mut libc::c_void) -> bool {
+    false
 }
 
 /// Passes a fault that is not ours on as the kernel would have delivered it without us:

@@ -138,6 +138,85 @@ fn overflow_in_a_destructor_during_a_kill_names_the_actor() {
     );
 }
 
+/// A migratable actor that has moved to another worker's thread (when the scheduler moves it
+/// within a few seconds; the report is checked either way) and then overflows is reported
+/// with its own stack: the thread it resumed on points at its frame.
+#[test]
+fn overflow_after_a_migratable_actor_moved_names_its_own_stack() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let opts = SpawnOptions::new().name("mover").stack_size(32 * 1024);
+        // SAFETY: the actor keeps nothing tied to its thread across a suspension (a thread id,
+        // a number, is only compared).
+        let opts = unsafe { opts.migratable() };
+        let h = rt
+            .spawn_with(opts, || {
+                let first = std::thread::current().id();
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while std::thread::current().id() == first && std::time::Instant::now() < until {
+                    threadlet_runtime::sleep(std::time::Duration::from_millis(1));
+                }
+                eprintln!("moved: {}", std::thread::current().id() != first);
+                recurse(1 << 20)
+            })
+            .unwrap();
+        let _ = h.join();
+        unreachable!("the overflow kills the process");
+    }
+    let stderr = overflow_in_child("overflow_after_a_migratable_actor_moved_names_its_own_stack");
+    assert!(
+        stderr.contains("'mover' overflowed its stack of 32 KiB"),
+        "stderr was: {stderr}"
+    );
+}
+
+/// A handler actor killed while its activation is suspended inside `run`: a destructor that
+/// overflows during the carrier's unwind is reported as the actor's.
+#[test]
+fn overflow_in_a_destructor_while_a_suspended_activation_is_killed() {
+    struct Holder {
+        parked: Option<std::sync::mpsc::Sender<()>>,
+        _done: Completion<()>,
+    }
+    impl Activation for Holder {
+        fn run(&mut self) -> Step {
+            let _deep = DeepDrop;
+            if let Some(p) = self.parked.take() {
+                p.send(()).unwrap();
+            }
+            while threadlet_runtime::park().is_ok() {}
+            Step::Stop
+        }
+    }
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder()
+            .workers(1)
+            .stack_size(48 * 1024)
+            .build()
+            .unwrap();
+        let (parked, is_parked) = std::sync::mpsc::channel();
+        let h = rt
+            .start_handler(SpawnOptions::new().name("held-down"), move |_, done| {
+                Holder {
+                    parked: Some(parked),
+                    _done: done,
+                }
+            })
+            .unwrap();
+        is_parked.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        h.abort();
+        let _ = h.join();
+        unreachable!("the overflow kills the process");
+    }
+    let stderr =
+        overflow_in_child("overflow_in_a_destructor_while_a_suspended_activation_is_killed");
+    assert!(
+        stderr.contains("'held-down' overflowed its stack;"),
+        "stderr was: {stderr}"
+    );
+}
+
 /// A handler actor's program that overflows the stack its activation was lent; with
 /// `sleep_first`, after suspending inside the activation (its carrier then becomes its own).
 struct Diver {
