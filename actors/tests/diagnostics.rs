@@ -607,41 +607,61 @@ fn waiting_on_an_actor_of_another_runtime_is_not_a_deadlock() {
     });
 }
 
-#[test]
-fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
-    // Until main has cloned the sender, the runtime sees only inside senders, and a report then
-    // is right for what it sees: a crowded machine that holds main up between the receiver's
-    // park and the clone spoils that round, and the test tries another. An outside clone that
-    // did not count would be reported in every round.
+/// Checks that a wait a plain thread can end is not reported. `round` sets one up on the
+/// runtime it is given (an actor parked on something whose end main then takes outside) and
+/// returns what ends it; the runtime gets `QUIET` to report in between.
+///
+/// Until main has taken its outside end, the runtime sees only inside ones, and a report then
+/// is right for what it sees: a crowded machine that holds main up between the actor's park
+/// and main's move spoils that round, and the test tries another. A wait that did not count
+/// would be reported in every round.
+fn quiet_in_some_round(
+    what: &str,
+    round: impl Fn(&Runtime) -> Box<dyn FnOnce()> + Send + Sync + 'static,
+) {
     const ROUNDS: usize = 5;
+    let round = std::sync::Arc::new(round);
     let quiet_round = (0..ROUNDS).any(|_| {
-        within_watchdog("late outside sender", || {
+        let round = round.clone();
+        within_watchdog(what, move || {
             let (rt, reports) = reporting_runtime(2);
-            let (give, take) = mpsc::channel();
-            // The channel is made inside an actor: both ends count as inside.
-            let h = rt.spawn(move || {
-                let (tx, rx) = channel::unbounded::<u32>();
-                give.send(tx).unwrap();
-                rx.recv()
-            });
-            let inside = take.recv().unwrap();
-            // Let the receiver park, then take an outside clone and drop the inside one.
-            dump_until(&rt, "the receiver waiting", |d| {
-                d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
-            });
-            let outside = inside.clone();
-            drop(inside);
+            let end_the_wait = round(&rt);
             std::thread::sleep(QUIET);
             let quiet = reports.try_recv().is_err();
-            outside.send(5).unwrap();
-            assert_eq!(h.join().unwrap(), Ok(5));
+            end_the_wait();
             quiet
         })
     });
-    assert!(
-        quiet_round,
-        "reported in each of {ROUNDS} rounds while main held a sender"
-    );
+    assert!(quiet_round, "{what}: reported in each of {ROUNDS} rounds");
+}
+
+/// Waits until `h`'s actor is parked.
+fn parked<R>(rt: &Runtime, h: &JoinHandle<R>) {
+    dump_until(rt, "the actor waiting", |d| {
+        d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
+    });
+}
+
+#[test]
+fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
+    quiet_in_some_round("late outside sender", |rt| {
+        let (give, take) = mpsc::channel();
+        // The channel is made inside an actor: both ends count as inside.
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::unbounded::<u32>();
+            give.send(tx).unwrap();
+            rx.recv()
+        });
+        let inside = take.recv().unwrap();
+        // Let the receiver park, then take an outside clone and drop the inside one.
+        parked(rt, &h);
+        let outside = inside.clone();
+        drop(inside);
+        Box::new(move || {
+            outside.send(5).unwrap();
+            assert_eq!(h.join().unwrap(), Ok(5));
+        })
+    });
 }
 
 /// A receiver woken for nothing (a stale wake) parks again on the same channel: what it
@@ -649,81 +669,56 @@ fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
 /// said, or the check takes a live wait for a deadlock (and `panic_on_deadlock` would kill).
 #[test]
 fn a_receiver_woken_for_nothing_still_counts_a_sender_held_outside() {
-    // As above: a report before main's clone is right for what the runtime sees then, and
-    // spoils only that round.
-    const ROUNDS: usize = 5;
-    let quiet_round = (0..ROUNDS).any(|_| {
-        within_watchdog("stale wake", || {
-            let (rt, reports) = reporting_runtime(2);
-            let (give, take) = mpsc::channel();
-            let h = rt.spawn(move || {
-                let (tx, rx) = channel::unbounded::<u32>();
-                give.send((tx, threadlet_runtime::Waiter::current()))
-                    .unwrap();
-                rx.recv()
-            });
-            let (inside, waiter) = take.recv().unwrap();
-            let runs = |rt: &Runtime| rt.dump().actor(h.id()).map_or(0, |a| a.runs);
-            dump_until(&rt, "the receiver waiting", |d| {
-                d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
-            });
-            let outside = inside.clone();
-            drop(inside);
-            // A wake with no value: the receiver finds its slot still waiting and parks again.
-            let before = runs(&rt);
-            waiter.wake();
-            dump_until(&rt, "the receiver parked again", |d| {
-                d.actor(h.id())
-                    .is_some_and(|a| a.runs > before && a.waiting_on().is_some())
-            });
-            std::thread::sleep(QUIET);
-            let quiet = reports.try_recv().is_err();
+    quiet_in_some_round("stale wake", |rt| {
+        let (give, take) = mpsc::channel();
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::unbounded::<u32>();
+            give.send((tx, threadlet_runtime::Waiter::current()))
+                .unwrap();
+            rx.recv()
+        });
+        let (inside, waiter) = take.recv().unwrap();
+        parked(rt, &h);
+        let outside = inside.clone();
+        drop(inside);
+        // A wake with no value: the receiver finds its slot still waiting and parks again.
+        let runs = |rt: &Runtime| rt.dump().actor(h.id()).map_or(0, |a| a.runs);
+        let before = runs(rt);
+        waiter.wake();
+        dump_until(rt, "the receiver parked again", |d| {
+            d.actor(h.id())
+                .is_some_and(|a| a.runs > before && a.waiting_on().is_some())
+        });
+        Box::new(move || {
             outside.send(5).unwrap();
             assert_eq!(h.join().unwrap(), Ok(5));
-            quiet
         })
     });
-    assert!(
-        quiet_round,
-        "reported in each of {ROUNDS} rounds while main held a sender"
-    );
 }
 
 /// A plain thread that holds only a receiver of a channel can still end a wait on it: by
 /// closing the channel. An actor waiting to receive on it is not deadlocked.
 #[test]
 fn a_receiver_held_outside_can_close_the_channel() {
-    // As above: a report before main's clone is right for what the runtime sees then.
-    const ROUNDS: usize = 5;
-    let quiet_round = (0..ROUNDS).any(|_| {
-        within_watchdog("outside receiver", || {
-            let (rt, reports) = reporting_runtime(2);
-            let (give, take) = mpsc::channel();
-            // The actor keeps the only sender: nothing but a close can end its wait.
-            let h = rt.spawn(move || {
-                let (tx, rx) = channel::unbounded::<u32>();
-                give.send(rx.clone()).unwrap();
-                let got = rx.recv();
-                drop(tx);
-                got
-            });
-            let inside = take.recv().unwrap();
-            dump_until(&rt, "the receiver waiting", |d| {
-                d.actor(h.id()).and_then(|a| a.waiting_on()).is_some()
-            });
-            let outside = inside.clone();
-            drop(inside);
-            std::thread::sleep(QUIET);
-            let quiet = reports.try_recv().is_err();
+    quiet_in_some_round("outside receiver", |rt| {
+        let (give, take) = mpsc::channel();
+        // The actor keeps the only sender: nothing but a close can end its wait.
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::unbounded::<u32>();
+            give.send(rx.clone()).unwrap();
+            let got = rx.recv();
+            drop(tx);
+            got
+        });
+        let inside = take.recv().unwrap();
+        parked(rt, &h);
+        let outside = inside.clone();
+        drop(inside);
+        Box::new(move || {
             outside.close();
             assert_eq!(h.join().unwrap(), Err(channel::RecvError));
-            quiet
         })
     });
-    assert!(
-        quiet_round,
-        "reported in each of {ROUNDS} rounds while main held a receiver"
-    );
 }
 
 #[test]
