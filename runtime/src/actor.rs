@@ -436,18 +436,17 @@ pub struct ActorCell {
 }
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`).
-// `body` and `activation_preempted` are touched only by the worker that
-// holds the actor in the `RUNNING` state, which the wake protocol makes exclusive (one queue
-// entry at a time, popped by one worker). A started pinned actor's coroutine, which is not
-// `Send`, is only ever resumed or dropped on its home worker's thread: every wake of it is
-// routed there (`Shared::schedule_woken`), thieves never see it (it never enters a stealable
-// queue), and shutdown unwinds it on that thread. A migratable coroutine may move, on the
-// promise its spawner made in `SpawnOptions::migratable`. A handler actor's program is also
-// reached through the pointer lent to the carrier running its activation (`program.rs`), on
-// the worker that holds the actor: the program is `Send`, and the lending protocol keeps
-// every other access to the body away until the activation returns (its worker leaves the
-// body alone; a suspended activation pins the actor, and nothing drops a pinned handler
-// actor's program before its worker has unwound the carrier).
+// `body` and `activation_preempted` are touched only by the worker that holds the actor in the
+// `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a time, popped by
+// one worker). A started pinned actor's coroutine, which is not `Send`, is only ever resumed or
+// dropped on its home worker's thread: every wake of it is routed there (`Shared::schedule_woken`),
+// thieves never see it (it never enters a stealable queue), and shutdown unwinds it on that thread.
+// A migratable coroutine may move, on the promise its spawner made in `SpawnOptions::migratable`. A
+// handler actor's program is also reached through the pointer lent to the carrier running its
+// activation (`program.rs`), on the worker that holds the actor: the program is `Send`, and the
+// lending protocol keeps every other access to the body away until the activation returns (its
+// worker leaves the body alone; a suspended activation pins the actor, and nothing drops a pinned
+// handler actor's program before its worker has unwound the carrier).
 unsafe impl Send for ActorCell {}
 // SAFETY: as for `Send`: shared access is to atomics and immutable fields only.
 unsafe impl Sync for ActorCell {}
