@@ -158,6 +158,9 @@ pub(crate) enum Out {
 
 /// What an actor's coroutine returns: a process actor's entry returned, the actor has ended.
 /// (A carrier never returns: it loops over activations until it is unwound.)
+/// (`Copy`, so that the bounds of a coroutine's stack, `CoroutineTrapHandler<Finished>`, are
+/// too: `WorkerContext::unwinding`.)
+#[derive(Clone, Copy)]
 pub(crate) enum Finished {
     Process,
 }

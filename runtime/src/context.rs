@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::actor::{ActorCell, ActorFrame, ActorId, ActorRef, Suspend};
+use corosensei::trap::CoroutineTrapHandler;
+
+use crate::actor::{ActorCell, ActorFrame, ActorId, ActorRef, Finished, Suspend};
 use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
@@ -35,6 +37,9 @@ pub(crate) struct WorkerContext {
     /// guard), or null while the worker runs its own loop: set by the coroutine when it gains
     /// control, cleared by the worker when a resume returns (`ActorFrame`).
     pub(crate) frame: Cell<*const ActorFrame<'static>>,
+    /// While the worker force-unwinds a coroutine (a kill, shutdown), when no frame is current:
+    /// the bounds of that coroutine's stack, for the overflow reporter (`guard.rs`).
+    pub(crate) unwinding: Cell<Option<CoroutineTrapHandler<Finished>>>,
     /// Set while shutdown unwinds this worker's actors, or while it kills one: parks fail
     /// instead of suspending.
     pub(crate) cancelling: Cell<bool>,
@@ -218,12 +223,16 @@ pub(crate) fn enter_frame(frame: &ActorFrame<'_>) {
     });
 }
 
-/// The frame of the coroutine running on this thread, or null (the overflow reporter,
-/// `guard.rs`, from a signal handler: only reads a thread-local and the context).
-pub(crate) fn current_frame_raw() -> *const ActorFrame<'static> {
+/// The frame of the coroutine running on this thread, or null, and the bounds of the stack
+/// of a coroutine this worker force-unwinds (the overflow reporter, `guard.rs`, from a signal
+/// handler: only reads a thread-local and the context).
+pub(crate) fn current_frame_raw() -> (
+    *const ActorFrame<'static>,
+    Option<CoroutineTrapHandler<Finished>>,
+) {
     let ctx = WORKER.with(|w| w.get());
     // SAFETY: as in `with_worker`: a non-null pointer is this thread's live worker context.
-    unsafe { ctx.as_ref() }.map_or(ptr::null(), |c| c.frame.get())
+    unsafe { ctx.as_ref() }.map_or((ptr::null(), None), |c| (c.frame.get(), c.unwinding.get()))
 }
 
 /// Blocks the caller until woken: suspends the running actor, or parks a plain thread.

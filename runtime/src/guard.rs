@@ -14,8 +14,9 @@
 //! the frame at the root of the coroutine running on the thread keeps (`ActorFrame`, pointed
 //! at by the worker context from the moment that coroutine gains control: when a process
 //! actor starts or is resumed, and at each activation of a handler actor; during a forced unwind,
-//! a kill's or shutdown's, no frame is current, and a fault near the interrupted stack pointer
-//! is taken for the overflow, reported without the stack's size),
+//! a kill's or shutdown's, no frame is current, and a fault near the interrupted stack pointer,
+//! when that lies in the unwound coroutine's stack, is taken for the overflow, reported without
+//! the stack's size),
 //! looks a named actor's name up in the runtime's table of names if that table's lock is free (a
 //! compare-and-swap; the lock is then left held, since the process dies right after and
 //! unlocking could wake a waiter), formats into a fixed buffer and calls `write(2)`, all of
@@ -59,11 +60,11 @@ pub(crate) fn install_overflow_reporter() {
 }
 
 /// How far from the interrupted stack pointer a fault may lie to be taken for an overflow of
-/// the running actor's stack when no frame says where that stack's guard page is (a forced
-/// unwind, a kill's or shutdown's, runs the unwinder and destructors before the coroutine
-/// points its worker at its frame again: `context::suspend`). Code touches the stack at or
-/// near its stack pointer (a large frame probes it page by page as it grows), so an overflow
-/// faults within a page or two of it; a wild pointer seldom lands this close.
+/// the stack of a coroutine being force-unwound (a kill's or shutdown's unwinder and
+/// destructors run with no frame current, `context::suspend`), when that stack pointer lies
+/// within the coroutine's stack. Code touches the stack at or near its stack pointer (a large
+/// frame probes it page by page as it grows), so an overflow faults within a page or two of
+/// it; a wild pointer seldom lands this close.
 const NEAR_STACK_POINTER: usize = 64 * 1024;
 
 extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
@@ -73,9 +74,16 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     // SAFETY: a non-null pointer is the actor this worker is resuming; the worker holds an
     // `Arc` to it for the whole resume, and the fault happened during that resume.
     if let Some(actor) = unsafe { actor.as_ref() } {
-        let frame = context::current_frame_raw();
+        let (frame, unwinding) = context::current_frame_raw();
         let overflowed = if frame.is_null() {
-            near_stack_pointer(addr, uctx).then_some(None)
+            // A forced unwind: its coroutine's stack, by its bounds (guard page included).
+            let overflow = |sp: usize| {
+                unwinding.is_some_and(|stack| stack.stack_ptr_in_bounds(sp))
+                    && addr.abs_diff(sp) <= NEAR_STACK_POINTER
+            };
+            interrupted_stack_pointer(uctx)
+                .is_some_and(overflow)
+                .then_some(None)
         } else {
             // SAFETY: a non-null frame, during a resume, is the root frame of the coroutine
             // running on this thread now (`ActorFrame`: set by that coroutine when it gains
@@ -98,13 +106,12 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut 
     chain(sig, info, uctx);
 }
 
-/// Whether `addr` lies within `NEAR_STACK_POINTER` of the stack pointer the fault interrupted
-/// (read from the signal's context).
+/// The stack pointer the fault interrupted, read from the signal's context.
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-fn near_stack_pointer(addr: usize, uctx: *mut libc::c_void) -> bool {
+fn interrupted_stack_pointer(uctx: *mut libc::c_void) -> Option<usize> {
     let uctx = uctx.cast::<libc::ucontext_t>();
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the kernel passes a valid `ucontext_t` as the third argument of an `SA_SIGINFO`
@@ -113,7 +120,7 @@ fn near_stack_pointer(addr: usize, uctx: *mut libc::c_void) -> bool {
     #[cfg(target_arch = "aarch64")]
     // SAFETY: as above.
     let sp = unsafe { (*uctx).uc_mcontext.sp } as usize;
-    addr.abs_diff(sp) <= NEAR_STACK_POINTER
+    Some(sp)
 }
 
 /// Elsewhere the interrupted stack pointer is not read: no fault is taken for an overflow
@@ -122,8 +129,8 @@ fn near_stack_pointer(addr: usize, uctx: *mut libc::c_void) -> bool {
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 )))]
-fn near_stack_pointer(_addr: usize, _uctx: *mut libc::c_void) -> bool {
-    false
+fn interrupted_stack_pointer(_uctx: *mut libc::c_void) -> Option<usize> {
+    None
 }
 
 /// Passes a fault that is not ours on as the kernel would have delivered it without us:

@@ -866,6 +866,7 @@ pub(crate) fn run(
         index,
         current: Cell::new(std::ptr::null()),
         frame: Cell::new(std::ptr::null()),
+        unwinding: Cell::new(None),
         cancelling: Cell::new(false),
         killing: Cell::new(false),
         exit_hooks: Cell::new(0),
@@ -1531,11 +1532,7 @@ impl WorkerLoop<'_> {
         self.ctx.killing.set(true);
         if activation_suspended(actor) {
             let mut carrier = self.take_suspended(actor);
-            self.ctx.current.set(Arc::as_ptr(actor));
-            // As for a process actor's coroutine, below.
-            let unwound = catch_unwind(AssertUnwindSafe(|| carrier.coroutine.force_unwind()));
-            self.ctx.current.set(std::ptr::null());
-            self.ctx.frame.set(std::ptr::null());
+            let unwound = self.force_unwind(actor, &mut carrier.coroutine);
             if unwound.is_ok() {
                 self.recycle(carrier.coroutine.into_stack());
             } else {
@@ -1559,12 +1556,7 @@ impl WorkerLoop<'_> {
                 actor.discard_unstarted(body);
             }
             Body::Running(coroutine) => {
-                self.ctx.current.set(Arc::as_ptr(actor));
-                // As in `unwind`: a panic that escapes the unwind (an actor that caught it and
-                // panicked anew) must not take the worker down.
-                let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
-                self.ctx.current.set(std::ptr::null());
-                self.ctx.frame.set(std::ptr::null());
+                let unwound = self.force_unwind(actor, coroutine);
                 if unwound.is_ok() {
                     self.finish(actor, body);
                 } else {
@@ -1738,6 +1730,28 @@ impl WorkerLoop<'_> {
     fn take_suspended(&self, actor: &ActorCell) -> Carrier {
         let carrier = self.core().suspended.borrow_mut().remove(&actor.id);
         carrier.expect("a suspended activation's carrier is with its worker")
+    }
+
+    /// Force-unwinds `actor`'s coroutine (a process actor's, or the carrier of its suspended
+    /// activation) on this worker, as `actor`: destructors run on its stack. A panic other than
+    /// corosensei's forced unwind can come out of it (an actor that caught the unwind and
+    /// panicked anew); it is returned, not let take the worker down. (A destructor that panics
+    /// *during* the unwind aborts the process, as in any Rust code.)
+    ///
+    /// No frame is current while it unwinds (`ActorFrame`): the bounds of its stack stand in
+    /// for the overflow reporter (`WorkerContext::unwinding`, `guard.rs`).
+    fn force_unwind(
+        &self,
+        actor: &ActorRef,
+        coroutine: &mut ActorCoroutine,
+    ) -> std::thread::Result<()> {
+        self.ctx.current.set(Arc::as_ptr(actor));
+        self.ctx.unwinding.set(Some(coroutine.trap_handler()));
+        let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
+        self.ctx.unwinding.set(None);
+        self.ctx.current.set(std::ptr::null());
+        self.ctx.frame.set(std::ptr::null());
+        unwound
     }
 
     /// Unwinds an idle carrier (it holds no actor: only its own loop is on its stack) and gives
@@ -1962,16 +1976,10 @@ impl WorkerLoop<'_> {
             };
             coroutine
         };
-        self.ctx.current.set(Arc::as_ptr(actor));
         // Under the GIL baseline, with the global lock: the destructors it runs are actor code,
         // which that baseline runs one at a time (as `kill` does).
         let gil = self.shared().policy.run_guard();
-        // A panic other than corosensei's forced unwind can come out of the coroutine (an actor
-        // that caught the unwind and panicked anew); it must not take the worker down. (A
-        // destructor that panics *during* the unwind aborts the process, as in any Rust code.)
-        let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
-        self.ctx.current.set(std::ptr::null());
-        self.ctx.frame.set(std::ptr::null());
+        let unwound = self.force_unwind(actor, &mut coroutine);
         if handler {
             // SAFETY: as for a process actor's body above; and the carrier is unwound (or
             // leaked, never to run again), so nothing refers to the body any more.
