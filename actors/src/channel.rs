@@ -556,6 +556,23 @@ impl<T> State<T> {
             .collect()
     }
 
+    /// One end fewer of kind `end`, made on a plain thread if `outside`. When the last end held
+    /// outside goes, the waits it marked are judged afresh: returns the waiters to wake once
+    /// the lock is released, which park again with what they read then (`Chan::rewait`), so
+    /// that a deadlock left behind is reported.
+    #[must_use = "wake the waiters after unlocking"]
+    fn uncount_outside(&mut self, end: usize, outside: bool) -> Vec<Waiter> {
+        if !outside {
+            return Vec::new();
+        }
+        self.outside[end] -= 1;
+        if self.held_outside() {
+            return Vec::new();
+        }
+        let waiting = self.waiting_receivers.iter().chain(&self.waiting_senders);
+        waiting.map(|slot| slot.waiter.clone()).collect()
+    }
+
     /// Whether a plain thread holds an end of the channel (see `count_outside`).
     fn held_outside(&self) -> bool {
         self.outside != [0, 0]
@@ -909,21 +926,28 @@ impl<T> Clone for Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let woken = {
+        let (woken, unmarked) = {
             let mut st = self.chan.state.lock();
             st.senders -= 1;
-            st.outside[SENDERS] -= u32::from(self.chan.flag());
+            let unmarked = st.uncount_outside(SENDERS, self.chan.flag());
             if st.senders > 0 {
-                return;
+                (None, unmarked)
+            } else {
+                let woken = std::mem::take(&mut st.waiting_receivers);
+                for r in &woken {
+                    r.complete(Cell::Disconnected, None);
+                }
+                (
+                    Some((woken, Woken::<T>::watchers(&mut st.recv_watchers))),
+                    unmarked,
+                )
             }
-            let woken = std::mem::take(&mut st.waiting_receivers);
-            for r in &woken {
-                r.complete(Cell::Disconnected, None);
-            }
-            (woken, Woken::<T>::watchers(&mut st.recv_watchers))
         };
-        wake_all(woken.0);
-        woken.1.wake();
+        unmarked.iter().for_each(Waiter::wake);
+        if let Some((woken, watchers)) = woken {
+            wake_all(woken);
+            watchers.wake();
+        }
     }
 }
 
@@ -1334,27 +1358,34 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        let woken_left = {
+        let (woken_left, unmarked) = {
             let mut st = self.chan.state.lock();
             st.receivers -= 1;
-            st.outside[RECEIVERS] -= u32::from(self.chan.flag());
+            let unmarked = st.uncount_outside(RECEIVERS, self.chan.flag());
             if st.receivers > 0 {
-                return;
+                (None, unmarked)
+            } else {
+                let woken = std::mem::take(&mut st.waiting_senders);
+                for s in &woken {
+                    // The value goes back to its sender in the same step that completes the
+                    // slot, so a sender waking in between never sees a completed slot without
+                    // its value.
+                    s.complete_with(Cell::Disconnected);
+                }
+                let watchers = Woken::<T>::watchers(&mut st.send_watchers);
+                (
+                    Some((woken, watchers, std::mem::take(&mut st.buffer))),
+                    unmarked,
+                )
             }
-            let woken = std::mem::take(&mut st.waiting_senders);
-            for s in &woken {
-                // The value goes back to its sender in the same step that completes the slot,
-                // so a sender waking in between never sees a completed slot without its value.
-                s.complete_with(Cell::Disconnected);
-            }
-            let watchers = Woken::<T>::watchers(&mut st.send_watchers);
-            (woken, watchers, std::mem::take(&mut st.buffer))
         };
-        let (woken, watchers, left) = woken_left;
-        wake_all(woken);
-        watchers.wake();
-        // Dropped unlocked: a value's destructor may use this channel again.
-        drop(left);
+        unmarked.iter().for_each(Waiter::wake);
+        if let Some((woken, watchers, left)) = woken_left {
+            wake_all(woken);
+            watchers.wake();
+            // Dropped unlocked: a value's destructor may use this channel again.
+            drop(left);
+        }
     }
 }
 

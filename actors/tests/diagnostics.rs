@@ -721,6 +721,39 @@ fn a_receiver_held_outside_can_close_the_channel() {
     });
 }
 
+/// Once the last end a plain thread held is gone, a wait that end marked is judged again: the
+/// actor parks again with what it reads then, and the deadlock left behind is reported.
+#[test]
+fn a_wait_is_judged_again_when_the_last_outside_end_goes() {
+    within_watchdog("outside end gone", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (give, take) = mpsc::channel();
+        // The actor keeps a sender itself: once main's are gone, nothing can end its wait.
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::unbounded::<u32>();
+            give.send(tx.clone()).unwrap();
+            let got = rx.recv();
+            drop(tx);
+            got
+        });
+        let inside = take.recv().unwrap();
+        parked(&rt, &h);
+        let outside = inside.clone();
+        drop(inside);
+        // Marked: no report from now on while main holds `outside`. One made before the clone
+        // (right for what the runtime saw then) is let go.
+        std::thread::sleep(QUIET);
+        while reports.try_recv().is_ok() {}
+        drop(outside);
+        let report = reports
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the deadlock left once main's sender went is reported");
+        assert!(report.actors.iter().any(|a| a.id == h.id()));
+        assert!(h.abort());
+        assert!(h.join().unwrap_err().is_killed());
+    });
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {
