@@ -937,9 +937,12 @@ impl<T> Drop for Sender<T> {
                 for r in &woken {
                     r.complete(Cell::Disconnected, None);
                 }
+                // The waiters `unmarked` names are these (a parked sender would hold an end):
+                // woken once, as disconnected.
+                drop(unmarked);
                 (
                     Some((woken, Woken::<T>::watchers(&mut st.recv_watchers))),
-                    unmarked,
+                    Vec::new(),
                 )
             }
         };
@@ -1373,9 +1376,11 @@ impl<T> Drop for Receiver<T> {
                     s.complete_with(Cell::Disconnected);
                 }
                 let watchers = Woken::<T>::watchers(&mut st.send_watchers);
+                // As in `Sender::drop`: `unmarked` names these, woken once, as disconnected.
+                drop(unmarked);
                 (
                     Some((woken, watchers, std::mem::take(&mut st.buffer))),
-                    unmarked,
+                    Vec::new(),
                 )
             }
         };

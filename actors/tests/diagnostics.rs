@@ -754,6 +754,37 @@ fn a_wait_is_judged_again_when_the_last_outside_end_goes() {
     });
 }
 
+/// The same for a sender waiting for room, once the last receiver a plain thread held is gone.
+#[test]
+fn a_send_is_judged_again_when_the_last_outside_receiver_goes() {
+    within_watchdog("outside receiver gone", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (give, take) = mpsc::channel();
+        // The actor keeps a receiver itself, and waits for room it would have to make.
+        let h = rt.spawn(move || {
+            let (tx, rx) = channel::bounded::<u32>(1);
+            give.send(rx.clone()).unwrap();
+            tx.send(1).unwrap();
+            let sent = tx.send(2);
+            drop(rx);
+            sent.is_ok()
+        });
+        let inside = take.recv().unwrap();
+        parked(&rt, &h);
+        let outside = inside.clone();
+        drop(inside);
+        std::thread::sleep(QUIET);
+        while reports.try_recv().is_ok() {}
+        drop(outside);
+        let report = reports
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the deadlock left once main's receiver went is reported");
+        assert!(report.actors.iter().any(|a| a.id == h.id()));
+        assert!(h.abort());
+        assert!(h.join().unwrap_err().is_killed());
+    });
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {
