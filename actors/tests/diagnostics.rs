@@ -721,21 +721,21 @@ fn a_receiver_held_outside_can_close_the_channel() {
     });
 }
 
-/// Once the last end a plain thread held is gone, a wait that end marked is judged again: the
-/// actor parks again with what it reads then, and the deadlock left behind is reported.
-#[test]
-fn a_wait_is_judged_again_when_the_last_outside_end_goes() {
-    within_watchdog("outside end gone", || {
+/// Checks that a wait an end held outside marked is judged again once main lets that end go.
+/// `actor` hands main an end of a channel it made (counted as inside) and parks on that channel
+/// keeping an end of its own that only it could use: main takes an outside clone, drops the
+/// handed end, lets the outside one go, and the deadlock left behind must be reported.
+fn reported_once_main_lets_go<E, R>(
+    what: &str,
+    actor: impl FnOnce(mpsc::Sender<E>) -> R + Send + 'static,
+) where
+    E: Clone + Send + 'static,
+    R: Send + std::fmt::Debug + 'static,
+{
+    within_watchdog(what, move || {
         let (rt, reports) = reporting_runtime(2);
         let (give, take) = mpsc::channel();
-        // The actor keeps a sender itself: once main's are gone, nothing can end its wait.
-        let h = rt.spawn(move || {
-            let (tx, rx) = channel::unbounded::<u32>();
-            give.send(tx.clone()).unwrap();
-            let got = rx.recv();
-            drop(tx);
-            got
-        });
+        let h = rt.spawn(move || actor(give));
         let inside = take.recv().unwrap();
         parked(&rt, &h);
         let outside = inside.clone();
@@ -747,41 +747,38 @@ fn a_wait_is_judged_again_when_the_last_outside_end_goes() {
         drop(outside);
         let report = reports
             .recv_timeout(Duration::from_secs(30))
-            .expect("the deadlock left once main's sender went is reported");
+            .expect("the deadlock left once main's end went is reported");
         assert!(report.actors.iter().any(|a| a.id == h.id()));
         assert!(h.abort());
         assert!(h.join().unwrap_err().is_killed());
     });
 }
 
+/// Once the last end a plain thread held is gone, a wait that end marked is judged again: the
+/// actor parks again with what it reads then, and the deadlock left behind is reported.
+#[test]
+fn a_wait_is_judged_again_when_the_last_outside_end_goes() {
+    // The actor keeps a sender itself: once main's are gone, nothing can end its wait.
+    reported_once_main_lets_go("outside end gone", |give| {
+        let (tx, rx) = channel::unbounded::<u32>();
+        give.send(tx.clone()).unwrap();
+        let got = rx.recv();
+        drop(tx);
+        got
+    });
+}
+
 /// The same for a sender waiting for room, once the last receiver a plain thread held is gone.
 #[test]
 fn a_send_is_judged_again_when_the_last_outside_receiver_goes() {
-    within_watchdog("outside receiver gone", || {
-        let (rt, reports) = reporting_runtime(2);
-        let (give, take) = mpsc::channel();
-        // The actor keeps a receiver itself, and waits for room it would have to make.
-        let h = rt.spawn(move || {
-            let (tx, rx) = channel::bounded::<u32>(1);
-            give.send(rx.clone()).unwrap();
-            tx.send(1).unwrap();
-            let sent = tx.send(2);
-            drop(rx);
-            sent.is_ok()
-        });
-        let inside = take.recv().unwrap();
-        parked(&rt, &h);
-        let outside = inside.clone();
-        drop(inside);
-        std::thread::sleep(QUIET);
-        while reports.try_recv().is_ok() {}
-        drop(outside);
-        let report = reports
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the deadlock left once main's receiver went is reported");
-        assert!(report.actors.iter().any(|a| a.id == h.id()));
-        assert!(h.abort());
-        assert!(h.join().unwrap_err().is_killed());
+    // The actor keeps a receiver itself, and waits for room it would have to make.
+    reported_once_main_lets_go("outside receiver gone", |give| {
+        let (tx, rx) = channel::bounded::<u32>(1);
+        give.send(rx.clone()).unwrap();
+        tx.send(1).unwrap();
+        let sent = tx.send(2);
+        drop(rx);
+        sent.is_ok()
     });
 }
 
