@@ -1663,14 +1663,14 @@ impl WorkerLoop<'_> {
                     let Some(mut body) = next.take() else {
                         unreachable!("a carrier is resumed with a program when idle");
                     };
-                    // The actor this activation runs suspends through this carrier, and an overflow
-                    // of this stack is reported as its.
+                    // The actor this activation runs suspends through this carrier, and an
+                    // overflow of this stack is reported as its.
                     context::enter_frame(&frame);
                     // `run` catches the user's panics; one of its own ends the actor, contained.
-                    // SAFETY: lent by `run_actor`, which keeps step 2 of the lending protocol
-                    // (`program.rs`) until this carrier suspends with the outcome below; the one
-                    // reference made through `body`.
                     let step = fault::contain(ActivationOf("an activation"), || {
+                        // SAFETY: lent by `run_actor`, which keeps step 2 of the lending
+                        // protocol (`program.rs`) until this carrier suspends with the outcome
+                        // below; the one reference made through `body`.
                         unsafe { body.get() }.run()
                     });
                     next = match step {
