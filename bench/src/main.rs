@@ -14,6 +14,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | `allocator` | with `--features mimalloc`, the global allocator: mimalloc, plain calls where they suffice |
 //! | `runtimes` | the `--runtime` names, building threadlet and tokio runtimes, the `--migrate` spawn helpers |
 //! | `measure` | repeating a run, the median, peak RSS |
 //! | `progress` | a line on stderr every few seconds while a long measurement runs |
@@ -21,6 +22,8 @@
 //! | `plot` | the SVG plots: records of a sweep to lines, lines to an SVG file |
 //! | `scenarios::*` | one file per scenario, with its threadlet, OS-thread, tokio and sequential versions |
 
+#[cfg(feature = "mimalloc")]
+mod allocator;
 mod measure;
 mod output;
 mod plot;
@@ -42,7 +45,7 @@ use crate::runtimes::Rt;
 /// `measure.rs`).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::MiMalloc = allocator::MiMalloc;
 
 /// Benchmarks of the threadlet actor runtime against its baselines, OS threads and tokio.
 #[derive(Parser)]
