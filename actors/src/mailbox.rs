@@ -1071,9 +1071,25 @@ impl<M> UncountedAddr<M> {
         Arc::as_ptr(&self.shared) as *const () as usize
     }
 
-    /// A new (counted) address of the mailbox.
-    pub(crate) fn addr(&self) -> Addr<M> {
-        Addr::counted(&self.shared)
+    /// A new (counted) address of the mailbox, while it is open and some counted address is
+    /// still there; `None` once the last one has gone. An uncounted address must not bring a
+    /// mailbox back from there (as tokio's `WeakSender::upgrade` does not): its actor has seen,
+    /// or is about to see, every address gone (`recv` returning `None`, a handler actor
+    /// stopping), and a message sent through a revived address would be accepted and then
+    /// dropped with the mailbox, unreceived. (The actor itself may still make an address of
+    /// its own mailbox: that is its decision, made while it runs.)
+    pub(crate) fn upgrade(&self) -> Option<Addr<M>> {
+        let outside = on_plain_thread();
+        {
+            let mut st = self.shared.state.lock();
+            if st.closed || st.addrs == 0 {
+                return None;
+            }
+            st.count_addr(outside);
+        }
+        Some(Addr {
+            shared: TaggedArc::new(self.shared.clone(), outside),
+        })
     }
 }
 

@@ -8,7 +8,8 @@
 //! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
 //! given through its address goes at a restart); `whereis` also drops an entry whose mailbox
 //! it finds closed (the actor closed it, or the hook has not run yet), so a name never leads
-//! to an ended actor. Entries removed from the registry are dropped after its lock is
+//! to an ended actor. Nor does it lead to one whose counted addresses have all gone: that
+//! actor is ending, and an address made for it would take messages that it never receives. Entries removed from the registry are dropped after its lock is
 //! released: the last reference to a mailbox drops the messages in it, whose destructors are
 //! user code.
 
@@ -215,10 +216,12 @@ pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
         drop(removed);
         return None;
     }
+    // `None` too once every counted address of the mailbox has gone, while it is still open:
+    // its actor is ending (`UncountedAddr::upgrade`), and its exit hook removes the name.
     entry
         .as_any()
         .downcast_ref::<UncountedAddr<M>>()
-        .map(UncountedAddr::addr)
+        .and_then(UncountedAddr::upgrade)
 }
 
 /// Removes `name` from the registry; `false` if it was not registered.

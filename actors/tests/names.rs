@@ -117,3 +117,30 @@ fn an_ended_actor_is_refused_even_by_two_registrations_at_once() {
         "Ok answers for an ended actor"
     );
 }
+
+/// Once every counted address of a registered actor has gone, its name gives no new address:
+/// the actor has seen them all go (`recv` returned `None`) and is ending, and a message sent
+/// through an address made then would be accepted and dropped with the mailbox, unreceived.
+/// Here the actor waits on a gate after that `None`, holding the window open.
+#[test]
+fn a_name_does_not_revive_an_actor_whose_addresses_have_all_gone() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (saw_none_tx, saw_none) = std::sync::mpsc::channel();
+    let (gate, gate_rx) = threadlet::channel::unbounded::<()>();
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+        saw_none_tx.send(mb.recv()).unwrap();
+        let _ = gate_rx.recv();
+    });
+    threadlet::register("names-test-no-revival", &addr).unwrap();
+    drop(addr);
+    assert_eq!(saw_none.recv().unwrap(), None);
+    let revived = threadlet::whereis::<u32>("names-test-no-revival");
+    let accepted = revived.as_ref().is_some_and(|a| a.send(7).is_ok());
+    drop(revived);
+    gate.send(()).unwrap();
+    h.join().unwrap();
+    assert!(
+        !accepted,
+        "a send through the name was accepted after every address had gone (and dropped)"
+    );
+}
