@@ -117,6 +117,7 @@ use threadlet_runtime::{
 
 use crate::monitor::Monitor;
 use crate::on_plain_thread;
+use crate::supervisor::Restart;
 use crate::tagged::TaggedArc;
 
 use crate::channel::{
@@ -172,6 +173,10 @@ struct Rare<M> {
     /// The number of the latest loan of a supervised child's mailbox (`Mailbox::lend`); 0 for
     /// a mailbox that was never lent.
     loan: u32,
+    /// A supervised child's restart policy (`Child::restart`): an incarnation's end that it
+    /// declines to restart closes the lent mailbox then, under the lock that records the end,
+    /// so that no send is accepted for a child that will not run again.
+    restart: Restart,
     /// `Addr::kill` (or a link's signal) came before the attach, which carries it out.
     killed: bool,
     /// Exit hooks (monitors, links, the name registry) waiting for the actor's end.
@@ -192,6 +197,7 @@ impl<M> Rare<M> {
             cap: 0,
             waiting_senders: VecDeque::new(),
             loan: 0,
+            restart: Restart::Permanent,
             killed: false,
             hooks: ExitHooks::new(),
             down: None,
@@ -439,7 +445,7 @@ impl<M: Send> ExitSink for Shared<M> {
     /// The attached actor ended (see "Links to the actor" above): keeps the end, hands the
     /// incarnation's counters to the runtime's totals, and calls the hooks that waited for it.
     fn exited(&self, down: &Down) {
-        let (hooks, actor, counters) = {
+        let (hooks, actor, counters, closed) = {
             let mut st = self.state.lock();
             if st.link != Link::Live || st.actor != Some(down.id) {
                 // Not the attached incarnation (a supervisor attaches the next one only once
@@ -448,6 +454,14 @@ impl<M: Send> ExitSink for Shared<M> {
             }
             let counters = st.take_counters();
             st.record_end(down);
+            // A supervised child that will not be restarted: closed now, before anyone hears of
+            // its end (its supervisor closes it for good when it hears; a send in between was
+            // accepted and then dropped with the queue).
+            let finished = st
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.loan != 0 && !r.restart.wants(&down.reason));
+            let closed = if finished { Some(st.close()) } else { None };
             let hooks = match &mut st.rare {
                 Some(r) => {
                     // Its links end with it (a link made later signals at once).
@@ -456,10 +470,18 @@ impl<M: Send> ExitSink for Shared<M> {
                 }
                 None => ExitHooks::new(),
             };
-            (hooks, std::mem::take(&mut st.cell), counters)
+            (hooks, std::mem::take(&mut st.cell), counters, closed)
         };
         if let Some((cell, received, high_water)) = counters {
             mailbox_ended(&cell, received, high_water);
+        }
+        if let Some((refused, waiter)) = closed {
+            wake_refused(refused);
+            // A receiver parked on it (what the incarnation handed the mailbox on to) sees the
+            // close.
+            if let Some(w) = waiter {
+                w.wake_by_value();
+            }
         }
         // The actor's memory can go now, even while addresses live.
         drop(actor);
@@ -1043,6 +1065,12 @@ impl<M> UncountedAddr<M> {
         }
     }
 
+    /// The supervised child's restart policy: an incarnation's end that it declines closes the
+    /// mailbox (see `Rare::restart`).
+    pub(crate) fn set_restart(&self, restart: Restart) {
+        self.shared.state.lock().rare().restart = restart;
+    }
+
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
     pub(crate) fn close_for_good(&self) {
@@ -1174,14 +1202,17 @@ fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Wa
     if let Some((cell, received, high_water)) = counters {
         mailbox_ended(&cell, received, high_water);
     }
-    if let Some(refused) = refused {
-        for s in refused {
-            s.waiter.wake();
-        }
-    }
+    wake_refused(refused);
     // Dropped outside the lock: a message's destructor may send to this mailbox again.
     drop(left);
     waiter
+}
+
+/// Wakes the senders that a close refused (each finds its message handed back in its slot).
+fn wake_refused<M>(refused: Option<Refused<M>>) {
+    for s in refused.into_iter().flatten() {
+        s.waiter.wake();
+    }
 }
 
 /// The guard of a published waiter (step 2 of receiving): armed only while the receiver parks.
@@ -1678,7 +1709,8 @@ impl<M> Addr<M> {
     }
 
     /// Whether the mailbox is closed: the actor has ended, or called [`Mailbox::close`] (a send
-    /// would fail).
+    /// would fail). A supervised child's mailbox stays open across its restarts; it closes when
+    /// an incarnation ends that will not be restarted, or when its supervisor is done with it.
     ///
     /// ```
     /// use threadlet::{Mailbox, RuntimeExt};

@@ -26,7 +26,12 @@
 //!    order first, then all started in order); `RestForOne` the child and those started after
 //!    it, likewise. A child whose policy declines the restart is finished, as a `Temporary`
 //!    child is in OTP: its mailbox is closed for good (a send to its address fails and hands
-//!    the message back), and no restart of the others starts it again.
+//!    the message back), and no restart of the others starts it again. The close comes with
+//!    the end itself, under the mailbox's lock, before any monitor (the supervisor's included)
+//!    hears of it; the mailbox knows the policy (`Child::restart`). Messages sent to a child
+//!    waiting for its restart queue for its next incarnation; if the supervisor gives up
+//!    instead (past the intensity), they are dropped with the mailbox, as the messages of an
+//!    actor that ends without reading them are.
 //! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
 //!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
 //!    child still running after its shutdown timeout is killed. Then the supervisor ends.
@@ -71,7 +76,8 @@ pub enum Restart {
 }
 
 impl Restart {
-    fn wants(self, reason: &ExitReason) -> bool {
+    /// Whether an incarnation that ended for `reason` is restarted.
+    pub(crate) fn wants(self, reason: &ExitReason) -> bool {
         match self {
             Restart::Permanent => true,
             Restart::Transient => !reason.is_normal(),
@@ -89,10 +95,31 @@ pub struct Child {
     restart: Restart,
     shutdown: Duration,
     start: StartFn,
+    /// The child's mailbox, as the supervisor keeps it: an address that does not count.
+    mailbox: Box<dyn ChildMailbox>,
+}
+
+/// What a supervisor does with a child's mailbox, whatever its message type.
+trait ChildMailbox: Send {
     /// Closes the mailbox, keeping the queue (a graceful stop).
-    close: Box<dyn Fn() + Send>,
+    fn close(&self);
     /// Closes the mailbox and drops the queue (the supervisor is done with it).
-    close_for_good: Box<dyn Fn() + Send>,
+    fn close_for_good(&self);
+    /// Records the child's restart policy: an incarnation's end that the policy declines
+    /// closes the mailbox at once (`mailbox.rs`, `Rare::restart`).
+    fn set_restart(&self, restart: Restart);
+}
+
+impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
+    fn close(&self) {
+        mailbox::UncountedAddr::close(self);
+    }
+    fn close_for_good(&self) {
+        mailbox::UncountedAddr::close_for_good(self);
+    }
+    fn set_restart(&self, restart: Restart) {
+        mailbox::UncountedAddr::set_restart(self, restart);
+    }
 }
 
 impl Child {
@@ -167,20 +194,22 @@ impl Child {
     }
 
     fn new<M: Send + 'static>(name: String, start: StartFn, addr: &Addr<M>) -> Child {
-        let (graceful, for_good) = (addr.uncounted(), addr.uncounted());
         Child {
             name,
             restart: Restart::Permanent,
             shutdown: Duration::from_secs(5),
             start,
-            close: Box::new(move || graceful.close()),
-            close_for_good: Box::new(move || for_good.close_for_good()),
+            mailbox: Box::new(addr.uncounted()),
         }
     }
 
-    /// The restart policy (default `Permanent`).
+    /// The restart policy (default `Permanent`). An incarnation that ends without a restart
+    /// to follow (a `Temporary` child's, a `Transient` child's normal end) has its mailbox
+    /// closed as it ends, before its monitors hear of it: a send after that hands its message
+    /// back.
     pub fn restart(mut self, restart: Restart) -> Child {
         self.restart = restart;
+        self.mailbox.set_restart(restart);
         self
     }
 
@@ -197,7 +226,7 @@ impl Child {
 /// than waiting in a queue that nobody will read.
 impl Drop for Child {
     fn drop(&mut self) {
-        (self.close_for_good)();
+        self.mailbox.close_for_good();
     }
 }
 
@@ -362,7 +391,7 @@ impl Supervisor {
             if !self.children[i].restart.wants(&down.reason) {
                 // Its mailbox closes as an actor's does at its end: a later send fails and
                 // hands its message back, rather than waiting in a queue nobody will read.
-                (self.children[i].close_for_good)();
+                self.children[i].mailbox.close_for_good();
                 finished[i] = true;
                 continue;
             }
@@ -394,7 +423,7 @@ impl Supervisor {
                     r.abort.abort();
                     r.monitor.recv();
                     if self.children[j].restart == Restart::Temporary {
-                        (self.children[j].close_for_good)();
+                        self.children[j].mailbox.close_for_good();
                         finished[j] = true;
                     }
                 }
@@ -420,13 +449,13 @@ impl Supervisor {
         for (i, slot) in running.iter_mut().enumerate().rev() {
             let child = &self.children[i];
             if let Some(r) = slot.take() {
-                (child.close)();
+                child.mailbox.close();
                 if r.monitor.recv_timeout(child.shutdown).is_none() {
                     r.abort.abort();
                     r.monitor.recv();
                 }
             }
-            (child.close_for_good)();
+            child.mailbox.close_for_good();
         }
     }
 }

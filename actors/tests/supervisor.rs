@@ -736,3 +736,50 @@ fn a_child_still_starting_ends_with_a_supervisor_that_is_killed() {
     assert_eq!(down.map(|d| d.reason), Some(threadlet::ExitReason::Killed));
     drop(gate_tx);
 }
+
+/// Holds its supervisor in the ordered start until the gate opens: its `started` waits there.
+struct HeldAtStart(threadlet::channel::Receiver<()>);
+
+impl Actor for HeldAtStart {
+    type Msg = ();
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        let _ = self.0.recv();
+    }
+    fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+}
+
+/// A child that will not be restarted (a `Temporary` one's end, a `Transient` one's normal
+/// end) has its mailbox closed as it ends, before its monitors hear of it: a send made after
+/// the `Down` hands its message back, even while the supervisor has not yet looked at the end.
+/// (The supervisor is held busy starting a later child; before, the mailbox stayed open until
+/// the supervisor closed it for good, and a send in between was accepted, then dropped.)
+#[test]
+fn a_child_that_will_not_restart_refuses_sends_from_its_end() {
+    within_watchdog("sends after a finished child's end", || {
+        for policy in [Restart::Temporary, Restart::Transient] {
+            let rt = Runtime::builder().workers(2).build().unwrap();
+            let (once, once_addr) = Child::process("once", |mb: Mailbox<u32>| mb.recv());
+            let (gate, gate_rx) = threadlet::channel::unbounded::<()>();
+            let (held, _) = Child::handler("held", move || HeldAtStart(gate_rx.clone()));
+            let mut sup = Supervisor::new(Strategy::OneForOne);
+            sup.add(once.restart(policy));
+            sup.add(held);
+            let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+            while once_addr.actor_id().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let down = once_addr.monitor();
+            once_addr.send(1).unwrap();
+            assert!(down.recv().reason.is_normal());
+            assert!(once_addr.is_closed(), "{policy:?}: open after its end");
+            assert_eq!(
+                once_addr.send(2).map_err(|e| e.into_inner()),
+                Err(2),
+                "{policy:?}: a send after the end was accepted"
+            );
+            gate.send(()).unwrap();
+            sup_addr.send(SupervisorMsg::Stop).unwrap();
+            sup_h.join().unwrap();
+        }
+    });
+}
