@@ -1642,7 +1642,8 @@ impl<M> Addr<M> {
     ///
     /// The returned handle cancels the delivery if it has not happened yet
     /// ([`TimerHandle::cancel`]: the message is then dropped at once); dropping the handle
-    /// cancels nothing.
+    /// cancels nothing. The delivery waits on the timers of the receiving actor's runtime, so
+    /// it does not depend on the caller's runtime still running at the deadline.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1859,6 +1860,19 @@ impl<M> Addr<M> {
     /// ```
     pub fn actor_id(&self) -> Option<ActorId> {
         self.shared.state.lock().actor
+    }
+
+    /// The live actor attached to the mailbox, if any (for `timers.rs`: a delayed message is
+    /// armed on its runtime's timers).
+    pub(crate) fn attached_actor(&self) -> Option<Arc<ActorCell>> {
+        let cell = {
+            let st = self.shared.state.lock();
+            if st.link != Link::Live {
+                return None;
+            }
+            st.cell.clone()
+        };
+        cell.upgrade()
     }
 
     /// Links the mailbox to the actor behind `h` (see "Links to the actor" in the module

@@ -1,8 +1,14 @@
 //! [`TimerHandle`]: a message scheduled for later ([`Addr::send_after`](crate::Addr::send_after))
 //! or for every period ([`Addr::send_interval`](crate::Addr::send_interval)), and its cancel.
 //!
-//! Both run on the runtime's timers (`threadlet_runtime::call_at`): one heap entry per pending
-//! message, no thread of its own. The handle shares one small state with the timer closure:
+//! Both run on the timers of the receiving actor's runtime (`threadlet_runtime`'s
+//! `call_at_for`): one heap entry per pending message, no thread of its own. The receiver's,
+//! not the caller's: a delayed message lives as long as the actor it goes to may take it, as
+//! Erlang's `send_after` to a pid does, so an actor of one runtime that schedules a message to
+//! an actor of another runtime, and the first runtime shutting down before the deadline, does
+//! not lose it. (A mailbox with no live actor attached, such as a supervised child's between
+//! incarnations, falls back to the caller's runtime, or to the process-wide timer thread from
+//! a plain thread: `call_at`.) The handle shares one small state with the timer closure:
 //!
 //! * `send_after`: the message itself, in a slot. Whoever takes it out first wins: the timer
 //!   (which sends it) or `cancel` (which drops it at once and reports `true`).
@@ -23,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use threadlet_runtime::__private::ActorCell;
 use threadlet_runtime::call_at;
 
 use crate::channel::TrySendError;
@@ -95,13 +102,27 @@ pub(crate) fn send_after<M: Send + 'static>(
     TimerHandle(delayed)
 }
 
+/// Runs `f` at `deadline` on the timers of `receiver`'s runtime (the receiving actor's, from
+/// `Addr::attached_actor`; module docs), or where `call_at` puts it when there is none.
+fn call_at_for(
+    receiver: Option<Arc<ActorCell>>,
+    deadline: Instant,
+    f: impl FnOnce() + Send + 'static,
+) {
+    match receiver {
+        Some(actor) => threadlet_runtime::__private::call_at_for(&actor, deadline, f),
+        None => call_at(deadline, f),
+    }
+}
+
 /// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full).
 ///
 /// The slot stays locked across the try, so that a `cancel` meanwhile waits for its outcome: a
 /// message sent is gone from the slot (`cancel` reports `false`), and one refused for a full
 /// mailbox is back in it (`cancel` takes it and reports `true`), never the other way round.
 fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: Instant) {
-    call_at(deadline, move || {
+    let receiver = addr.attached_actor();
+    call_at_for(receiver, deadline, move || {
         let mut held = slot.0.lock();
         let Some(msg) = held.take() else {
             return; // cancelled
@@ -151,7 +172,8 @@ fn tick<M, F>(
     M: Send + 'static,
     F: FnMut() -> M + Send + 'static,
 {
-    call_at(deadline, move || {
+    let receiver = addr.attached_actor();
+    call_at_for(receiver, deadline, move || {
         // Relaxed: see `Interval::cancel`.
         if interval.0.load(Ordering::Relaxed) {
             return; // cancelled

@@ -316,3 +316,19 @@ fn an_interval_ends_with_its_runtime() {
     std::thread::sleep(Duration::from_millis(200)); // ten periods
     assert_eq!(made.load(Ordering::SeqCst), at_drop);
 }
+
+/// A delayed message lives on the receiver's runtime: one scheduled by an actor of runtime A
+/// for an actor of runtime B arrives although A shuts down before the deadline (it was on A's
+/// timers, which A's shutdown dropped, message and all, while B's actor waited for it).
+#[test]
+fn a_delayed_message_outlives_the_senders_runtime() {
+    let receiving = Runtime::builder().workers(1).build().unwrap();
+    // A bound that only a lost message reaches: it fails instead of hanging.
+    let (addr, h) =
+        receiving.spawn_actor(|mb: Mailbox<u32>| mb.recv_timeout(Duration::from_secs(30)).ok());
+    let sending = Runtime::builder().workers(1).build().unwrap();
+    let to = addr.clone();
+    let _timer = sending.block_on(move || to.send_after(Duration::from_millis(50), 7));
+    drop(sending);
+    assert_eq!(h.join().unwrap(), Some(7), "the delayed message was lost");
+}

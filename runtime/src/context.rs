@@ -583,15 +583,9 @@ pub fn sleep_until(deadline: Instant) {
 /// ```
 pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
     let action = TimerAction::Call(Box::new(f));
-    let arm = |shared: &Shared, action| {
-        let (_timer, earliest) = shared.timers.add(deadline, action);
-        if earliest {
-            shared.monitor.kick();
-        }
-    };
     if let Some(action) = with_worker(|ctx| match ctx {
         Some(ctx) => {
-            arm(&ctx.shared, action);
+            arm_timer(&ctx.shared, deadline, action);
             None
         }
         None => Some(action),
@@ -601,9 +595,25 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
         // monitor holds (an `Arc`) for the whole call, and is reset before that call returns;
         // we are inside it, on its thread.
         match unsafe { firing.as_ref() } {
-            Some(shared) => arm(shared, action),
+            Some(shared) => arm_timer(shared, deadline, action),
             None => crate::timer::add_process_wide(deadline, action),
         }
+    }
+}
+
+/// [`call_at`] on the timers of the runtime that `actor` belongs to, wherever the caller is:
+/// for work that concerns that actor, such as a delayed message to it (the `threadlet` crate's
+/// `send_after`), which then lives as long as the actor's runtime does, not the caller's.
+/// For the `threadlet` crate (`__private`); not part of the API.
+pub fn call_at_for(actor: &ActorCell, deadline: Instant, f: impl FnOnce() + Send + 'static) {
+    arm_timer(&actor.shared, deadline, TimerAction::Call(Box::new(f)));
+}
+
+/// Puts `action` on `shared`'s timer heap, waking its monitor if it is now the earliest.
+fn arm_timer(shared: &Shared, deadline: Instant, action: TimerAction) {
+    let (_timer, earliest) = shared.timers.add(deadline, action);
+    if earliest {
+        shared.monitor.kick();
     }
 }
 
