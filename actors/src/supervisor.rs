@@ -18,10 +18,12 @@
 //!    handler child: once its `started` has returned, OTP's `init`); each incarnation gets a
 //!    monitor.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
-//! 3. A child ended: if its restart policy asks for a restart (`Permanent` always, `Transient`
-//!    after an abnormal end, `Temporary` never), count the restart against the intensity (at
-//!    most `max_restarts` in any `period`). Past it, stop every child and end abnormally (a
-//!    panic), so that a supervisor above decides. Otherwise restart by the strategy:
+//! 3. A child ended (a start that failed, for want of a stack, counts as an abnormal end of
+//!    an incarnation that never ran: `ExitReason::NoStart`): if its restart policy asks for a
+//!    restart (`Permanent` always, `Transient` after an abnormal end, `Temporary` never),
+//!    count the restart against the intensity (at most `max_restarts` in any `period`). Past
+//!    it, stop every child and end abnormally (a panic), so that a supervisor above decides.
+//!    Otherwise restart by the strategy:
 //!    `OneForOne` the child alone; `OneForAll` every child (the others killed in reverse start
 //!    order first, then all started in order); `RestForOne` the child and those started after
 //!    it, likewise. A child whose policy declines the restart is finished, as a `Temporary`
@@ -364,13 +366,18 @@ impl Supervisor {
     pub fn run(mut self, mb: Mailbox<SupervisorMsg>) {
         let handle = Handle::current();
         let n = self.children.len();
-        let mut running: Vec<Option<Running>> =
-            (0..n).map(|i| self.start_child(&handle, i)).collect();
+        // Starts that failed, each as the end of an incarnation that never ran (step 3).
+        let mut failed: VecDeque<(usize, Down)> = VecDeque::new();
+        let mut running: Vec<Option<Running>> = (0..n)
+            .map(|i| self.start_child(&handle, i, &mut failed))
+            .collect();
         let mut restarts: VecDeque<Instant> = VecDeque::new();
         // Children whose policy declined a restart: done for the supervisor's life (step 3).
         let mut finished = vec![false; n];
         loop {
-            let event = {
+            let event = if let Some((i, down)) = failed.pop_front() {
+                Event::Down(i, down)
+            } else {
                 let mut sel = Select::new();
                 sel.recv(&mb, Event::Msg);
                 for (i, r) in running.iter().enumerate() {
@@ -429,18 +436,36 @@ impl Supervisor {
                 }
             }
             for j in again.into_iter().filter(|&j| !finished[j]) {
-                running[j] = self.start_child(&handle, j);
+                running[j] = self.start_child(&handle, j, &mut failed);
             }
         }
     }
 
-    fn start_child(&mut self, handle: &Handle, i: usize) -> Option<Running> {
+    /// Starts child `i`. A start that fails (no stack could be had for it) is an abnormal end
+    /// of an incarnation that never ran, queued in `failed` for the loop: its policy and the
+    /// restart intensity decide, as for any end, so a child that cannot start is tried again
+    /// and, past the intensity, the supervisor gives up; it does not sit with an open mailbox
+    /// that no incarnation will read.
+    fn start_child(
+        &mut self,
+        handle: &Handle,
+        i: usize,
+        failed: &mut VecDeque<(usize, Down)>,
+    ) -> Option<Running> {
         let child = &mut self.children[i];
         match (child.start)(handle, &child.name) {
             Ok((abort, monitor)) => Some(Running { abort, monitor }),
-            // No stack for it (or shutdown): it counts as not running; the supervisor carries
-            // on with the others.
-            Err(_) => None,
+            Err(e) => {
+                failed.push_back((
+                    i,
+                    Down {
+                        id: threadlet_runtime::__private::unassigned_actor_id(),
+                        name: Some(Arc::from(child.name.as_str())),
+                        reason: ExitReason::NoStart(e.to_string()),
+                    },
+                ));
+                None
+            }
         }
     }
 
@@ -466,5 +491,65 @@ impl fmt::Debug for Supervisor {
             .field("strategy", &self.strategy)
             .field("children", &self.children)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Runtime;
+
+    /// `child` with its first start failing, as when no stack can be had for it.
+    fn failing_first_start(mut child: Child) -> Child {
+        let mut start = std::mem::replace(&mut child.start, Box::new(|_, _| unreachable!()));
+        let mut tries = 0;
+        child.start = Box::new(move |handle, name| {
+            tries += 1;
+            if tries == 1 {
+                return Err(io::Error::other("no stack (the test's)"));
+            }
+            start(handle, name)
+        });
+        child
+    }
+
+    /// A child whose start failed is started again (its policy and the intensity decide, as
+    /// for any end): it was left unstarted for good, its mailbox open, taking messages that no
+    /// incarnation would read.
+    #[test]
+    fn a_child_whose_start_failed_is_started_again() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let (got_tx, got) = std::sync::mpsc::channel();
+        let (child, addr) = Child::process("late", move |mb: Mailbox<u32>| {
+            if let Some(n) = mb.recv() {
+                got_tx.send(n).unwrap();
+            }
+        });
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(failing_first_start(child));
+        let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+        addr.send(5).unwrap();
+        // A bound that only a child never started reaches: it fails instead of hanging.
+        assert_eq!(got.recv_timeout(Duration::from_secs(30)), Ok(5));
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        sup_h.join().unwrap();
+    }
+
+    /// A `Temporary` child whose start failed is finished: its address refuses sends.
+    #[test]
+    fn a_temporary_child_whose_start_failed_is_finished() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let (child, addr) = Child::process("never", |mb: Mailbox<u32>| mb.recv());
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(failing_first_start(child).restart(Restart::Temporary));
+        let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !addr.is_closed() {
+            assert!(Instant::now() < deadline, "its mailbox stayed open");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(addr.send(1).map_err(|e| e.into_inner()), Err(1));
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        sup_h.join().unwrap();
     }
 }
