@@ -20,8 +20,9 @@
 //!    of queueing behind the first where it started.
 //! 3. The actor stops after the message during which it called [`Context::stop`], or once its
 //!    mailbox is empty and every [`Addr`] is gone (the context does not count as one). Its
-//!    mailbox is closed first (later sends hand their message back), then [`Actor::stopped`]
-//!    runs, and its [`JoinHandle`] returns the actor's value.
+//!    mailbox is closed first (later sends hand their message back; what is still queued is
+//!    dropped unhandled), then [`Actor::stopped`] runs, and its [`JoinHandle`] returns the
+//!    actor's value.
 //! 4. A panic in `started`, `handle` or `stopped` ends it the same way, except that `join`
 //!    returns a [`JoinError`](crate::JoinError) of kind
 //!    [`Panicked`](crate::JoinErrorKind::Panicked) instead of the value.
@@ -182,7 +183,9 @@ impl<A: Actor> Context<A> {
     }
 
     /// Stops the actor once the current message is handled: its mailbox closes (later sends
-    /// hand their message back), `stopped` runs, and `join` returns the actor.
+    /// hand their message back; messages already queued are dropped unhandled, as a process
+    /// actor's are when it returns), `stopped` runs, and `join` returns the actor. (An actor
+    /// whose every address has gone stops by itself once its queue is empty.)
     ///
     /// ```
     /// use threadlet::{Actor, Context, RuntimeExt};
