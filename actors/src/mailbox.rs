@@ -107,7 +107,7 @@ use std::time::{Duration, Instant};
 
 use threadlet_runtime::__private::{
     ActorCell, ExitHook, ExitHooks, ExitSink, Listener, actor_of, call_exit_hook, kill_actor,
-    mailbox_ended, set_exit_sink,
+    mailbox_ended, set_exit_sink, unassigned_actor_id,
 };
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{
@@ -1073,11 +1073,37 @@ impl<M> UncountedAddr<M> {
 
     /// The supervisor is done with the mailbox: closes it as an actor's end does (waiting
     /// senders get their message back; what is queued is dropped, after unlocking).
+    ///
+    /// If no incarnation is attached (the supervisor gave up, or went, before one attached),
+    /// none ever will be: what waits for an end there (monitors and links made through an
+    /// address) hears [`ExitReason::NoProc`] now, as a monitor of an address whose mailbox goes
+    /// without an actor does, instead of waiting for an end that cannot come while addresses
+    /// keep the mailbox.
     pub(crate) fn close_for_good(&self) {
+        let never_attached = {
+            let mut st = self.shared.state.lock();
+            if st.link == Link::Unattached {
+                let down = Down {
+                    id: unassigned_actor_id(),
+                    name: None,
+                    reason: ExitReason::NoProc,
+                };
+                st.link = Link::Kept;
+                let rare = st.rare();
+                rare.down = Some(down.clone());
+                rare.links.clear();
+                Some((std::mem::take(&mut rare.hooks), down))
+            } else {
+                None
+            }
+        };
         // A receiver may be parked on it (what an incarnation handed the mailbox on to, or a
         // handler child between messages): it must see the close.
         if let Some(w) = close_shared(&self.shared, true, 0) {
             w.wake_by_value();
+        }
+        if let Some((hooks, down)) = never_attached {
+            hooks.call_all(&down);
         }
     }
 

@@ -783,3 +783,20 @@ fn a_child_that_will_not_restart_refuses_sends_from_its_end() {
         }
     });
 }
+
+/// A monitor made through a child's address before any incarnation attached hears `NoProc`
+/// once the child is dropped unstarted (its supervisor gone before starting it, or never
+/// made): the mailbox is closed for good, and no end would ever come while the address keeps
+/// it (the monitor waited forever).
+#[test]
+fn a_monitor_of_a_child_that_never_started_hears_noproc() {
+    within_watchdog("a monitor of a child never started", || {
+        let (child, addr) = Child::process("never", |mb: Mailbox<u8>| mb.recv());
+        let monitor = addr.monitor();
+        drop(child);
+        assert_eq!(addr.send(1).map_err(|e| e.into_inner()), Err(1));
+        assert_eq!(monitor.recv().reason, threadlet::ExitReason::NoProc);
+        // And one made after the close hears it at once.
+        assert_eq!(addr.monitor().recv().reason, threadlet::ExitReason::NoProc);
+    });
+}

@@ -690,8 +690,11 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
         // Nobody to tell: a watcher that comes later reads why from the slot.
         return;
     }
-    // Exit hooks first: whoever joins then finds every monitor told, and a name removed. The
-    // sink (the mailbox) before the exit watches: a supervisor that hears of the end through
+    // Exit hooks before the joiner is woken: a `join` that was waiting returns with every
+    // monitor told, and a name removed. (One that looks at the slot while the hooks run finds
+    // the result there and returns at once, before they finish: the slot is filled first, so
+    // that a watch made meanwhile (`Packet::exit`) sees the end.) The sink (the mailbox)
+    // before the exit watches: a supervisor that hears of the end through
     // its watch and restarts the child finds this incarnation's end recorded in its mailbox.
     // Safe points are inert meanwhile: no preemption, kill or shutdown unwinds the actor
     // half-way through its hooks.
