@@ -826,3 +826,35 @@ fn a_later_kill_of_a_block_on_root_does_not_reuse_an_old_report() {
         assert!(!msg.contains("deadlock"), "{msg}");
     });
 }
+
+/// A delayed message that an actor of runtime A schedules to an actor of runtime B waits on
+/// B's timers; until it fires it counts as a timer of A's too, for A's deadlock check: the
+/// reply it leads to may still wake A's actor (before, A saw no timer of its own and reported
+/// a deadlock while the reply was on its way).
+#[test]
+fn a_delayed_message_to_another_runtime_keeps_the_senders_check_away() {
+    within_watchdog("a delayed message to another runtime", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (echo, _echo) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            if let Some(back) = mb.recv() {
+                let _ = back.send(7);
+            }
+        });
+        let (reports, reported) = mpsc::channel::<()>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |_| {
+                let _ = reports.send(());
+            })
+            .build()
+            .unwrap();
+        let got = rt.block_on(move || {
+            let (me, answer) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
+            // Long against the check's few milliseconds: it looks many times meanwhile.
+            let _timer = echo.send_after(Duration::from_millis(300), me);
+            answer.join().unwrap()
+        });
+        assert_eq!(got, Some(7));
+        assert!(reported.try_recv().is_err(), "a deadlock was reported");
+    });
+}

@@ -12,8 +12,8 @@
 use std::cell::Cell;
 use std::io;
 use std::ptr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use corosensei::trap::CoroutineTrapHandler;
@@ -605,8 +605,44 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 /// for work that concerns that actor, such as a delayed message to it (the `threadlet` crate's
 /// `send_after`), which then lives as long as the actor's runtime does, not the caller's.
 /// For the `threadlet` crate (`__private`); not part of the API.
+///
+/// Armed by an actor of another runtime, the timer counts for that runtime's deadlock check
+/// until it fires or is dropped (`deadlock.rs`): it may lead to a reply that wakes one of its
+/// actors.
 pub fn call_at_for(actor: &ActorCell, deadline: Instant, f: impl FnOnce() + Send + 'static) {
-    arm_timer(&actor.shared, deadline, TimerAction::Call(Box::new(f)));
+    let target = &actor.shared;
+    let elsewhere = with_worker(|ctx| {
+        ctx.filter(|ctx| !std::ptr::eq(Arc::as_ptr(&ctx.shared), Arc::as_ptr(target)))
+            .map(|ctx| TimerElsewhere::arm(&ctx.shared))
+    });
+    let action = match elsewhere {
+        None => TimerAction::Call(Box::new(f)),
+        Some(counted) => TimerAction::Call(Box::new(move || {
+            // Dropped after `f` has run, or with it unrun (cleared, cancelled).
+            let _counted = counted;
+            f();
+        })),
+    };
+    arm_timer(target, deadline, action);
+}
+
+/// A timer that an actor armed on another runtime's heap, counted by its own runtime's
+/// deadlock check until this is dropped. Weak: it does not keep that runtime alive.
+struct TimerElsewhere(Weak<Shared>);
+
+impl TimerElsewhere {
+    fn arm(shared: &Arc<Shared>) -> TimerElsewhere {
+        shared.deadlock.timer_elsewhere_armed();
+        TimerElsewhere(Arc::downgrade(shared))
+    }
+}
+
+impl Drop for TimerElsewhere {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.deadlock.timer_elsewhere_done();
+        }
+    }
 }
 
 /// Puts `action` on `shared`'s timer heap, waking its monitor if it is now the earliest.

@@ -8,7 +8,8 @@
 //!
 //! - no worker is running an actor, and no actor is runnable or unstarted;
 //! - no timer is pending, in the runtime's heap or the process-wide one (a sleeper, a timeout,
-//!   a `send_after` may still wake someone);
+//!   a `send_after` may still wake someone), nor one that its actors armed on another
+//!   runtime's heap (a `send_after` to an actor there, whose reply may come back);
 //! - every actor waits without a timeout, on something no outside party ends by itself: its
 //!   mailbox, a channel, a join, a request's reply, room in a bounded mailbox, or a bare park
 //!   ([`Wait::is_external`]: sleeps, sockets, the blocking pool and selects do not count);
@@ -46,6 +47,7 @@
 use std::fmt;
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -130,6 +132,11 @@ impl Default for DeadlockConfig {
 pub(crate) struct DeadlockWatch {
     config: DeadlockConfig,
     state: Mutex<WatchState>,
+    /// Timers that this runtime's actors armed on another runtime's heap and that have not
+    /// fired or been dropped (`call_at_for`: a `send_after` to an actor of that runtime, whose
+    /// reply may still wake one of ours); pending, they keep the check away as this runtime's
+    /// own timers do.
+    timers_elsewhere: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -153,7 +160,20 @@ impl DeadlockWatch {
         DeadlockWatch {
             config,
             state: Mutex::default(),
+            timers_elsewhere: AtomicUsize::new(0),
         }
+    }
+
+    /// One more timer armed elsewhere (see `timers_elsewhere`); `Relaxed` here and in
+    /// `timer_elsewhere_done`: the count is read at a sample as a hint, like the heap's own
+    /// `is_pending`, and a look that finds it stale is confirmed by a second (step 3).
+    pub(crate) fn timer_elsewhere_armed(&self) {
+        self.timers_elsewhere.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A timer armed elsewhere fired or was dropped.
+    pub(crate) fn timer_elsewhere_done(&self) {
+        self.timers_elsewhere.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A `block_on` began, with this root actor. A root that a report already named (it
@@ -190,7 +210,10 @@ impl DeadlockWatch {
             self.state.lock().quiet_since = None;
             return true;
         }
-        if timers_pending || crate::timer::process_timers_pending() {
+        if timers_pending
+            || crate::timer::process_timers_pending()
+            || self.timers_elsewhere.load(Ordering::Relaxed) > 0
+        {
             let mut st = self.state.lock();
             st.suspect = None;
             st.quiet_since = None;
