@@ -428,13 +428,19 @@ impl Supervisor {
             for &j in again.iter().rev() {
                 if let Some(r) = running[j].take() {
                     r.abort.abort();
-                    r.monitor.recv();
-                    if self.children[j].restart == Restart::Temporary {
+                    // Its policy decides on the end it had, as the mailbox did when it ended
+                    // (`Child::restart`): killed here, or its own end just before (a
+                    // `Transient` sibling's normal end, which closed its mailbox).
+                    let ended = r.monitor.recv();
+                    if !self.children[j].restart.wants(&ended.reason) {
                         self.children[j].mailbox.close_for_good();
                         finished[j] = true;
                     }
                 }
             }
+            // A failed start of the group still queued is superseded by this start: taken
+            // later, it would end (kill) the incarnation started now and count once more.
+            failed.retain(|(k, _)| !again.contains(k));
             for j in again.into_iter().filter(|&j| !finished[j]) {
                 running[j] = self.start_child(&handle, j, &mut failed);
             }
@@ -551,5 +557,41 @@ mod tests {
         assert_eq!(addr.send(1).map_err(|e| e.into_inner()), Err(1));
         sup_addr.send(SupervisorMsg::Stop).unwrap();
         sup_h.join().unwrap();
+    }
+
+    /// Two children of a `OneForAll` group whose starts both fail: the first failure restarts
+    /// the group, starting both; the second, queued meanwhile, is superseded by that start
+    /// (taken later, it killed the child just started, restarted the group once more, and
+    /// counted against the intensity).
+    #[test]
+    fn a_group_start_supersedes_failures_still_queued() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let starts = Arc::new(AtomicUsize::new(0));
+        let (got_tx, got) = std::sync::mpsc::channel();
+        let child = |name: &'static str| {
+            let (starts, got_tx) = (starts.clone(), got_tx.clone());
+            let (c, addr) = Child::process(name, move |mb: Mailbox<u32>| {
+                starts.fetch_add(1, Ordering::SeqCst);
+                for n in &mb {
+                    got_tx.send(n).unwrap();
+                }
+            });
+            (failing_first_start(c), addr)
+        };
+        let ((a, a_addr), (b, b_addr)) = (child("a"), child("b"));
+        // One restart allowed: a second, for the stale failure, would end the supervisor.
+        let mut sup = Supervisor::new(Strategy::OneForAll).intensity(1, Duration::from_secs(60));
+        sup.add(a);
+        sup.add(b);
+        let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+        a_addr.send(1).unwrap();
+        b_addr.send(2).unwrap();
+        let mut both = [0, 0].map(|_| got.recv_timeout(Duration::from_secs(30)).unwrap());
+        both.sort();
+        assert_eq!(both, [1, 2]);
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        assert!(sup_h.join().is_ok(), "the supervisor gave up");
+        assert_eq!(starts.load(Ordering::SeqCst), 2, "one incarnation each");
     }
 }

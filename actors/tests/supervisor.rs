@@ -800,3 +800,55 @@ fn a_monitor_of_a_child_that_never_started_hears_noproc() {
         assert_eq!(addr.monitor().recv().reason, threadlet::ExitReason::NoProc);
     });
 }
+
+/// A `Transient` child that ended normally stays finished when a sibling's failure restarts
+/// the group: its mailbox, closed at its end, is not opened again for an incarnation it was
+/// told it would not get. (The supervisor may hear the sibling's end first, and it judged the
+/// child by its kill in the group restart: it restarted it, reopening the mailbox that had
+/// refused a send.) Which end the supervisor takes first varies: several rounds.
+#[test]
+fn a_group_restart_leaves_a_finished_transient_child_finished() {
+    within_watchdog("a group restart and a finished child", || {
+        for _ in 0..10 {
+            let rt = Runtime::builder().workers(2).build().unwrap();
+            let (failing, failing_addr) = Child::process("failing", |mb: Mailbox<u32>| {
+                if mb.recv() == Some(0) {
+                    panic!("told to fail");
+                }
+            });
+            let (once, once_addr) = Child::process("once", |mb: Mailbox<u32>| mb.recv());
+            let (gate, gate_rx) = threadlet::channel::unbounded::<()>();
+            let (held, held_addr) = Child::handler("held", move || HeldAtStart(gate_rx.clone()));
+            let mut sup =
+                Supervisor::new(Strategy::OneForAll).intensity(100, Duration::from_secs(60));
+            sup.add(failing);
+            sup.add(once.restart(Restart::Transient));
+            sup.add(held);
+            let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+            for a in [&failing_addr, &once_addr] {
+                while a.actor_id().is_none() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let (failed, ended) = (failing_addr.monitor(), once_addr.monitor());
+            failing_addr.send(0).unwrap();
+            once_addr.send(1).unwrap();
+            assert!(!failed.recv().reason.is_normal());
+            assert!(ended.recv().reason.is_normal());
+            assert_eq!(once_addr.send(2).map_err(|e| e.into_inner()), Err(2));
+            // The supervisor, out of the held child's start, takes both ends and restarts the
+            // group: the held child's next incarnation is the mark that it has.
+            let first_held = held_addr.actor_id();
+            drop(gate);
+            while held_addr.actor_id() == first_held {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(
+                once_addr.is_closed(),
+                "the finished child's mailbox was opened again"
+            );
+            sup_addr.send(SupervisorMsg::Stop).unwrap();
+            sup_h.join().unwrap();
+        }
+    });
+}
