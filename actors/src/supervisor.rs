@@ -18,22 +18,22 @@
 //!    handler child: once its `started` has returned, OTP's `init`); each incarnation gets a
 //!    monitor.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
-//! 3. A child ended (a start that failed, for want of a stack, counts as an abnormal end of
-//!    an incarnation that never ran: `ExitReason::NoStart`): if its restart policy asks for a
-//!    restart (`Permanent` always, `Transient` after an abnormal end, `Temporary` never),
-//!    count the restart against the intensity (at most `max_restarts` in any `period`). Past
-//!    it, stop every child and end abnormally (a panic), so that a supervisor above decides.
-//!    Otherwise restart by the strategy:
-//!    `OneForOne` the child alone; `OneForAll` every child (the others killed in reverse start
-//!    order first, then all started in order); `RestForOne` the child and those started after
-//!    it, likewise. A child whose policy declines the restart is finished, as a `Temporary`
-//!    child is in OTP: its mailbox is closed for good (a send to its address fails and hands
-//!    the message back), and no restart of the others starts it again. The close comes with
-//!    the end itself, under the mailbox's lock, before any monitor (the supervisor's included)
-//!    hears of it; the mailbox knows the policy (`Child::restart`). Messages sent to a child
-//!    waiting for its restart queue for its next incarnation; if the supervisor gives up
-//!    instead (past the intensity), they are dropped with the mailbox, as the messages of an
-//!    actor that ends without reading them are.
+//! 3. A child ended (a start that failed, for want of a stack, counts as an abnormal end of an
+//!    incarnation that never ran: `ExitReason::NoStart`): if its restart policy asks for a restart
+//!    (`Permanent` always, `Transient` after an abnormal end, `Temporary` never), count the restart
+//!    against the intensity (at most `max_restarts` in any `period`). Past it, stop every child and
+//!    end abnormally (a panic), so that a supervisor above decides. Otherwise restart by the
+//!    strategy: `OneForOne` the child alone; `OneForAll` every child (the others killed in reverse
+//!    start order first, then all started in order); `RestForOne` the child and those started after
+//!    it, likewise. A child whose policy declines the restart is finished, as a `Temporary` child
+//!    is in OTP: its mailbox is closed for good (a send to its address fails and hands the message
+//!    back), and no restart of the others starts it again. For an incarnation that ran, the close
+//!    comes with the end itself, under the mailbox's lock, before any monitor (the supervisor's
+//!    included) hears of it; the mailbox knows the policy (`Child::restart`). For a start that
+//!    failed, the supervisor closes it when it takes that end. Messages sent to a child waiting for
+//!    its restart queue for its next incarnation; if the supervisor gives up instead (past the
+//!    intensity), they are dropped with the mailbox, as the messages of an actor that ends without
+//!    reading them are.
 //! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
 //!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
 //!    child still running after its shutdown timeout is killed. Then the supervisor ends.

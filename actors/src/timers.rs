@@ -104,7 +104,7 @@ pub(crate) fn send_after<M: Send + 'static>(
 
 /// Runs `f` at `deadline` on the timers of `receiver`'s runtime (the receiving actor's, from
 /// `Addr::attached_actor`; module docs), or where `call_at` puts it when there is none.
-fn call_at_for(
+fn call_at_receiver(
     receiver: Option<Arc<ActorCell>>,
     deadline: Instant,
     f: impl FnOnce() + Send + 'static,
@@ -122,7 +122,7 @@ fn call_at_for(
 /// mailbox is back in it (`cancel` takes it and reports `true`), never the other way round.
 fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: Instant) {
     let receiver = addr.attached_actor();
-    call_at_for(receiver, deadline, move || {
+    call_at_receiver(receiver, deadline, move || {
         let mut held = slot.0.lock();
         let Some(msg) = held.take() else {
             return; // cancelled
@@ -173,7 +173,7 @@ fn tick<M, F>(
     F: FnMut() -> M + Send + 'static,
 {
     let receiver = addr.attached_actor();
-    call_at_for(receiver, deadline, move || {
+    call_at_receiver(receiver, deadline, move || {
         // Relaxed: see `Interval::cancel`.
         if interval.0.load(Ordering::Relaxed) {
             return; // cancelled
