@@ -1949,9 +1949,16 @@ impl<M> Addr<M> {
     /// assert_eq!(addr.monitor().recv(), down); // an ended actor: at once
     /// ```
     pub fn monitor(&self) -> Monitor {
-        let (monitor, hook, listener) = Monitor::new(self.shared.state.lock().actor);
-        self.on_exit_for(Some(listener), Box::new(hook));
-        monitor
+        let mut made = None;
+        // The monitor learns the id under the lock that keeps its hook: read apart, an
+        // incarnation of a supervised child could end and the next attach between the two,
+        // and the monitor would name one incarnation while its hook waited on the next.
+        self.on_exit_with(|actor| {
+            let (monitor, hook, listener) = Monitor::new(actor);
+            made = Some(monitor);
+            (Some(listener), Box::new(hook))
+        });
+        made.expect("on_exit_with calls its maker once")
     }
 
     /// Runs `hook` once the actor has ended (at once if it has); kept in the mailbox until then
@@ -1968,10 +1975,20 @@ impl<M> Addr<M> {
     /// `exit_hooks.rs`), so that a monitor made and dropped again and again leaves nothing
     /// behind on an actor that lives on.
     fn on_exit_for(&self, listener: Option<Listener>, hook: ExitHook) -> bool {
-        let down = {
+        self.on_exit_with(|_| (listener, hook))
+    }
+
+    /// [`on_exit_for`](Addr::on_exit_for), with the hook made by `make` from the actor's id
+    /// under the same lock that keeps it, so that the two agree on the incarnation.
+    fn on_exit_with(
+        &self,
+        make: impl FnOnce(Option<ActorId>) -> (Option<Listener>, ExitHook),
+    ) -> bool {
+        let (hook, down) = {
             let mut st = self.shared.state.lock();
+            let (listener, hook) = make(st.actor);
             match st.down() {
-                Some(down) => down,
+                Some(down) => (hook, down),
                 None => {
                     let pruned = st.rare().hooks.push(listener, hook);
                     drop(st);
