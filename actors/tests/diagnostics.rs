@@ -858,3 +858,110 @@ fn a_delayed_message_to_another_runtime_keeps_the_senders_check_away() {
         assert!(reported.try_recv().is_err(), "a deadlock was reported");
     });
 }
+
+/// What a counted timer arms in turn counts too: an interval's later ticks (armed by the tick
+/// before, on the receiving runtime's monitor thread, not by an actor of the sender's
+/// runtime). Runtime A's actor waits for three echoes of an interval it runs to an actor of
+/// runtime B; between two ticks nothing else is pending for A, and before, A reported a
+/// deadlock after the first tick.
+#[test]
+fn an_interval_to_another_runtime_keeps_the_senders_check_away_between_ticks() {
+    within_watchdog("an interval to another runtime", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (echo, _echo) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            for back in mb.iter().take(3) {
+                let _ = back.send(7);
+            }
+        });
+        let (reports, reported) = mpsc::channel::<()>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |_| {
+                let _ = reports.send(());
+            })
+            .build()
+            .unwrap();
+        let got = rt.block_on(move || {
+            let (me, answers) =
+                threadlet::spawn_actor(|mb: Mailbox<u32>| mb.iter().take(3).sum::<u32>());
+            // Long against the check's few milliseconds: it looks many times between ticks.
+            let ticks = echo.send_interval(Duration::from_millis(150), move || me.clone());
+            let got = answers.join().unwrap();
+            ticks.cancel();
+            got
+        });
+        assert_eq!(got, 21);
+        assert!(reported.try_recv().is_err(), "a deadlock was reported");
+    });
+}
+
+/// And a delayed message's retries: one that finds its bounded mailbox on runtime B full is
+/// tried again from B's monitor thread, and still counts for runtime A, whose actor waits for
+/// the reply it leads to.
+#[test]
+fn a_delayed_message_retried_on_another_runtime_keeps_the_senders_check_away() {
+    within_watchdog("a delayed message retried on another runtime", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (echo, _echo) = ActorBuilder::new()
+            .mailbox_capacity(1)
+            .spawn_actor_on(&other, |mb: Mailbox<Option<threadlet::Addr<u32>>>| {
+                // The filler below keeps the mailbox full this long: the delayed message is
+                // refused, and retried every millisecond meanwhile.
+                threadlet::sleep(Duration::from_millis(300));
+                for back in mb.iter().flatten() {
+                    let _ = back.send(7);
+                }
+            })
+            .unwrap();
+        echo.send(None).unwrap();
+        let (reports, reported) = mpsc::channel::<()>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |_| {
+                let _ = reports.send(());
+            })
+            .build()
+            .unwrap();
+        let got = rt.block_on(move || {
+            let (me, answer) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
+            let _timer = echo.send_after(Duration::from_millis(10), Some(me));
+            answer.join().unwrap()
+        });
+        assert_eq!(got, Some(7));
+        assert!(reported.try_recv().is_err(), "a deadlock was reported");
+    });
+}
+
+/// Once the last timer that runtime A's actors armed on runtime B's heap has fired, A's check
+/// looks again: here the delayed message reaches an actor of B that keeps the address and never
+/// replies, so A's actor waits for good, and that is reported (before, A's monitor, asleep
+/// with nothing of its own pending, never looked again).
+#[test]
+fn a_deadlock_left_by_a_timer_on_another_runtime_is_reported() {
+    within_watchdog("a deadlock left by a timer on another runtime", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (keeper, _keeper) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            // Keeps every address it gets, and answers none (its own address stays with the
+            // main thread, so it is no deadlock of its runtime's).
+            mb.iter().collect::<Vec<_>>()
+        });
+        let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |d: &Deadlock| {
+                let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
+            })
+            .build()
+            .unwrap();
+        let waiter = rt.block_on(move || {
+            let (me, waiter) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
+            let _timer = keeper.send_after(Duration::from_millis(50), me);
+            waiter
+        });
+        let named = reported
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no deadlock reported");
+        assert_eq!(named, [waiter.id()]);
+        waiter.abort();
+    });
+}

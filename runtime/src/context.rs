@@ -83,6 +83,10 @@ thread_local! {
     /// The runtime whose due timers this thread fires now (its monitor, `firing_timers_of`):
     /// a callback's `call_at` arms on that runtime's heap, as one made in an actor does.
     static FIRING_FOR: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+    /// While this thread runs a timer counted for another runtime's deadlock check
+    /// (`TimerElsewhere::fire`): that runtime, so that what the timer arms in turn with
+    /// `call_at_for` (a delayed message's retry, an interval's next tick) counts for it too.
+    static FIRING_COUNTED_FOR: Cell<Option<Weak<Shared>>> = const { Cell::new(None) };
 }
 
 /// Runs `f` (firing `shared`'s due timers) with `shared` as the runtime of this thread's
@@ -609,19 +613,26 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 /// Armed by an actor of another runtime, the timer counts for that runtime's deadlock check
 /// until it fires or is dropped (`deadlock.rs`): it may lead to a reply that wakes one of its
 /// actors.
+///
+/// So does a timer that such a timer arms in turn while it runs (a delayed message's retry, an
+/// interval's next tick): those run on the monitor thread of the runtime whose heap they are on,
+/// where no actor's runtime is at hand, so the one counting is passed along
+/// (`FIRING_COUNTED_FOR`). The count of the next is taken before the count of the one running
+/// goes: in between, the runtime that counts never looks free of timers.
 pub fn call_at_for(actor: &ActorCell, deadline: Instant, f: impl FnOnce() + Send + 'static) {
     let target = &actor.shared;
-    let elsewhere = with_worker(|ctx| {
-        ctx.filter(|ctx| !std::ptr::eq(Arc::as_ptr(&ctx.shared), Arc::as_ptr(target)))
-            .map(|ctx| TimerElsewhere::arm(&ctx.shared))
-    });
+    let elsewhere_of = |shared: &Arc<Shared>| {
+        (!std::ptr::eq(Arc::as_ptr(shared), Arc::as_ptr(target)))
+            .then(|| TimerElsewhere::arm(shared))
+    };
+    let elsewhere = match TimerElsewhere::counting_now() {
+        Some(counting) => elsewhere_of(&counting),
+        None => with_worker(|ctx| ctx.and_then(|ctx| elsewhere_of(&ctx.shared))),
+    };
     let action = match elsewhere {
         None => TimerAction::Call(Box::new(f)),
-        Some(counted) => TimerAction::Call(Box::new(move || {
-            // Dropped after `f` has run, or with it unrun (cleared, cancelled).
-            let _counted = counted;
-            f();
-        })),
+        // Dropped after `f` has run, or with it unrun (cleared, cancelled).
+        Some(counted) => TimerAction::Call(Box::new(move || counted.fire(f))),
     };
     arm_timer(target, deadline, action);
 }
@@ -635,12 +646,39 @@ impl TimerElsewhere {
         shared.deadlock.timer_elsewhere_armed();
         TimerElsewhere(Arc::downgrade(shared))
     }
+
+    /// The runtime that the timer this thread runs now counts for, if it counts for one.
+    fn counting_now() -> Option<Arc<Shared>> {
+        FIRING_COUNTED_FOR.with(|c| {
+            let counting = c.take();
+            let shared = counting.as_ref().and_then(Weak::upgrade);
+            c.set(counting);
+            shared
+        })
+    }
+
+    /// Runs the timer's callback with this count's runtime as the one that timers it arms
+    /// count for (`call_at_for`); the count goes after it.
+    fn fire(self, f: impl FnOnce()) {
+        struct Restore(Option<Weak<Shared>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                FIRING_COUNTED_FOR.with(|c| c.set(self.0.take()));
+            }
+        }
+        let _restore = Restore(FIRING_COUNTED_FOR.with(|c| c.replace(Some(self.0.clone()))));
+        f();
+    }
 }
 
 impl Drop for TimerElsewhere {
     fn drop(&mut self) {
-        if let Some(shared) = self.0.upgrade() {
-            shared.deadlock.timer_elsewhere_done();
+        if let Some(shared) = self.0.upgrade()
+            && shared.deadlock.timer_elsewhere_done()
+        {
+            // The last one: the monitor, which may sleep with nothing of its own pending, must
+            // look at the deadlock check again (`deadlock.rs`, step 1).
+            shared.monitor.kick();
         }
     }
 }

@@ -9,7 +9,8 @@
 //! - no worker is running an actor, and no actor is runnable or unstarted;
 //! - no timer is pending, in the runtime's heap or the process-wide one (a sleeper, a timeout,
 //!   a `send_after` may still wake someone), nor one that its actors armed on another
-//!   runtime's heap (a `send_after` to an actor there, whose reply may come back);
+//!   runtime's heap (a `send_after` to an actor there, whose reply may come back, with its
+//!   retries; an interval's ticks);
 //! - every actor waits without a timeout, on something no outside party ends by itself: its
 //!   mailbox, a channel, a join, a request's reply, room in a bounded mailbox, or a bare park
 //!   ([`Wait::is_external`]: sleeps, sockets, the blocking pool and selects do not count);
@@ -134,8 +135,9 @@ pub(crate) struct DeadlockWatch {
     state: Mutex<WatchState>,
     /// Timers that this runtime's actors armed on another runtime's heap and that have not
     /// fired or been dropped (`call_at_for`: a `send_after` to an actor of that runtime, whose
-    /// reply may still wake one of ours); pending, they keep the check away as this runtime's
-    /// own timers do.
+    /// reply may still wake one of ours, and what such a timer arms in turn: a retry, an
+    /// interval's next tick); pending, they keep the check away as this runtime's own timers
+    /// do. The last one going kicks the monitor, which looks again (step 1).
     timers_elsewhere: AtomicUsize,
 }
 
@@ -171,9 +173,10 @@ impl DeadlockWatch {
         self.timers_elsewhere.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A timer armed elsewhere fired or was dropped.
-    pub(crate) fn timer_elsewhere_done(&self) {
-        self.timers_elsewhere.fetch_sub(1, Ordering::Relaxed);
+    /// A timer armed elsewhere fired or was dropped; whether it was the last (the monitor must
+    /// then look again: nothing of the runtime's own may wake it).
+    pub(crate) fn timer_elsewhere_done(&self) -> bool {
+        self.timers_elsewhere.fetch_sub(1, Ordering::Relaxed) == 1
     }
 
     /// A `block_on` began, with this root actor. A root that a report already named (it
