@@ -132,6 +132,10 @@ use queue::Queue;
 struct State<M> {
     queue: Queue<M>,
     waiter: Option<Waiter>,
+    /// The recorded waiter is a select's watch (`Mailbox::watch`), not a receive: a select
+    /// has not chosen this mailbox yet, and may take another branch, so it is no receiver for
+    /// a rendezvous to meet (`owner_waits_at_rendezvous`).
+    watched: bool,
     /// The owning actor, set right after spawning; for a supervised child, its latest
     /// incarnation.
     actor: Option<ActorId>,
@@ -278,21 +282,34 @@ impl<M> State<M> {
         self.rare.get_or_insert_with(|| Box::new(Rare::new()))
     }
 
+    /// Records `w` as the waiter a send takes and wakes (`watched`: a select's watch); returns
+    /// the one it replaces, to be dropped after unlocking.
+    #[inline]
+    fn publish(&mut self, w: Waiter, watched: bool) -> Option<Waiter> {
+        self.watched = watched;
+        self.waiter.replace(w)
+    }
+
     #[inline]
     fn has_room(&self) -> bool {
         // Always for an unbounded mailbox: one flag, no look at the rare block.
         !self.bounded || self.queue.len() < self.rare.as_ref().map_or(usize::MAX, |r| r.cap)
     }
 
-    /// Whether the owner of a capacity-0 mailbox waits for a message now (parked in `recv`, a
-    /// handler actor between messages, or a select), with nothing queued and no sender in
-    /// line: the one time a send that cannot wait (`try_send`, a timer's delivery) meets it,
-    /// as a non-blocking send on an unbuffered Go channel meets a waiting receiver. The
-    /// message then goes into the queue, and the sender takes the recorded waiter, so a
-    /// second such send finds none and is refused: the queue holds at most that one.
-    fn owner_waits_at_rendezvous(&self) -> bool {
+    /// Whether the owner of a capacity-0 mailbox waits for a message now (parked in `recv`, or
+    /// a handler actor between messages), with nothing queued and no sender in line: the one
+    /// time a send that cannot wait (`try_send`, a timer's delivery) meets it, as a
+    /// non-blocking send on an unbuffered Go channel meets a waiting receiver. The message
+    /// then goes into the queue, and the sender takes the recorded waiter, so a second such
+    /// send finds none and is refused: the queue holds at most that one. Not an owner waiting
+    /// in a select: it has not committed to this branch (a Go select commits to the case a
+    /// sender meets; ours only watches), and if another branch fired, the message accepted
+    /// would stay queued unreceived while the sender took it for received. (`to_a_select`: a
+    /// select counts, for a timer's delivery, which no sender waits on: `Addr::try_send_now`.)
+    fn owner_waits_at_rendezvous(&self, to_a_select: bool) -> bool {
         self.bounded
             && self.waiter.is_some()
+            && (to_a_select || !self.watched)
             && self.queue.is_empty()
             && self
                 .rare
@@ -540,6 +557,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
         state: Mutex::new(State {
             queue: Queue::new(),
             waiter: None,
+            watched: false,
             actor: None,
             cell: Weak::new(),
             rare,
@@ -714,7 +732,7 @@ impl<M> Mailbox<M> {
                     st.waiter = None;
                     return Err(RecvTimeoutError::Timeout);
                 }
-                st.waiter = Some(Waiter::current());
+                st.publish(Waiter::current(), false);
             }
             let published = Published(&self.shared);
             let parked = match deadline {
@@ -968,7 +986,7 @@ impl<M> Mailbox<M> {
         if st.addrs == 0 || st.closed {
             return Poll::Ended;
         }
-        st.waiter = Some(Waiter::current());
+        st.publish(Waiter::current(), false);
         Poll::Parked
     }
 
@@ -1000,7 +1018,7 @@ impl<M> Mailbox<M> {
             if self.is_stale(&st) {
                 return; // its `recv_now` reports the end at once
             }
-            st.waiter.replace(w.clone())
+            st.publish(w.clone(), true)
         };
         drop(old);
     }
@@ -1506,18 +1524,22 @@ impl<M> Addr<M> {
     /// ```
     pub fn try_send(&self, msg: M) -> Result<(), TrySendError<M>> {
         checkpoint();
-        self.try_send_now(msg)
+        self.try_send_now(msg, false)
     }
 
     /// `try_send` without the safe point, for a caller that holds a lock of its own (a
-    /// delayed message's slot, `timers.rs`).
-    pub(crate) fn try_send_now(&self, msg: M) -> Result<(), TrySendError<M>> {
+    /// delayed message's slot, `timers.rs`). `to_a_select`: a capacity-0 mailbox whose owner
+    /// waits in a select takes the message too (`State::owner_waits_at_rendezvous`). Timers
+    /// ask for that: a delayed message has no sender that takes it for received, and is only
+    /// due to arrive; it stays queued for the next receive if the select fires another branch,
+    /// where refusing it would leave it retried for as long as the owner waits only in selects.
+    pub(crate) fn try_send_now(&self, msg: M, to_a_select: bool) -> Result<(), TrySendError<M>> {
         let waiter = {
             let mut st = self.shared.state.lock();
             if st.closed {
                 return Err(TrySendError::Disconnected(msg));
             }
-            if !st.has_room() && !st.owner_waits_at_rendezvous() {
+            if !st.has_room() && !st.owner_waits_at_rendezvous(to_a_select) {
                 return Err(TrySendError::Full(msg));
             }
             st.enqueue(msg);

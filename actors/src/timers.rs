@@ -22,7 +22,9 @@
 //! tried again [`FULL_RETRY`] later (still cancellable); an interval tick that finds it full is
 //! skipped, as tokio's `MissedTickBehavior::Skip` does. A capacity-0 mailbox, which has room
 //! only for a message its owner waits for, takes a delayed message at the first try that finds
-//! its owner waiting (`Addr::try_send`).
+//! its owner waiting, in a receive or a select (`Addr::try_send_now`; a `try_send` is not taken
+//! by a select, which may fire another branch, but a delayed message has no sender to mislead,
+//! and stays queued for the next receive then).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,7 +129,7 @@ fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: In
         let Some(msg) = held.take() else {
             return; // cancelled
         };
-        match addr.try_send_now(msg) {
+        match addr.try_send_now(msg, true) {
             Ok(()) => {}
             // The actor has ended: there is nobody to hand the message back to. Dropped after
             // unlocking: its destructor may use the timer again.
@@ -178,7 +180,7 @@ fn tick<M, F>(
         if interval.0.load(Ordering::Relaxed) {
             return; // cancelled
         }
-        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg()) {
+        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg(), true) {
             return; // the actor is gone
         }
         // (A full bounded mailbox skips this tick.)

@@ -317,3 +317,41 @@ fn try_send_is_taken_by_an_owner_waiting_on_a_capacity_zero_mailbox() {
     });
     assert_eq!(got, ((0..10).collect(), (0..10).collect()));
 }
+
+/// But not by an owner that waits in a select: the select has not chosen the mailbox, and
+/// may fire another branch, which would leave a message accepted by `try_send` in the queue,
+/// never received, while its sender took it for received. So `try_send` is refused there and
+/// the message handed back; a `send`, which waits in line, meets the select.
+#[test]
+fn try_send_is_refused_by_an_owner_waiting_in_a_select_on_a_capacity_zero_mailbox() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (stop, stopped) = threadlet::channel::bounded::<()>(1);
+    let (addr, h) = ActorBuilder::new()
+        .mailbox_capacity(0)
+        .spawn_actor_on(&rt, move |mb: Mailbox<u32>| {
+            let mut got = Vec::new();
+            loop {
+                threadlet::select! {
+                    recv(mb) -> m => got.extend(m),
+                    recv(stopped) -> _ => return got,
+                }
+            }
+        })
+        .unwrap();
+    let got = within_watchdog("try_send at a select", move || {
+        for n in 0..20 {
+            // Until the actor waits in its select (it may still be starting, or back from
+            // taking the last message).
+            while rt.dump().actor(h.id()).and_then(|a| a.waiting_on())
+                != Some(threadlet::Wait::Select { branches: 2 })
+            {
+                std::thread::yield_now();
+            }
+            assert_eq!(addr.try_send(n), Err(TrySendError::Full(n)));
+            addr.send(n).unwrap();
+        }
+        stop.send(()).unwrap();
+        h.join().unwrap()
+    });
+    assert_eq!(got, (0..20).collect::<Vec<_>>());
+}

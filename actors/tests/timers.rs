@@ -286,6 +286,26 @@ fn delayed_messages_and_ticks_reach_a_capacity_zero_mailbox_whose_owner_waits() 
     assert_eq!(got, Ok(()));
 }
 
+/// Also while the owner waits only in selects: a delayed message is taken by a select's watch
+/// (a `try_send` is not: see `bounded.rs`), and would otherwise be retried for good.
+#[test]
+fn a_delayed_message_reaches_a_capacity_zero_mailbox_whose_owner_waits_in_a_select() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = threadlet::ActorBuilder::new()
+        .mailbox_capacity(0)
+        .spawn_actor_on(&rt, |mb: Mailbox<&'static str>| {
+            let (_keep, never) = threadlet::channel::unbounded::<()>();
+            threadlet::select! {
+                recv(mb) -> m => m,
+                recv(never) -> _ => None,
+            }
+        })
+        .unwrap();
+    addr.send_after(Duration::from_millis(5), "once");
+    let got = within_watchdog("a delayed message at a select", move || h.join().unwrap());
+    assert_eq!(got, Some("once"));
+}
+
 /// An interval set up by an actor re-arms itself from its runtime's timer thread. Its later
 /// ticks went to the process-wide timer heap, which the runtime's shutdown does not clear: the
 /// interval outlived its runtime, and made one more message after the drop.
