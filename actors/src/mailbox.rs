@@ -1810,12 +1810,13 @@ impl<M> Addr<M> {
     /// assert_eq!(counter.ask(Msg::Get), Ok(42));
     /// ```
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, AskError> {
-        let rx = self.request(make)?;
+        let rx = self.request(make, None)?;
         rx.recv_reply(&|| self.actor_id(), None)
             .map_err(|_| AskError::Dropped)
     }
 
-    /// [`ask`](Addr::ask), waiting at most `timeout` for the answer ([`AskError::Timeout`]).
+    /// [`ask`](Addr::ask), waiting at most `timeout` in all ([`AskError::Timeout`]): for room in
+    /// a full bounded mailbox (the request is then dropped unsent) and for the answer.
     /// An answer that comes after the timeout is dropped: each request has a reply channel of
     /// its own, so it can never be taken for the answer to a later request.
     ///
@@ -1840,9 +1841,10 @@ impl<M> Addr<M> {
         timeout: Duration,
         make: impl FnOnce(Reply<R>) -> M,
     ) -> Result<R, AskError> {
-        let rx = self.request(make)?;
-        // A timeout too long to represent as an `Instant` means none, as `recv_timeout`'s.
+        // A timeout too long to represent as an `Instant` means none, as `recv_timeout`'s. It
+        // covers the whole ask: the wait for room in a full bounded mailbox too.
         let deadline = Instant::now().checked_add(timeout);
+        let rx = self.request(make, deadline)?;
         rx.recv_reply(&|| self.actor_id(), deadline)
             .map_err(|e| match e {
                 RecvTimeoutError::Timeout => AskError::Timeout,
@@ -1850,17 +1852,27 @@ impl<M> Addr<M> {
             })
     }
 
-    /// Sends the request of an ask; returns where its answer will come.
+    /// Sends the request of an ask, waiting for room in a full bounded mailbox until
+    /// `deadline` at most; returns where its answer will come.
     fn request<R>(
         &self,
         make: impl FnOnce(Reply<R>) -> M,
+        deadline: Option<Instant>,
     ) -> Result<oneshot::Receiver<R>, AskError> {
         let (tx, rx) = crate::channel::oneshot();
-        match self.send(make(Reply(tx))) {
-            Ok(()) => Ok(rx),
-            // The request comes back with its `Reply`; dropping both is all there is to do.
-            Err(_) => Err(AskError::Closed),
-        }
+        let request = make(Reply(tx));
+        let sent = match deadline {
+            None => self.send(request).map_err(|_| AskError::Closed),
+            Some(d) => {
+                checkpoint();
+                self.send_waiting(request, Some(d)).map_err(|e| match e {
+                    SendTimeoutError::Timeout(_) => AskError::Timeout,
+                    SendTimeoutError::Disconnected(_) => AskError::Closed,
+                })
+            }
+        };
+        // A request refused comes back with its `Reply`; dropping both is all there is to do.
+        sent.map(|()| rx)
     }
 
     /// Messages waiting in the mailbox now (sent, not yet received): how far behind its actor

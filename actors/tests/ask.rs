@@ -163,3 +163,42 @@ fn an_abandoned_reply_says_so() {
     go_tx.send(()).unwrap();
     assert_eq!(rx.recv(), Ok(true));
 }
+
+/// The timeout of `ask_timeout` covers the whole ask: the wait for room in a full bounded
+/// mailbox too. Before, the request was sent with no deadline, and an ask to an actor that was
+/// busy (or waiting on the asker) with its mailbox full waited for as long as that lasted.
+#[test]
+fn ask_timeout_gives_up_on_a_full_bounded_mailbox() {
+    enum Msg {
+        Fill,
+        Get(Reply<u32>),
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (go, gate) = threadlet::channel::bounded::<()>(1);
+    let (addr, h) = threadlet::ActorBuilder::new()
+        .mailbox_capacity(1)
+        .spawn_actor_on(&rt, move |mb: Mailbox<Msg>| {
+            let _ = gate.recv(); // busy until told
+            let mut answered = 0;
+            for m in &mb {
+                if let Msg::Get(reply) = m {
+                    reply.send(1);
+                    answered += 1;
+                }
+            }
+            answered
+        })
+        .unwrap();
+    addr.send(Msg::Fill).unwrap(); // the one place is taken
+    let asker = addr.clone();
+    let asked = within_watchdog("ask_timeout on a full mailbox", move || {
+        asker.ask_timeout(Duration::from_millis(20), Msg::Get)
+    });
+    assert_eq!(asked, Err(AskError::Timeout));
+    // The request was handed back and dropped, not left in line: once the actor reads, it
+    // answers only the ask made now.
+    go.send(()).unwrap();
+    assert_eq!(addr.ask_timeout(Duration::from_secs(10), Msg::Get), Ok(1));
+    drop(addr);
+    assert_eq!(h.join().unwrap(), 1);
+}
