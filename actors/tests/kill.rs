@@ -427,3 +427,29 @@ fn kill_and_monitor_by_bare_id_reach_every_kind_of_actor() {
     // Outside any runtime the free functions find nothing.
     assert!(!threadlet::kill(ids[0]));
 }
+
+/// A kill unwinds as a panic does, as far as destructors can tell: a `std::sync::Mutex` guard
+/// held by the killed actor poisons its lock (docs/actors.md, "Kill"), and is released on the
+/// actor's own thread (the lock is free again afterwards).
+#[test]
+fn a_kill_poisons_a_std_mutex_the_actor_holds_as_a_panic_would() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let lock = Arc::new(std::sync::Mutex::new(0u32));
+    let held = lock.clone();
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+        let mut guard = held.lock().unwrap();
+        *guard += 1;
+        mb.recv(); // killed while waiting here, the guard held
+        *guard += 1;
+    });
+    within_watchdog("a kill with a mutex held", move || {
+        while !lock.is_poisoned() && lock.try_lock().is_ok() {
+            std::thread::yield_now(); // until the actor holds it
+        }
+        assert!(addr.kill());
+        assert!(h.join().unwrap_err().is_killed());
+        assert!(lock.is_poisoned());
+        let value = *lock.lock().unwrap_or_else(|e| e.into_inner());
+        assert_eq!(value, 1);
+    });
+}

@@ -22,6 +22,7 @@
 //! the carrier that runs it gets a pointer to it where it lies, in the actor's body ([`Lent`]),
 //! so that a program kept in place costs an activation nothing more than a boxed one did.
 
+use std::marker::PhantomData;
 use std::mem::{MaybeUninit, align_of, size_of};
 use std::ptr::NonNull;
 
@@ -39,6 +40,11 @@ pub(crate) const INLINE_WORDS: usize = 4;
 pub(crate) struct Program {
     table: &'static Table,
     data: MaybeUninit<[usize; INLINE_WORDS]>,
+    /// Neither `Send` nor `Sync` by itself: the fields above would make it both whatever it
+    /// holds. `Send` comes back by the `unsafe impl` below, argued from the `Activation` bound;
+    /// `Sync` does not, since an activation need not be `Sync`, and a method reading `data`
+    /// through `&self` would then share it between threads unchecked.
+    _not_sync: PhantomData<*mut ()>,
 }
 
 /// The functions of one stored type.
@@ -120,6 +126,7 @@ impl Program {
         Program {
             table: &Tables::<T, IN_PLACE>::TABLE,
             data,
+            _not_sync: PhantomData,
         }
     }
 
