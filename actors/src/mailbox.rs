@@ -1608,7 +1608,10 @@ impl<M> Addr<M> {
             if st.closed {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
-            if st.has_room() {
+            let due = deadline.is_some_and(|d| Instant::now() >= d);
+            // With no time left to wait, as `try_send`: a capacity-0 mailbox whose owner waits
+            // in a receive takes it.
+            if st.has_room() || (due && st.owner_waits_at_rendezvous(false)) {
                 st.enqueue(msg);
                 let w = st.waiter.take();
                 drop(st);
@@ -1617,7 +1620,7 @@ impl<M> Addr<M> {
                 }
                 return Ok(());
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if due {
                 return Err(SendTimeoutError::Timeout(msg));
             }
             let slot = Slot::new(Some(msg));

@@ -355,3 +355,25 @@ fn try_send_is_refused_by_an_owner_waiting_in_a_select_on_a_capacity_zero_mailbo
     });
     assert_eq!(got, (0..20).collect::<Vec<_>>());
 }
+
+/// A `send_timeout` with no time to wait is a `try_send`: it meets an owner waiting in a
+/// receive on a capacity-0 mailbox (before, it always timed out there).
+#[test]
+fn a_send_timeout_of_zero_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = ActorBuilder::new()
+        .mailbox_capacity(0)
+        .spawn_actor_on(&rt, |mb: Mailbox<u32>| mb.iter().collect::<Vec<_>>())
+        .unwrap();
+    let got = within_watchdog("send_timeout(0) at a rendezvous", move || {
+        for n in 0..10 {
+            // Refused only while the owner is not (yet, or again) waiting.
+            while let Err(SendTimeoutError::Timeout(_)) = addr.send_timeout(n, Duration::ZERO) {
+                std::thread::yield_now();
+            }
+        }
+        drop(addr);
+        h.join().unwrap()
+    });
+    assert_eq!(got, (0..10).collect::<Vec<_>>());
+}
