@@ -274,6 +274,9 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
             .as_mut()
             .expect("a stopped actor is never activated")
             .actor;
+        // Whether user code has run in this batch: from then on a preemption or a kill ends
+        // the batch before the next message (`Mailbox::poll`).
+        let mut ran = false;
         if self.ctx.mailbox.owner_bits & STARTED == 0 {
             self.ctx.mailbox.owner_bits |= STARTED;
             // Dropped on every way out of `started`, a panic included: the waiter goes on.
@@ -283,9 +286,10 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
             if self.ctx.stopping() {
                 return Step::Stop;
             }
+            ran = true;
         }
         for i in 0..BATCH {
-            match self.ctx.mailbox.poll(i > 0) {
+            match self.ctx.mailbox.poll(ran || i > 0) {
                 Poll::Message(msg) => {
                     actor.handle(msg, &mut self.ctx);
                     if self.ctx.stopping() {
@@ -303,7 +307,13 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
     /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything
     /// the actor leaves behind is dropped before `join` returns, as for a process actor.
     fn stop(&mut self, panicked: Option<Box<dyn std::any::Any + Send>>) -> Step {
-        self.close_mailbox();
+        // A queued message whose destructor panics is a panic of this actor's, as it is for a
+        // process actor whose mailbox drops it: the first panic is the one reported, and
+        // `stopped` does not run after it, as after a panic in `handle`.
+        let panicked = match (panicked, self.close_mailbox()) {
+            (Some(p), _) | (None, Some(p)) => Some(p),
+            (None, None) => None,
+        };
         let Some(Live { actor, completion }) = self.live.take() else {
             return Step::Stop;
         };
@@ -328,15 +338,16 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
 
     /// Closes the mailbox (later sends hand their message back) and drops what is queued. (A
     /// supervised child's mailbox stays open, queue and all, for its next incarnation.)
-    fn close_mailbox(&self) {
+    /// Returns the panic of a message's destructor, if one panicked: it ends nothing more
+    /// than this actor, which ends.
+    fn close_mailbox(&self) -> Option<Box<dyn std::any::Any + Send>> {
         let mailbox = &self.ctx.mailbox;
-        if !mailbox.is_lent() {
-            mailbox.close();
-            let left = mailbox.take_queued();
-            // A message's destructor may panic: it ends nothing more than this actor, which
-            // ends.
-            let _ = catch_actor_panic(move || drop(left));
+        if mailbox.is_lent() {
+            return None;
         }
+        mailbox.close();
+        let left = mailbox.take_queued();
+        catch_actor_panic(move || drop(left)).err()
     }
 }
 
@@ -351,7 +362,8 @@ impl<A: Actor, S: StartSignal> Drop for Program<A, S> {
         };
         // The value's destructor is user code: if it panics, the rest still goes, in order.
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(actor)));
-        self.close_mailbox();
+        // Killed or cancelled already: a message's panic changes nothing of the end.
+        drop(self.close_mailbox());
         drop(completion);
         if let Err(payload) = dropped {
             std::panic::resume_unwind(payload);

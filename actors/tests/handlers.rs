@@ -1160,3 +1160,104 @@ fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
         "the queued handler actor ran only after the grinder's job ended"
     );
 }
+
+/// A kill that comes while `handle` runs with no safe point lands as `handle` returns: the
+/// actor takes no further message, under every scheduler. Before, the rest of its batch ran
+/// (nine more messages here, one sent after the kill was accepted), and `join` said `Killed`.
+#[test]
+fn a_handler_actor_killed_inside_handle_takes_no_further_message() {
+    struct Gate {
+        inside: mpsc::Sender<()>,
+        release: Mutex<mpsc::Receiver<()>>,
+        handled_after: Arc<AtomicUsize>,
+    }
+    impl Actor for Gate {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+            if n == 0 {
+                self.inside.send(()).unwrap();
+                // A plain thread's channel: no safe point while it waits.
+                self.release.lock().unwrap().recv().unwrap();
+            } else {
+                self.handled_after.fetch_add(1, SeqCst);
+            }
+        }
+    }
+    within_watchdog("a kill inside handle", || {
+        for scheduler in [
+            Scheduler::WorkStealing,
+            Scheduler::GlobalQueue,
+            Scheduler::Gil,
+        ] {
+            for workers in [1, 2] {
+                let rt = Runtime::builder()
+                    .workers(workers)
+                    .scheduler(scheduler)
+                    .build()
+                    .unwrap();
+                let (inside, is_inside) = mpsc::channel();
+                let (release, released) = mpsc::channel();
+                let handled_after = Arc::new(AtomicUsize::new(0));
+                let (addr, h) = rt.start(Gate {
+                    inside,
+                    release: Mutex::new(released),
+                    handled_after: handled_after.clone(),
+                });
+                for n in 0..9 {
+                    addr.send(n).unwrap();
+                }
+                is_inside.recv().unwrap();
+                assert!(addr.kill());
+                let _ = addr.send(9); // accepted or handed back; never handled
+                release.send(()).unwrap();
+                assert!(h.join().err().is_some_and(|e| e.is_killed()));
+                assert_eq!(
+                    handled_after.load(SeqCst),
+                    0,
+                    "{scheduler:?}, {workers} worker(s)"
+                );
+            }
+        }
+    });
+}
+
+/// A queued message whose destructor panics when the actor stops (and its mailbox drops what
+/// is left) is a panic of the actor's, as for a process actor whose mailbox drops it: `join`
+/// says `Panicked` (before, the panic was swallowed and `join` returned the actor's value,
+/// and its monitors heard a normal end).
+#[test]
+fn a_message_whose_drop_panics_at_the_stop_is_the_actors_panic() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a message's destructor");
+        }
+    }
+    struct StopAtOnce(Arc<AtomicUsize>);
+    impl Actor for StopAtOnce {
+        type Msg = Option<Bomb>;
+        fn handle(&mut self, msg: Option<Bomb>, ctx: &mut Context<Self>) {
+            std::mem::forget(msg);
+            ctx.stop(); // the queued `Some(Bomb)` is dropped now
+        }
+        fn stopped(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (hold, holding) = mpsc::channel::<()>();
+    // Holds the one worker until both messages are queued.
+    let holder = rt.spawn(move || {
+        let _ = holding.recv();
+    });
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(StopAtOnce(stopped.clone()));
+    addr.send(None).unwrap();
+    addr.send(Some(Bomb)).unwrap();
+    drop(hold);
+    holder.join().unwrap();
+    let err = within_watchdog("a panicking message at the stop", move || h.join().err())
+        .expect("the actor's value, not a panic");
+    assert_eq!(err.panic_message(), Some("a message's destructor"));
+    assert_eq!(stopped.load(SeqCst), 0, "`stopped` ran after the panic");
+}

@@ -103,14 +103,19 @@ pub trait Activation: Send + 'static {
 /// lent stack and this worker until it returns. A program checks this before taking a second
 /// or later message of a batch, and ends the batch with [`Step::Yield`] if so: the actor's next
 /// messages may then run on an idle worker (the worker wakes one for it), instead of on this
-/// one, behind the others that share it. `false` outside a handler activation.
+/// one, behind the others that share it. Also `true` once the actor has been killed (a kill
+/// that came while `handle` ran with no safe point): it takes no further message, and its
+/// worker ends it as the activation returns (`worker.rs`, "Kill", step 3), so that a killed
+/// actor handles nothing after the message at hand. `false` outside a handler activation.
 ///
 /// ```
 /// // Not an actor, so not a preempted activation.
 /// assert!(!threadlet_runtime::activation_preempted());
 /// ```
 pub fn activation_preempted() -> bool {
-    context::with_current(|cur| cur.is_some_and(|(_, a)| a.activation_preempted.get()))
+    context::with_current(|cur| {
+        cur.is_some_and(|(_, a)| a.activation_preempted.get() || a.is_killed())
+    })
 }
 
 /// The one-shot completion of a handler actor's join handle. Dropped without completing, it
