@@ -108,10 +108,10 @@ const STARTED: u8 = 2;
 
 // SAFETY: a `Mailbox` is not `Sync` because its receiving operations (`recv`, `poll`, `close`,
 // `take_queued`) assume one receiver. Through a shared `&Context` none of them is reachable:
-// the field is private, and `Context`'s `&self` methods (`addr`, `trap_exits`, `id`) only make
-// an address, a trap channel or read the id, each under the mailbox's lock, as any address
-// may from any thread. The receiving operations run only through `Program`, which owns the
-// context and hands the user a `&mut` one for a call.
+// the field is private, and `Context`'s `&self` methods (`addr`, `trap_exits`,
+// `trap_exits_as`, `id`) only make an address, set a trap or read the id, each under the
+// mailbox's lock, as any address may from any thread. The receiving operations run only
+// through `Program`, which owns the context and hands the user a `&mut` one for a call.
 unsafe impl<A: Actor> Sync for Context<A> {}
 
 impl<A: Actor> Context<A> {
@@ -148,6 +148,57 @@ impl<A: Actor> Context<A> {
     /// it.
     pub fn trap_exits(&self) -> crate::channel::Receiver<threadlet_runtime::Down> {
         self.mailbox.trap_exits()
+    }
+
+    /// Traps exits, each arriving in this actor's mailbox as the message `into` makes of it
+    /// (see [`Mailbox::trap_exits_as`](crate::Mailbox::trap_exits_as)): the way for a handler
+    /// actor, which waits on nothing but its mailbox, to hear of a linked actor's end while
+    /// idle. (The channel of [`trap_exits`](Context::trap_exits) it could only look at while
+    /// handling a message.)
+    ///
+    /// ```
+    /// use threadlet::{Actor, Addr, Context, Down, ExitReason, Mailbox, RuntimeExt};
+    ///
+    /// enum Msg {
+    ///     Watch(Addr<()>),
+    ///     Exit(Down),
+    /// }
+    ///
+    /// struct Watcher(Option<ExitReason>);
+    /// impl Actor for Watcher {
+    ///     type Msg = Msg;
+    ///     fn started(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.trap_exits_as(Msg::Exit);
+    ///     }
+    ///     fn handle(&mut self, msg: Msg, ctx: &mut Context<Self>) {
+    ///         match msg {
+    ///             Msg::Watch(child) => {
+    ///                 ctx.addr().link(&child);
+    ///                 child.send(()).unwrap();
+    ///             }
+    ///             Msg::Exit(down) => {
+    ///                 self.0 = Some(down.reason);
+    ///                 ctx.stop();
+    ///             }
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (child, _c) = rt.spawn_actor(|mb: Mailbox<()>| {
+    ///     mb.recv();
+    ///     panic!("child fails");
+    /// });
+    /// let (watcher, w) = rt.start(Watcher(None));
+    /// watcher.send(Msg::Watch(child)).unwrap();
+    /// let reason = w.join().unwrap().0;
+    /// assert_eq!(reason, Some(ExitReason::Panicked("child fails".into())));
+    /// ```
+    pub fn trap_exits_as(
+        &self,
+        into: impl Fn(threadlet_runtime::Down) -> A::Msg + Send + Sync + 'static,
+    ) {
+        self.mailbox.trap_exits_as(into);
     }
 
     /// This actor's id.

@@ -188,8 +188,8 @@ struct Rare<M> {
     /// The actor's end, when `link` is [`Link::Kept`].
     down: Option<Down>,
     /// Where exit signals from linked actors go when the actor traps exits
-    /// (`Mailbox::trap_exits`); `None`: a signal kills it.
-    trap: Option<channel::Sender<Down>>,
+    /// (`Mailbox::trap_exits`, `Mailbox::trap_exits_as`); `None`: a signal kills it.
+    trap: Option<Trap<M>>,
     /// The mailboxes (`Addr::mailbox_key`) of the actors the attached one is linked with, each
     /// with the incarnation linked (`Addr::link`): a link already there is not made twice.
     links: Vec<(usize, Option<ActorId>)>,
@@ -513,6 +513,23 @@ impl<M: Send> Shared<M> {
     }
 }
 
+/// Where a trapping actor's exit signals go.
+enum Trap<M> {
+    /// A channel of their own (`Mailbox::trap_exits`).
+    Channel(channel::Sender<Down>),
+    /// The actor's own mailbox, each made into a message (`Mailbox::trap_exits_as`).
+    Message(Arc<dyn Fn(Down) -> M + Send + Sync>),
+}
+
+impl<M> Clone for Trap<M> {
+    fn clone(&self) -> Self {
+        match self {
+            Trap::Channel(tx) => Trap::Channel(tx.clone()),
+            Trap::Message(into) => Trap::Message(into.clone()),
+        }
+    }
+}
+
 /// The receiving side of a link: what happens to an actor when a linked one ends abnormally.
 trait ExitSignal: Send + Sync {
     /// `linked`: the incarnation of this mailbox's actor that made the link, if one was
@@ -521,9 +538,9 @@ trait ExitSignal: Send + Sync {
 }
 
 impl<M: Send> ExitSignal for Shared<M> {
-    /// Erlang's rule: a trapping actor gets the `Down` as a message on its trap channel; any
-    /// other is killed. A link is the linked incarnation's: a supervised child's later
-    /// incarnation (another actor on the same mailbox) hears nothing of it.
+    /// Erlang's rule: a trapping actor gets the `Down` as a message, on its trap channel or in
+    /// its mailbox; any other is killed. A link is the linked incarnation's: a supervised
+    /// child's later incarnation (another actor on the same mailbox) hears nothing of it.
     fn exit_signal(&self, down: &Down, linked: Option<ActorId>) {
         let trap = {
             let st = self.state.lock();
@@ -533,13 +550,40 @@ impl<M: Send> ExitSignal for Shared<M> {
             st.rare.as_ref().and_then(|r| r.trap.clone())
         };
         match trap {
-            Some(tx) => {
+            Some(Trap::Channel(tx)) => {
                 // The receiver may be gone: the actor no longer listens, and is not killed.
                 let _ = tx.send(down.clone());
+            }
+            Some(Trap::Message(into)) => {
+                // User code, run here, outside the lock (contained as an exit hook is).
+                let msg = into(down.clone());
+                self.deliver_signal(msg, linked);
             }
             None => {
                 self.kill_if(linked);
             }
+        }
+    }
+}
+
+impl<M> Shared<M> {
+    /// Queues an exit signal made into a message (`Trap::Message`), for incarnation `linked`
+    /// if one is named, whatever the mailbox's capacity: a signal comes from a hook that
+    /// cannot wait for room, and is not refused for want of it (Erlang's mailboxes have no
+    /// bound). A closed mailbox (the actor is ending) drops it, after unlocking.
+    fn deliver_signal(&self, msg: M, linked: Option<ActorId>) {
+        let waiter = {
+            let mut st = self.state.lock();
+            if st.closed || linked.is_some_and(|id| st.actor != Some(id)) {
+                drop(st);
+                drop(msg);
+                return;
+            }
+            st.enqueue(msg);
+            st.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake_by_value();
         }
     }
 }
@@ -829,6 +873,43 @@ impl<M> Mailbox<M> {
         trap_exits(&self.shared)
     }
 
+    /// Traps exits, each made into a message of the actor's own by `into` and queued in this
+    /// mailbox, as Erlang delivers `{'EXIT', Pid, Reason}`: what a handler actor, which waits
+    /// on nothing but its mailbox, needs to hear of a linked actor's end while idle. `into`
+    /// runs on the thread that records that end (it must not block; a panic in it is contained
+    /// and the signal lost); the message is queued even in a full bounded mailbox. The latest
+    /// of `trap_exits` and `trap_exits_as` decides where signals go.
+    ///
+    /// ```
+    /// use threadlet::{Down, ExitReason, Mailbox, RuntimeExt};
+    ///
+    /// enum Msg {
+    ///     Work,
+    ///     Exit(Down),
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (child, c) = rt.spawn_actor(|mb: Mailbox<()>| {
+    ///     mb.recv();
+    ///     panic!("child fails");
+    /// });
+    /// let (_watcher, w) = rt.spawn_actor(move |mb: Mailbox<Msg>| {
+    ///     mb.trap_exits_as(Msg::Exit);
+    ///     mb.addr().link(&child);
+    ///     child.send(()).unwrap();
+    ///     loop {
+    ///         if let Some(Msg::Exit(down)) = mb.recv() {
+    ///             return down.reason; // survives, and hears why, in its mailbox
+    ///         }
+    ///     }
+    /// });
+    /// assert_eq!(w.join().unwrap(), ExitReason::Panicked("child fails".into()));
+    /// assert!(c.join().is_err());
+    /// ```
+    pub fn trap_exits_as(&self, into: impl Fn(Down) -> M + Send + Sync + 'static) {
+        trap_exits_as(&self.shared, Arc::new(into));
+    }
+
     /// Whether [`close`](Mailbox::close) was called.
     ///
     /// ```
@@ -1053,14 +1134,22 @@ impl<M> Mailbox<M> {
 fn trap_exits<M>(shared: &Shared<M>) -> channel::Receiver<Down> {
     let mut st = shared.state.lock();
     let rare = st.rare();
-    match &rare.trap {
-        Some(tx) => tx.receiver(),
-        None => {
-            let (tx, rx) = channel::unbounded();
-            rare.trap = Some(tx);
-            rx
-        }
+    if let Some(Trap::Channel(tx)) = &rare.trap {
+        return tx.receiver();
     }
+    let (tx, rx) = channel::unbounded();
+    let old = rare.trap.replace(Trap::Channel(tx));
+    drop(st);
+    // A `trap_exits_as` closure, dropped after unlocking.
+    drop(old);
+    rx
+}
+
+/// `Mailbox::trap_exits_as` (and so `Context::trap_exits_as`).
+fn trap_exits_as<M>(shared: &Shared<M>, into: Arc<dyn Fn(Down) -> M + Send + Sync>) {
+    let old = shared.state.lock().rare().trap.replace(Trap::Message(into));
+    // Dropped after unlocking: a closure's captures are user values.
+    drop(old);
 }
 
 /// See [`Mailbox::uncounted`]: makes counted addresses on demand.

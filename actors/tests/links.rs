@@ -144,3 +144,100 @@ fn linking_again_to_an_actor_that_failed_signals_again() {
     assert_eq!(again, Ok(failed));
     assert!(hc.join().unwrap_err().is_panic());
 }
+
+/// `trap_exits_as`: a linked actor's failure arrives in the trapping actor's own mailbox, made
+/// into one of its messages, and an idle handler actor is woken for it (a trap channel it
+/// could only look at while handling some other message).
+#[test]
+fn exits_trapped_as_messages_wake_an_idle_handler_actor() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (child, c) = waiter(&rt);
+    let (watcher, w) = rt.start(Watcher::default());
+    watcher.send(Msg::Watch(child.clone())).unwrap();
+    child.send(0).unwrap(); // `waiter` panics on 0; the watcher is idle by now, or links later
+    let got = within_watchdog("an exit trapped as a message", move || w.join().unwrap());
+    assert!(c.join().is_err());
+    assert_eq!(got.exits, [ExitReason::Panicked("told to fail".into())]);
+}
+
+/// Such a message is queued even in a full bounded mailbox, behind what is there: the end it
+/// reports cannot wait for room, and is not refused for want of it.
+#[test]
+fn an_exit_trapped_as_a_message_is_queued_in_a_full_bounded_mailbox() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    // The child on a runtime of its own: the watcher holds its worker below, and a process
+    // actor started there would wait for it.
+    let other = Runtime::builder().workers(1).build().unwrap();
+    let (child, c) = waiter(&other);
+    let (inside, is_inside) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel();
+    let (watcher, w) = threadlet::ActorBuilder::new()
+        .mailbox_capacity(1)
+        .start_on(
+            &rt,
+            Watcher {
+                gate: Some((inside, std::sync::Mutex::new(released))),
+                ..Watcher::default()
+            },
+        )
+        .unwrap();
+    let got = within_watchdog("an exit trapped into a full mailbox", move || {
+        watcher.send(Msg::Watch(child.clone())).unwrap();
+        watcher.send(Msg::Hold).unwrap();
+        is_inside.recv().unwrap(); // busy in `handle`, no safe point
+        watcher.send(Msg::Note(7)).unwrap();
+        assert!(
+            watcher.try_send(Msg::Note(8)).is_err(),
+            "the mailbox is full"
+        );
+        child.send(0).unwrap();
+        assert!(c.join().is_err()); // its link's signal is queued by now
+        assert_eq!(watcher.len(), 2);
+        release.send(()).unwrap();
+        w.join().unwrap()
+    });
+    assert_eq!(got.notes, [7]);
+    assert_eq!(got.exits, [ExitReason::Panicked("told to fail".into())]);
+}
+
+enum Msg {
+    Watch(threadlet::Addr<u8>),
+    Hold,
+    Note(u32),
+    Exit(threadlet::Down),
+}
+
+/// Traps exits as messages; links to what it is told to watch, and stops at the first exit.
+#[derive(Default)]
+struct Watcher {
+    notes: Vec<u32>,
+    exits: Vec<ExitReason>,
+    /// For `Msg::Hold`: says it is inside `handle`, then waits on a plain channel.
+    gate: Option<(
+        std::sync::mpsc::Sender<()>,
+        std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    )>,
+}
+
+impl threadlet::Actor for Watcher {
+    type Msg = Msg;
+    fn started(&mut self, ctx: &mut threadlet::Context<Self>) {
+        ctx.trap_exits_as(Msg::Exit);
+    }
+    fn handle(&mut self, msg: Msg, ctx: &mut threadlet::Context<Self>) {
+        match msg {
+            Msg::Watch(child) => ctx.addr().link(&child),
+            Msg::Hold => {
+                if let Some((inside, release)) = &self.gate {
+                    inside.send(()).unwrap();
+                    release.lock().unwrap().recv().unwrap();
+                }
+            }
+            Msg::Note(n) => self.notes.push(n),
+            Msg::Exit(down) => {
+                self.exits.push(down.reason);
+                ctx.stop();
+            }
+        }
+    }
+}
