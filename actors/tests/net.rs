@@ -154,6 +154,13 @@ fn accept_and_read_time_out_in_actors_and_on_plain_threads() {
         .accept_timeout(Duration::from_millis(30))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
+    // A zero timeout is refused, in an actor and on a plain thread, as std refuses one.
+    let l = listener.clone();
+    let zero = rt.spawn(move || l.accept_timeout(Duration::ZERO).map(|_| ()));
+    let err = within_watchdog("accept timeout 0", move || zero.join().unwrap()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = listener.accept_timeout(Duration::ZERO).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
 
     // A connection on which nothing is ever sent.
     let client = TcpStream::connect(addr).unwrap();
@@ -726,4 +733,68 @@ fn urgent_data_does_not_strand_the_ordinary_data_behind_it() {
     sent_tx.send(()).unwrap();
     let got = within_watchdog("reads past the urgent mark", move || server.join().unwrap());
     assert_eq!(got, Ok("helloworld".to_owned()));
+}
+
+/// Waits (within the watchdog's bound) until actor `id` of `rt` waits on a socket.
+fn until_waiting_on_a_socket(rt: &Runtime, id: threadlet::ActorId) {
+    let deadline = std::time::Instant::now() + common::WATCHDOG;
+    while !rt
+        .dump()
+        .actor(id)
+        .and_then(|a| a.waiting_on())
+        .is_some_and(|w| matches!(w, threadlet::Wait::Io { .. }))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never waited on its socket"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// A socket registered with runtime A's poller and then waited on by an actor of runtime B
+/// wakes it while A's one worker runs one actor for long with time slices off: A's monitor
+/// looks at its poller then too (before, nothing polled A until that actor ended, and B's
+/// actor, on an idle worker, waited as long). Here A's actor spins until B's has its data, so
+/// before the fix the test hung.
+#[test]
+fn a_moved_socket_wakes_its_actor_while_the_first_runtime_is_busy_with_slices_off() {
+    let a = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .build()
+        .unwrap();
+    let b = Runtime::builder().workers(1).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = a.block_on(move || listener.accept().unwrap());
+    let read_one = |conn: &TcpStream| {
+        let mut byte = [0; 1];
+        (&*conn).read_exact(&mut byte).map(|()| byte[0])
+    };
+    // A first read in A waits, which registers the socket with A's poller.
+    let first = a.spawn(move || {
+        let got = read_one(&conn);
+        (conn, got)
+    });
+    until_waiting_on_a_socket(&a, first.id());
+    client.write_all(b"1").unwrap();
+    let (conn, got) = within_watchdog("the read in A", move || first.join().unwrap());
+    assert_eq!(got.unwrap(), b'1');
+    // A's one worker is now taken by an actor that spins (safe points, but no slices to
+    // preempt it) until B's actor has read.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = done.clone();
+    let busy = a.spawn(move || {
+        while !spinning.load(Ordering::SeqCst) {
+            threadlet::checkpoint();
+        }
+    });
+    let reader = b.spawn(move || read_one(&conn));
+    until_waiting_on_a_socket(&b, reader.id());
+    client.write_all(b"2").unwrap();
+    let got = within_watchdog("the read in B", move || reader.join().unwrap());
+    done.store(true, Ordering::SeqCst);
+    busy.join().unwrap();
+    assert_eq!(got.unwrap(), b'2');
 }

@@ -763,6 +763,10 @@ pub(crate) fn current_io() -> Option<io::Result<Arc<crate::io::Driver>>> {
                 for r in c.shared.remotes.iter() {
                     r.unpark();
                 }
+                // And the monitor, which with time slices off looks at the poll only once
+                // there is one (`monitor.rs`, `IO_WATCH_PERIOD`): it may be asleep for a
+                // second meanwhile, the deadlock check's pace with slices off.
+                c.shared.monitor.kick();
             }
             Ok(driver)
         })

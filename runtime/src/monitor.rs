@@ -43,7 +43,9 @@
 //! # Sleeping
 //!
 //! The monitor sleeps on a condition variable until the earliest of: the next sample (only
-//! while some worker is running an actor and time slices are on) and the next timer deadline.
+//! while some worker is running an actor and time slices are on; with them off, while a
+//! worker runs and the runtime has a poller, which is all it then looks at) and the next
+//! timer deadline.
 //! With every worker idle it stops sampling and sleeps until the next timer, or until kicked:
 //! a new earliest timer, or a worker that starts running after being idle, kicks it. The
 //! monitor raises its `not_sampling` flag and then re-reads every worker's slice; a worker publishes its
@@ -83,6 +85,10 @@ const MIN_SAMPLE_PERIOD: Duration = Duration::from_millis(1);
 /// preemption and report come at most a second late, and no deadline comes near the end of
 /// `Instant`'s range.
 const MAX_SAMPLE_PERIOD: Duration = Duration::from_secs(1);
+
+/// How often a runtime with time slices off looks at its poller while a worker runs (see
+/// `run`): as often as one with the default slice samples, so that readiness waits no longer.
+const IO_WATCH_PERIOD: Duration = Duration::from_micros(2_500);
 
 /// The monitor's sample period for a time slice (step 2), or for time slices off.
 fn sample_period(slice: Option<Duration>) -> Duration {
@@ -382,9 +388,24 @@ pub(crate) fn run(shared: Weak<Shared>) {
         }
         let now = Instant::now();
         let next_timer = crate::context::firing_timers_of(&shared, || shared.timers.fire_due(now));
-        let any_running = sample(&shared, &mut samples, now, last_sample);
+        let slices_on = shared.config.time_slice.is_some();
+        // With time slices off nothing is sampled, but a runtime with a poller still looks at
+        // it while a worker runs: a socket registered with it may be waited on by an actor of
+        // another runtime (io.rs, "A socket that moves"), whose idle workers do not poll here,
+        // and a worker here that runs one actor for long would leave it waiting.
+        let io_watch = !slices_on && shared.io.started().is_some();
+        let any_running = sample(&shared, &mut samples, now, last_sample)
+            || (io_watch
+                && shared
+                    .remotes
+                    .iter()
+                    .any(|r| r.slice.load(Ordering::Relaxed) != 0));
         last_sample = Some(now);
-        let period = sample_period(shared.config.time_slice);
+        let period = if io_watch {
+            IO_WATCH_PERIOD
+        } else {
+            sample_period(shared.config.time_slice)
+        };
         let mut look_again = false;
         if any_running {
             // Workers busy with actors that run long between turns poll I/O seldom ("Polling
@@ -403,9 +424,8 @@ pub(crate) fn run(shared: Weak<Shared>) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let slices_on = shared.config.time_slice.is_some();
         let busy = || {
-            slices_on
+            (slices_on || io_watch)
                 && shared
                     .remotes
                     .iter()

@@ -26,6 +26,15 @@ use std::time::{Duration, Instant};
 use crate::io::{Direction, PollSource};
 use crate::safepoint::checkpoint;
 
+/// The error of a zero timeout, which std refuses everywhere (`set_read_timeout`,
+/// `connect_timeout`) rather than read as "do not wait".
+fn zero_timeout() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "cannot set a 0 duration timeout",
+    )
+}
+
 /// A read and a write timeout, in nanoseconds; 0 for none (a zero timeout is refused, as std
 /// refuses it).
 #[derive(Default)]
@@ -35,12 +44,7 @@ impl Timeouts {
     fn set(&self, dir: Direction, t: Option<Duration>) -> io::Result<()> {
         let nanos = match t {
             None => 0,
-            Some(d) if d.is_zero() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "cannot set a 0 duration timeout",
-                ));
-            }
+            Some(d) if d.is_zero() => return Err(zero_timeout()),
             Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
         };
         // Relaxed: a setting, read by later operations of whoever uses the socket; it
@@ -173,8 +177,12 @@ impl TcpListener {
         self.accept_until(None)
     }
 
-    /// [`accept`](TcpListener::accept), giving up with `TimedOut` after `timeout`.
+    /// [`accept`](TcpListener::accept), giving up with `TimedOut` after `timeout`. A zero
+    /// duration is refused (`InvalidInput`), as std's timeouts are.
     pub fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
+        if timeout.is_zero() {
+            return Err(zero_timeout());
+        }
         self.accept_until(Instant::now().checked_add(timeout))
     }
 
@@ -236,10 +244,7 @@ impl TcpStream {
     /// Connects to `addr`, giving up with `TimedOut` after `timeout` (std's `connect_timeout`).
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         if timeout.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "cannot set a 0 duration timeout",
-            ));
+            return Err(zero_timeout());
         }
         TcpStream::connect_until(*addr, Instant::now().checked_add(timeout))
     }
