@@ -325,22 +325,13 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
             .as_mut()
             .expect("a stopped actor is never activated")
             .actor;
-        // Whether user code has run in this batch: from then on a preemption or a kill ends
-        // the batch before the next message (`Mailbox::poll`).
-        let mut ran = false;
-        if self.ctx.mailbox.owner_bits & STARTED == 0 {
-            self.ctx.mailbox.owner_bits |= STARTED;
-            // Dropped on every way out of `started`, a panic included: the waiter goes on.
-            let told = std::mem::take(&mut self.on_started);
-            actor.started(&mut self.ctx);
-            told.tell();
-            if self.ctx.stopping() {
-                return Step::Stop;
-            }
-            ran = true;
+        if self.ctx.mailbox.owner_bits & STARTED == 0
+            && let Some(step) = Self::start(actor, &mut self.ctx, &mut self.on_started)
+        {
+            return step;
         }
         for i in 0..BATCH {
-            match self.ctx.mailbox.poll(ran || i > 0) {
+            match self.ctx.mailbox.poll(i > 0) {
                 Poll::Message(msg) => {
                     actor.handle(msg, &mut self.ctx);
                     if self.ctx.stopping() {
@@ -353,6 +344,25 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
             }
         }
         Step::Yield
+    }
+
+    /// `started`, at the first activation (out of the batch's way: once per actor); the step
+    /// that ends the activation after it, if it does.
+    #[cold]
+    #[inline(never)]
+    fn start(actor: &mut A, ctx: &mut Context<A>, on_started: &mut S) -> Option<Step> {
+        ctx.mailbox.owner_bits |= STARTED;
+        // Dropped on every way out of `started`, a panic included: the waiter goes on.
+        let told = std::mem::take(on_started);
+        actor.started(ctx);
+        told.tell();
+        if ctx.stopping() {
+            return Some(Step::Stop);
+        }
+        // `started` is the batch's first piece of user code: preempted or killed meanwhile,
+        // the actor takes no message in this batch, as after a first message
+        // (`Mailbox::poll`).
+        threadlet_runtime::activation_preempted().then_some(Step::Yield)
     }
 
     /// Step 3 (or 4, with the panic): close, drop what is left, `stopped`, complete. Everything

@@ -1048,7 +1048,7 @@ impl<M> Mailbox<M> {
 
     /// A handler actor's receive: a message, or the caller published as the waiter. No
     /// suspension here: the activation returns, and its worker does step 4 of the protocol.
-    /// With `past_first` (user code has run in this batch: `started`, or a message), a message
+    /// With `past_first` (the batch has handled a message already), a message
     /// waiting is left there if the activation has been preempted or the actor killed
     /// ([`Poll::Spent`]); the check costs nothing when the mailbox is empty.
     pub(crate) fn poll(&self, past_first: bool) -> Poll<M> {

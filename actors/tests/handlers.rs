@@ -1261,3 +1261,44 @@ fn a_message_whose_drop_panics_at_the_stop_is_the_actors_panic() {
     assert_eq!(err.panic_message(), Some("a message's destructor"));
     assert_eq!(stopped.load(SeqCst), 0, "`stopped` ran after the panic");
 }
+
+/// The same for a kill that comes while `started` runs: the actor takes none of the messages
+/// queued behind it.
+#[test]
+fn a_handler_actor_killed_inside_started_takes_no_message() {
+    struct SlowStart {
+        inside: mpsc::Sender<()>,
+        release: Mutex<mpsc::Receiver<()>>,
+        handled: Arc<AtomicUsize>,
+    }
+    impl Actor for SlowStart {
+        type Msg = u32;
+        fn started(&mut self, _: &mut Context<Self>) {
+            self.inside.send(()).unwrap();
+            // A plain thread's channel: no safe point while it waits.
+            self.release.lock().unwrap().recv().unwrap();
+        }
+        fn handle(&mut self, _: u32, _: &mut Context<Self>) {
+            self.handled.fetch_add(1, SeqCst);
+        }
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (inside, is_inside) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(SlowStart {
+        inside,
+        release: Mutex::new(released),
+        handled: handled.clone(),
+    });
+    for n in 0..5 {
+        addr.send(n).unwrap();
+    }
+    within_watchdog("a kill inside started", move || {
+        is_inside.recv().unwrap();
+        assert!(addr.kill());
+        release.send(()).unwrap();
+        assert!(h.join().err().is_some_and(|e| e.is_killed()));
+    });
+    assert_eq!(handled.load(SeqCst), 0);
+}
