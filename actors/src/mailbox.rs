@@ -462,7 +462,7 @@ impl<M: Send> ExitSink for Shared<M> {
     /// The attached actor ended (see "Links to the actor" above): keeps the end, hands the
     /// incarnation's counters to the runtime's totals, and calls the hooks that waited for it.
     fn exited(&self, down: &Down) {
-        let (hooks, actor, counters, closed) = {
+        let (hooks, actor, counters, closed, trap) = {
             let mut st = self.state.lock();
             if st.link != Link::Live || st.actor != Some(down.id) {
                 // Not the attached incarnation (a supervisor attaches the next one only once
@@ -479,16 +479,20 @@ impl<M: Send> ExitSink for Shared<M> {
                 .as_ref()
                 .is_some_and(|r| r.loan != 0 && !r.restart.wants(&down.reason));
             let closed = if finished { Some(st.close()) } else { None };
-            let hooks = match &mut st.rare {
+            let (hooks, trap) = match &mut st.rare {
                 Some(r) => {
-                    // Its links end with it (a link made later signals at once).
+                    // Its links end with it (a link made later signals at once), and so does
+                    // its trap: a `trap_exits_as` closure that holds an address of this
+                    // mailbox would otherwise keep it, and itself, alive for good.
                     r.links.clear();
-                    std::mem::take(&mut r.hooks)
+                    (std::mem::take(&mut r.hooks), r.trap.take())
                 }
-                None => ExitHooks::new(),
+                None => (ExitHooks::new(), None),
             };
-            (hooks, std::mem::take(&mut st.cell), counters, closed)
+            (hooks, std::mem::take(&mut st.cell), counters, closed, trap)
         };
+        // User values, dropped after unlocking.
+        drop(trap);
         if let Some((cell, received, high_water)) = counters {
             mailbox_ended(&cell, received, high_water);
         }
@@ -1277,7 +1281,10 @@ impl<M> Drop for Mailbox<M> {
 
 /// Numbers a new loan of a supervised child's mailbox (`UncountedAddr::lend`).
 fn next_loan<M>(shared: &Shared<M>) -> u32 {
-    let (loan, waiter) = lend_next(&mut shared.state.lock());
+    let (loan, waiter, trap) = lend_next(&mut shared.state.lock());
+    // The last incarnation's trap, dropped after unlocking: a `trap_exits_as` closure's
+    // captures are user values (an address of this very mailbox, whose drop takes its lock).
+    drop(trap);
     // A receiver of the last loan parked here (whatever an ended incarnation handed its
     // mailbox to): woken, it finds its loan old, and ends (`Mailbox::is_stale`).
     if let Some(w) = waiter {
@@ -1286,8 +1293,9 @@ fn next_loan<M>(shared: &Shared<M>) -> u32 {
     loan
 }
 
-/// `next_loan`'s step under the lock: the new loan's number, and the waiter it displaces.
-fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>) {
+/// `next_loan`'s step under the lock: the new loan's number, the waiter it displaces, and the
+/// last incarnation's trap, for the caller to drop after unlocking.
+fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>, Option<Trap<M>>) {
     // A new incarnation: until its spawner attaches it, the address names no actor, as a new
     // actor's does before its attach. What the last incarnation left (its end, its id, its trap
     // channel) was its own: kept, its end would answer a monitor, a name's registration or a
@@ -1303,11 +1311,11 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>) {
     st.closed = false;
     let rare = st.rare();
     rare.down = None;
-    rare.trap = None;
+    let trap = rare.trap.take();
     rare.links.clear();
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
-    (rare.loan, st.waiter.take())
+    (rare.loan, st.waiter.take(), trap)
 }
 
 /// Closes a mailbox: waiting senders are handed their messages back; with `drop_queue` (the

@@ -852,3 +852,40 @@ fn a_group_restart_leaves_a_finished_transient_child_finished() {
         }
     });
 }
+
+/// A child whose `trap_exits_as` closure holds an address of its own mailbox is restarted: the
+/// restart lets go of the last incarnation's trap after unlocking the mailbox (dropping the
+/// closure, and the address in it, under the mailbox's lock deadlocked the supervisor's worker
+/// on that same lock, and the next incarnation never started).
+#[test]
+fn a_child_trapping_exits_as_messages_with_its_own_address_is_restarted() {
+    // Leaked, with the handles below: had the supervisor's worker stuck in the lock, dropping
+    // them would wait for it, and the test hang instead of failing.
+    let rt: &'static Runtime = Box::leak(Box::new(Runtime::builder().workers(2).build().unwrap()));
+    let (started, starts) = std::sync::mpsc::channel::<()>();
+    let started = std::sync::Mutex::new(started);
+    let (child, addr) = Child::process("trapper", move |mb: Mailbox<u32>| {
+        let me = mb.addr();
+        mb.trap_exits_as(move |_| {
+            let _held = &me;
+            1
+        });
+        started.lock().unwrap().send(()).unwrap();
+        if mb.recv() == Some(0) {
+            panic!("restart me");
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    within_watchdog(
+        "a restart of a child that trapped exits as messages",
+        move || {
+            starts.recv().unwrap();
+            addr.send(0).unwrap();
+            starts.recv().unwrap(); // the next incarnation started
+            sup_addr.send(SupervisorMsg::Stop).unwrap();
+            h.join().unwrap();
+        },
+    );
+}
