@@ -352,3 +352,51 @@ fn a_delayed_message_outlives_the_senders_runtime() {
     drop(sending);
     assert_eq!(h.join().unwrap(), Some(7), "the delayed message was lost");
 }
+
+/// The child's part of the test below: a plain thread's thread-local whose destructor sends a
+/// delayed message, at thread exit, after the thread's other thread-locals may be gone.
+fn a_send_after_in_a_thread_exit() -> (Option<u32>, Option<u32>) {
+    struct SendOnExit(std::cell::RefCell<Option<threadlet::Addr<u32>>>);
+    impl Drop for SendOnExit {
+        fn drop(&mut self) {
+            if let Some(addr) = self.0.borrow_mut().take() {
+                addr.send_after(Duration::from_millis(1), 2);
+            }
+        }
+    }
+    thread_local! {
+        static ON_EXIT: SendOnExit = const { SendOnExit(std::cell::RefCell::new(None)) };
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| (mb.recv(), mb.recv()));
+    std::thread::spawn(move || {
+        // This thread-local first: its destructor runs after those made later.
+        ON_EXIT.with(|g| *g.0.borrow_mut() = Some(addr.clone()));
+        addr.send_after(Duration::from_millis(1), 1);
+    })
+    .join()
+    .unwrap();
+    within_watchdog("both delayed messages", move || h.join().unwrap())
+}
+
+const TLS_CHILD: &str = "THREADLET_TEST_SEND_AFTER_AT_THREAD_EXIT";
+
+/// A `send_after` made by a thread-local's destructor at thread exit is delivered. It runs in a
+/// child process: the runtime's own thread-local, read by `send_after`, may be destroyed by
+/// then, and reading it with `with` panicked inside a thread-local destructor, which aborts.
+#[test]
+fn a_send_after_from_a_thread_locals_destructor_is_delivered() {
+    if std::env::var_os(TLS_CHILD).is_some() {
+        assert_eq!(a_send_after_in_a_thread_exit(), (Some(1), Some(2)));
+        return;
+    }
+    let name = "a_send_after_from_a_thread_locals_destructor_is_delivered";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(TLS_CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}

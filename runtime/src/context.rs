@@ -648,13 +648,19 @@ impl TimerElsewhere {
     }
 
     /// The runtime that the timer this thread runs now counts for, if it counts for one.
+    /// `try_with`: any thread may arm a timer, a thread-local's destructor at thread exit too,
+    /// after this thread's slot may have been destroyed (it holds a `Weak`, so it has a
+    /// destructor); such a thread runs no counted timer.
     fn counting_now() -> Option<Arc<Shared>> {
-        FIRING_COUNTED_FOR.with(|c| {
-            let counting = c.take();
-            let shared = counting.as_ref().and_then(Weak::upgrade);
-            c.set(counting);
-            shared
-        })
+        FIRING_COUNTED_FOR
+            .try_with(|c| {
+                let counting = c.take();
+                let shared = counting.as_ref().and_then(Weak::upgrade);
+                c.set(counting);
+                shared
+            })
+            .ok()
+            .flatten()
     }
 
     /// Runs the timer's callback with this count's runtime as the one that timers it arms
