@@ -435,6 +435,8 @@ impl<A: Actor, S: StartSignal> Drop for Program<A, S> {
 impl<A: Actor, S: StartSignal> Activation for Program<A, S> {
     fn run(&mut self) -> Step {
         match catch_actor_panic(|| self.batch()) {
+            // Killed while the batch ran (no safe point reached): the worker ends it as killed.
+            Ok(Step::Stop) if threadlet_runtime::activation_killed() => Step::Yield,
             Ok(Step::Stop) => self.stop(None),
             Ok(step) => step,
             Err(p) => self.stop(Some(p)),

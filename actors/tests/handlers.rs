@@ -1302,3 +1302,62 @@ fn a_handler_actor_killed_inside_started_takes_no_message() {
     });
     assert_eq!(handled.load(SeqCst), 0);
 }
+
+/// A handler actor killed inside `handle` that would then end normally (its last address
+/// gone, or `ctx.stop()` called) ends killed: `join` says `Killed` and `stopped` does not run,
+/// as for a process actor killed the same way (before, it ended as if never killed).
+#[test]
+fn a_handler_actor_killed_inside_handle_ends_killed_though_its_mailbox_ends() {
+    struct Gate {
+        inside: mpsc::Sender<()>,
+        release: Mutex<mpsc::Receiver<()>>,
+        stop_after: bool,
+        stopped: Arc<AtomicUsize>,
+    }
+    impl Actor for Gate {
+        type Msg = u32;
+        fn handle(&mut self, _: u32, ctx: &mut Context<Self>) {
+            self.inside.send(()).unwrap();
+            // A plain thread's channel: no safe point while it waits.
+            self.release.lock().unwrap().recv().unwrap();
+            if self.stop_after {
+                ctx.stop();
+            }
+        }
+        fn stopped(&mut self) {
+            self.stopped.fetch_add(1, SeqCst);
+        }
+    }
+    within_watchdog("a kill inside handle, then a normal end", || {
+        for scheduler in [
+            Scheduler::WorkStealing,
+            Scheduler::GlobalQueue,
+            Scheduler::Gil,
+        ] {
+            for stop_after in [false, true] {
+                let rt = Runtime::builder()
+                    .workers(1)
+                    .scheduler(scheduler)
+                    .build()
+                    .unwrap();
+                let (inside, is_inside) = mpsc::channel();
+                let (release, released) = mpsc::channel();
+                let stopped = Arc::new(AtomicUsize::new(0));
+                let (addr, h) = rt.start(Gate {
+                    inside,
+                    release: Mutex::new(released),
+                    stop_after,
+                    stopped: stopped.clone(),
+                });
+                addr.send(0).unwrap();
+                is_inside.recv().unwrap();
+                assert!(addr.kill());
+                drop(addr); // the mailbox ends as `handle` returns
+                release.send(()).unwrap();
+                let case = format!("{scheduler:?}, stop_after {stop_after}");
+                assert!(h.join().err().is_some_and(|e| e.is_killed()), "{case}");
+                assert_eq!(stopped.load(SeqCst), 0, "{case}");
+            }
+        }
+    });
+}

@@ -118,6 +118,19 @@ pub fn activation_preempted() -> bool {
     })
 }
 
+/// Whether the handler actor running now has been killed (a kill that came while its program
+/// ran with no safe point). A program that would end the actor normally (its mailbox ended, or
+/// it stopped itself) returns [`Step::Yield`] instead: its worker then ends it as killed, as it
+/// would at the next safe point, so that its `join` and monitors say `Killed` and nothing of a
+/// normal end (the `stopped` hook) runs. `false` outside a handler activation.
+///
+/// ```
+/// assert!(!threadlet_runtime::activation_killed()); // not an actor
+/// ```
+pub fn activation_killed() -> bool {
+    context::with_current(|cur| cur.is_some_and(|(_, a)| a.is_killed()))
+}
+
 /// The one-shot completion of a handler actor's join handle. Dropped without completing, it
 /// records `Cancelled`.
 pub struct Completion<R>(Completer<R>);
