@@ -1167,56 +1167,36 @@ fn a_preempted_worker_takes_handler_work_queued_elsewhere() {
 #[test]
 fn a_handler_actor_killed_inside_handle_takes_no_further_message() {
     struct Gate {
-        inside: mpsc::Sender<()>,
-        release: Mutex<mpsc::Receiver<()>>,
+        hold: Hold,
         handled_after: Arc<AtomicUsize>,
     }
     impl Actor for Gate {
         type Msg = u32;
         fn handle(&mut self, n: u32, _: &mut Context<Self>) {
             if n == 0 {
-                self.inside.send(()).unwrap();
-                // A plain thread's channel: no safe point while it waits.
-                self.release.lock().unwrap().recv().unwrap();
+                self.hold.here();
             } else {
                 self.handled_after.fetch_add(1, SeqCst);
             }
         }
     }
     within_watchdog("a kill inside handle", || {
-        for scheduler in [
-            Scheduler::WorkStealing,
-            Scheduler::GlobalQueue,
-            Scheduler::Gil,
-        ] {
-            for workers in [1, 2] {
-                let rt = Runtime::builder()
-                    .workers(workers)
-                    .scheduler(scheduler)
-                    .build()
-                    .unwrap();
-                let (inside, is_inside) = mpsc::channel();
-                let (release, released) = mpsc::channel();
-                let handled_after = Arc::new(AtomicUsize::new(0));
-                let (addr, h) = rt.start(Gate {
-                    inside,
-                    release: Mutex::new(released),
-                    handled_after: handled_after.clone(),
-                });
-                for n in 0..9 {
-                    addr.send(n).unwrap();
-                }
-                is_inside.recv().unwrap();
-                assert!(addr.kill());
-                let _ = addr.send(9); // accepted or handed back; never handled
-                release.send(()).unwrap();
-                assert!(h.join().err().is_some_and(|e| e.is_killed()));
-                assert_eq!(
-                    handled_after.load(SeqCst),
-                    0,
-                    "{scheduler:?}, {workers} worker(s)"
-                );
+        for (case, rt) in every_runtime(&[1, 2]) {
+            let (hold, inside, release) = Hold::new();
+            let handled_after = Arc::new(AtomicUsize::new(0));
+            let (addr, h) = rt.start(Gate {
+                hold,
+                handled_after: handled_after.clone(),
+            });
+            for n in 0..9 {
+                addr.send(n).unwrap();
             }
+            inside.recv().unwrap();
+            assert!(addr.kill());
+            let _ = addr.send(9); // accepted or handed back; never handled
+            release.send(()).unwrap();
+            assert!(h.join().err().is_some_and(|e| e.is_killed()), "{case}");
+            assert_eq!(handled_after.load(SeqCst), 0, "{case}");
         }
     });
 }
@@ -1267,35 +1247,30 @@ fn a_message_whose_drop_panics_at_the_stop_is_the_actors_panic() {
 #[test]
 fn a_handler_actor_killed_inside_started_takes_no_message() {
     struct SlowStart {
-        inside: mpsc::Sender<()>,
-        release: Mutex<mpsc::Receiver<()>>,
+        hold: Hold,
         handled: Arc<AtomicUsize>,
     }
     impl Actor for SlowStart {
         type Msg = u32;
         fn started(&mut self, _: &mut Context<Self>) {
-            self.inside.send(()).unwrap();
-            // A plain thread's channel: no safe point while it waits.
-            self.release.lock().unwrap().recv().unwrap();
+            self.hold.here();
         }
         fn handle(&mut self, _: u32, _: &mut Context<Self>) {
             self.handled.fetch_add(1, SeqCst);
         }
     }
     let rt = Runtime::builder().workers(1).build().unwrap();
-    let (inside, is_inside) = mpsc::channel();
-    let (release, released) = mpsc::channel();
+    let (hold, inside, release) = Hold::new();
     let handled = Arc::new(AtomicUsize::new(0));
     let (addr, h) = rt.start(SlowStart {
-        inside,
-        release: Mutex::new(released),
+        hold,
         handled: handled.clone(),
     });
     for n in 0..5 {
         addr.send(n).unwrap();
     }
     within_watchdog("a kill inside started", move || {
-        is_inside.recv().unwrap();
+        inside.recv().unwrap();
         assert!(addr.kill());
         release.send(()).unwrap();
         assert!(h.join().err().is_some_and(|e| e.is_killed()));
@@ -1309,17 +1284,14 @@ fn a_handler_actor_killed_inside_started_takes_no_message() {
 #[test]
 fn a_handler_actor_killed_inside_handle_ends_killed_though_its_mailbox_ends() {
     struct Gate {
-        inside: mpsc::Sender<()>,
-        release: Mutex<mpsc::Receiver<()>>,
+        hold: Hold,
         stop_after: bool,
         stopped: Arc<AtomicUsize>,
     }
     impl Actor for Gate {
         type Msg = u32;
         fn handle(&mut self, _: u32, ctx: &mut Context<Self>) {
-            self.inside.send(()).unwrap();
-            // A plain thread's channel: no safe point while it waits.
-            self.release.lock().unwrap().recv().unwrap();
+            self.hold.here();
             if self.stop_after {
                 ctx.stop();
             }
@@ -1329,35 +1301,69 @@ fn a_handler_actor_killed_inside_handle_ends_killed_though_its_mailbox_ends() {
         }
     }
     within_watchdog("a kill inside handle, then a normal end", || {
-        for scheduler in [
-            Scheduler::WorkStealing,
-            Scheduler::GlobalQueue,
-            Scheduler::Gil,
-        ] {
-            for stop_after in [false, true] {
-                let rt = Runtime::builder()
-                    .workers(1)
-                    .scheduler(scheduler)
-                    .build()
-                    .unwrap();
-                let (inside, is_inside) = mpsc::channel();
-                let (release, released) = mpsc::channel();
+        for stop_after in [false, true] {
+            for (case, rt) in every_runtime(&[1]) {
+                let (hold, inside, release) = Hold::new();
                 let stopped = Arc::new(AtomicUsize::new(0));
                 let (addr, h) = rt.start(Gate {
-                    inside,
-                    release: Mutex::new(released),
+                    hold,
                     stop_after,
                     stopped: stopped.clone(),
                 });
                 addr.send(0).unwrap();
-                is_inside.recv().unwrap();
+                inside.recv().unwrap();
                 assert!(addr.kill());
                 drop(addr); // the mailbox ends as `handle` returns
                 release.send(()).unwrap();
-                let case = format!("{scheduler:?}, stop_after {stop_after}");
+                let case = format!("{case}, stop_after {stop_after}");
                 assert!(h.join().err().is_some_and(|e| e.is_killed()), "{case}");
                 assert_eq!(stopped.load(SeqCst), 0, "{case}");
             }
         }
     });
+}
+
+/// A runtime of every scheduler for each worker count, with a name for assertion messages.
+fn every_runtime(workers: &[usize]) -> Vec<(String, Runtime)> {
+    let mut all = Vec::new();
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        for &n in workers {
+            let rt = Runtime::builder()
+                .workers(n)
+                .scheduler(scheduler)
+                .build()
+                .unwrap();
+            all.push((format!("{scheduler:?}, {n} worker(s)"), rt));
+        }
+    }
+    all
+}
+
+/// Holds an actor inside one of its callbacks with no safe point (a plain thread's channel):
+/// [`Hold::here`] says it is inside, then waits to be released.
+struct Hold {
+    inside: mpsc::Sender<()>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Hold {
+    /// The hold, where it says it is inside, and how to release it.
+    fn new() -> (Hold, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (inside, is_inside) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        let hold = Hold {
+            inside,
+            release: Mutex::new(released),
+        };
+        (hold, is_inside, release)
+    }
+
+    fn here(&self) {
+        self.inside.send(()).unwrap();
+        self.release.lock().unwrap().recv().unwrap();
+    }
 }
