@@ -827,6 +827,19 @@ fn a_later_kill_of_a_block_on_root_does_not_reuse_an_old_report() {
     });
 }
 
+/// A one-worker runtime whose deadlock reports arrive on the returned channel.
+fn one_worker_reporting_deadlocks() -> (Runtime, mpsc::Receiver<()>) {
+    let (reports, reported) = mpsc::channel::<()>();
+    let rt = Runtime::builder()
+        .workers(1)
+        .on_deadlock(move |_| {
+            let _ = reports.send(());
+        })
+        .build()
+        .unwrap();
+    (rt, reported)
+}
+
 /// A delayed message that an actor of runtime A schedules to an actor of runtime B waits on
 /// B's timers; until it fires it counts as a timer of A's too, for A's deadlock check: the
 /// reply it leads to may still wake A's actor (before, A saw no timer of its own and reported
@@ -840,14 +853,7 @@ fn a_delayed_message_to_another_runtime_keeps_the_senders_check_away() {
                 let _ = back.send(7);
             }
         });
-        let (reports, reported) = mpsc::channel::<()>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |_| {
-                let _ = reports.send(());
-            })
-            .build()
-            .unwrap();
+        let (rt, reported) = one_worker_reporting_deadlocks();
         let got = rt.block_on(move || {
             let (me, answer) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
             // Long against the check's few milliseconds: it looks many times meanwhile.
@@ -873,14 +879,7 @@ fn an_interval_to_another_runtime_keeps_the_senders_check_away_between_ticks() {
                 let _ = back.send(7);
             }
         });
-        let (reports, reported) = mpsc::channel::<()>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |_| {
-                let _ = reports.send(());
-            })
-            .build()
-            .unwrap();
+        let (rt, reported) = one_worker_reporting_deadlocks();
         let got = rt.block_on(move || {
             let (me, answers) =
                 threadlet::spawn_actor(|mb: Mailbox<u32>| mb.iter().take(3).sum::<u32>());
@@ -914,14 +913,7 @@ fn a_delayed_message_retried_on_another_runtime_keeps_the_senders_check_away() {
             })
             .unwrap();
         echo.send(None).unwrap();
-        let (reports, reported) = mpsc::channel::<()>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |_| {
-                let _ = reports.send(());
-            })
-            .build()
-            .unwrap();
+        let (rt, reported) = one_worker_reporting_deadlocks();
         let got = rt.block_on(move || {
             let (me, answer) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
             let _timer = echo.send_after(Duration::from_millis(10), Some(me));
