@@ -394,12 +394,11 @@ pub(crate) fn run(shared: Weak<Shared>) {
         // another runtime (io.rs, "A socket that moves"), whose idle workers do not poll here,
         // and a worker here that runs one actor for long would leave it waiting.
         let io_watch = !slices_on && shared.io.started().is_some();
+        // Whether a worker runs an actor now (its published slice); `order`: see the uses.
+        let a_worker_runs = |order| shared.remotes.iter().any(|r| r.slice.load(order) != 0);
+        // Relaxed: a sample, as in `sample`.
         let any_running = sample(&shared, &mut samples, now, last_sample)
-            || (io_watch
-                && shared
-                    .remotes
-                    .iter()
-                    .any(|r| r.slice.load(Ordering::Relaxed) != 0));
+            || (io_watch && a_worker_runs(Ordering::Relaxed));
         last_sample = Some(now);
         let period = if io_watch {
             IO_WATCH_PERIOD
@@ -424,14 +423,8 @@ pub(crate) fn run(shared: Weak<Shared>) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let busy = || {
-            (slices_on || io_watch)
-                && shared
-                    .remotes
-                    .iter()
-                    // SeqCst: pairs with the worker's SeqCst slice store on leaving idle.
-                    .any(|r| r.slice.load(Ordering::SeqCst) != 0)
-        };
+        // SeqCst: pairs with the worker's SeqCst slice store on leaving idle.
+        let busy = || (slices_on || io_watch) && a_worker_runs(Ordering::SeqCst);
         shared
             .monitor
             .sleep(wake_at, next_sample.is_some(), busy, period);
