@@ -1960,13 +1960,19 @@ impl<M> Addr<M> {
         deadline: Option<Instant>,
     ) -> Result<oneshot::Receiver<R>, AskError> {
         let (tx, rx) = crate::channel::oneshot();
-        checkpoint();
+        let request = make(Reply(tx));
+        let sent = match deadline {
+            None => self.send(request).map_err(|_| AskError::Closed),
+            Some(d) => {
+                checkpoint();
+                self.send_waiting(request, Some(d)).map_err(|e| match e {
+                    SendTimeoutError::Timeout(_) => AskError::Timeout,
+                    SendTimeoutError::Disconnected(_) => AskError::Closed,
+                })
+            }
+        };
         // A request refused comes back with its `Reply`; dropping both is all there is to do.
-        match self.send_waiting(make(Reply(tx)), deadline) {
-            Ok(()) => Ok(rx),
-            Err(SendTimeoutError::Timeout(_)) => Err(AskError::Timeout),
-            Err(SendTimeoutError::Disconnected(_)) => Err(AskError::Closed),
-        }
+        sent.map(|()| rx)
     }
 
     /// Messages waiting in the mailbox now (sent, not yet received): how far behind its actor
