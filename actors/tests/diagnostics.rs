@@ -840,6 +840,29 @@ fn one_worker_reporting_deadlocks() -> (Runtime, mpsc::Receiver<()>) {
     (rt, reported)
 }
 
+/// A timer pending on the process-wide heap (armed from a plain thread) holds every runtime's
+/// check away while it waits: it may still wake an actor. Once it has fired, the check must look
+/// again. Before, a monitor asleep with nothing of its own pending never did: a deadlock that
+/// began while such a timer waited was never reported, and a `block_on` under
+/// `panic_on_deadlock` waited for good.
+#[test]
+fn a_deadlock_held_off_by_a_process_wide_timer_is_reported_once_it_fires() {
+    within_watchdog("a deadlock held off by a process-wide timer", || {
+        let (rt, reported) = one_worker_reporting_deadlocks();
+        // From a plain thread: on the process-wide timer thread. Long against the check's few
+        // milliseconds: the check finds it pending.
+        threadlet_runtime::call_at(Instant::now() + Duration::from_millis(300), || {});
+        let waiter = rt.spawn(|| {
+            let (_tx, rx) = channel::unbounded::<u32>();
+            rx.recv()
+        });
+        reported
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no deadlock reported once the timer fired");
+        assert!(waiter.abort());
+    });
+}
+
 /// A delayed message that an actor of runtime A schedules to an actor of runtime B waits on
 /// B's timers; until it fires it counts as a timer of A's too, for A's deadlock check: the
 /// reply it leads to may still wake A's actor (before, A saw no timer of its own and reported

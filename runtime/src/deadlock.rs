@@ -31,7 +31,11 @@
 //!    stamp that differs from the previous sample's is only remembered, and the monitor
 //!    samples again one period later: the walk waits for a whole quiet sample period, so a
 //!    runtime that goes idle and busy again and again (a plain thread spawning actors one by
-//!    one) pays for no walk.
+//!    one) pays for no walk. A pending timer holds the check away; the monitor hears when its
+//!    own timers fire, and when the last timer its actors armed on another runtime's heap goes
+//!    (that kicks it), but not when one on the process-wide heap fires (that thread knows no
+//!    runtime): so, held off by those, it looks again one sample period after the last of them
+//!    is due ([`Recheck::After`]).
 //! 2. Otherwise it walks the live actors (`dump::inspect`, one shard lock at a time) and
 //!    applies the rules above. The first actor that breaks one ends the walk: alive.
 //! 3. All dead: the monitor remembers the stamp as suspect and looks again one sample period
@@ -49,6 +53,7 @@ use std::fmt;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -129,13 +134,26 @@ impl Default for DeadlockConfig {
     }
 }
 
+/// When the monitor runs the check again ([`DeadlockWatch::check`]'s answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recheck {
+    /// Once something changes: a worker leaves idle (and kicks the monitor), a timer of this
+    /// runtime's fires, or the last one counted elsewhere goes (and kicks it).
+    OnKick,
+    /// At the next sample, one sample period from now (steps 1 and 3).
+    NextSample,
+    /// Once this instant has passed: the last timer on the process-wide heap, which holds the
+    /// check away (it may still wake an actor), is due then, and its firing tells no runtime.
+    After(Instant),
+}
+
 /// The check's memory between samples (steps 1 and 3), and the `block_on` roots of step 4.
 pub(crate) struct DeadlockWatch {
     config: DeadlockConfig,
     state: Mutex<WatchState>,
-    /// Timers that this runtime's actors armed on another runtime's heap and that have not
-    /// fired or been dropped (`call_at_for`: a `send_after` to an actor of that runtime, whose
-    /// reply may still wake one of ours, and what such a timer arms in turn: a retry, an
+    /// Timers that this runtime's actors armed on another runtime's heap (or the process-wide
+    /// one) and that have not fired or been dropped (`call_at_for`: a `send_after` to an actor
+    /// of that runtime, or to a mailbox with none attached, whose reply may still wake one of ours, and what such a timer arms in turn: a retry, an
     /// interval's next tick); pending, they keep the check away as this runtime's own timers
     /// do. The last one going kicks the monitor, which looks again (step 1).
     timers_elsewhere: AtomicUsize,
@@ -205,54 +223,59 @@ impl DeadlockWatch {
 
     /// Steps 1 to 4, for a monitor sample that found no worker running an actor (or, with
     /// time slices off, any sample); `timers_pending`: the runtime's heap holds a live timer.
-    /// Returns whether the monitor should look again in one sample period.
-    pub(crate) fn check(&self, shared: &Shared, timers_pending: bool) -> bool {
+    /// Returns when the monitor should look again.
+    pub(crate) fn check(&self, shared: &Shared, timers_pending: bool) -> Recheck {
         if shared.remotes.iter().any(|r| r.running().is_some()) {
             // Busy (only seen with time slices off, when the monitor does not sample): come
             // back, since nothing else wakes the monitor when the last worker goes idle.
             self.state.lock().quiet_since = None;
-            return true;
+            return Recheck::NextSample;
         }
-        if timers_pending
-            || crate::timer::process_timers_pending()
-            || self.timers_elsewhere.load(Ordering::Relaxed) > 0
-        {
+        // A timer of this runtime's own wakes the monitor when it fires, and the last one
+        // counted elsewhere kicks it when it goes; one on the process-wide heap does neither,
+        // so the monitor looks again once the last of those is due.
+        let held_off = if timers_pending || self.timers_elsewhere.load(Ordering::Relaxed) > 0 {
+            Some(Recheck::OnKick)
+        } else {
+            crate::timer::process_timers_pending_until().map(Recheck::After)
+        };
+        if let Some(recheck) = held_off {
             let mut st = self.state.lock();
             st.suspect = None;
             st.quiet_since = None;
-            return false;
+            return recheck;
         }
         let stamp = activity_stamp(shared);
         {
             let mut st = self.state.lock();
             if st.judged == Some(stamp) {
-                return false;
+                return Recheck::OnKick;
             }
             if st.quiet_since != Some(stamp) {
                 // Something ran since the last sample: look once a whole sample has been quiet,
                 // so that a busy spell (a plain thread spawning, say) costs no walk at all.
                 st.quiet_since = Some(stamp);
                 st.suspect = None;
-                return true;
+                return Recheck::NextSample;
             }
         }
         let found = find(shared);
         // The walk is not atomic: anything that ran or was spawned during it changes the stamp.
         if activity_stamp(shared) != stamp {
             self.state.lock().quiet_since = None;
-            return true;
+            return Recheck::NextSample;
         }
         let Some(found) = found else {
             let mut st = self.state.lock();
             st.judged = Some(stamp);
             st.suspect = None;
-            return false;
+            return Recheck::OnKick;
         };
         let (report, doomed) = {
             let mut st = self.state.lock();
             if st.suspect != Some(stamp) {
                 st.suspect = Some(stamp);
-                return true;
+                return Recheck::NextSample;
             }
             st.suspect = None;
             st.judged = Some(stamp);
@@ -275,7 +298,7 @@ impl DeadlockWatch {
         for root in doomed {
             shared.live.kill(root);
         }
-        false
+        Recheck::OnKick
     }
 }
 

@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::actor::ActorId;
+use crate::deadlock::Recheck;
 use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::runtime::Shared;
@@ -405,24 +406,30 @@ pub(crate) fn run(shared: Weak<Shared>) {
         } else {
             sample_period(shared.config.time_slice)
         };
-        let mut look_again = false;
+        let mut recheck = Recheck::OnKick;
         if any_running {
             // Workers busy with actors that run long between turns poll I/O seldom ("Polling
             // for I/O" in `worker.rs`, step 5): look every sample, without waiting.
             shared.poll_io_now();
         } else {
             // Every worker idle: are the actors all waiting on each other? (`deadlock.rs`)
-            look_again = shared.deadlock.check(&shared, shared.timers.is_pending());
+            recheck = shared.deadlock.check(&shared, shared.timers.is_pending());
         }
-        let next_sample = if any_running || look_again {
+        let next_sample = if any_running || recheck == Recheck::NextSample {
             now.checked_add(period)
         } else {
             None
         };
-        let wake_at = match (next_timer, next_sample) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        // Held off by the process-wide heap: look a period after its last timer is due (or
+        // after now, if it is late: it fires on another thread), by which time it has fired.
+        let recheck_at = match recheck {
+            Recheck::After(due) => due.max(now).checked_add(period),
+            Recheck::OnKick | Recheck::NextSample => None,
         };
+        let wake_at = [next_timer, next_sample, recheck_at]
+            .into_iter()
+            .flatten()
+            .min();
         // SeqCst: pairs with the worker's SeqCst slice store on leaving idle.
         let busy = || (slices_on || io_watch) && a_worker_runs(Ordering::SeqCst);
         shared

@@ -250,11 +250,19 @@ impl Timers {
     /// Whether a timer that has not been cancelled waits in the heap (for the deadlock check,
     /// which asks only while every worker is idle: the look at each entry costs nothing then).
     pub(crate) fn is_pending(&self) -> bool {
+        self.latest_pending().is_some()
+    }
+
+    /// The latest deadline of the timers that have not been cancelled, if any: once it has
+    /// passed (and its timer fired), none of them is pending any more.
+    fn latest_pending(&self) -> Option<Instant> {
         self.heap
             .lock()
             .iter()
             // Acquire: pairs with the release of a cancel, as `fire_due`'s reads do.
-            .any(|e| e.state.load(Ordering::Acquire) == PENDING)
+            .filter(|e| e.state.load(Ordering::Acquire) == PENDING)
+            .map(|e| e.deadline)
+            .max()
     }
 
     /// Entries in the heap, cancelled ones included.
@@ -331,10 +339,11 @@ pub(crate) fn add_process_wide(deadline: Instant, action: TimerAction) {
     }
 }
 
-/// Whether the process-wide heap holds a timer (`deadlock.rs`: `send_after` from a plain
-/// thread may still wake an actor).
-pub(crate) fn process_timers_pending() -> bool {
-    PROCESS_TIMERS.timers.is_pending()
+/// When the last timer pending on the process-wide heap is due, if one is (`deadlock.rs`: a
+/// `call_at` from a plain thread, or a delayed message to a mailbox with no actor attached,
+/// may still wake an actor of any runtime).
+pub(crate) fn process_timers_pending_until() -> Option<Instant> {
+    PROCESS_TIMERS.timers.latest_pending()
 }
 
 impl ProcessTimers {
