@@ -1790,8 +1790,9 @@ impl<M> Addr<M> {
     ///
     /// The returned handle cancels the delivery if it has not happened yet
     /// ([`TimerHandle::cancel`]: the message is then dropped at once); dropping the handle
-    /// cancels nothing. The delivery waits on the timers of the receiving actor's runtime, so
-    /// it does not depend on the caller's runtime still running at the deadline.
+    /// cancels nothing. The delivery waits on the timers of the receiving actor's runtime (on a
+    /// process-wide timer thread while no actor is attached to the mailbox), so it does not
+    /// depend on the caller's runtime still running at the deadline.
     ///
     /// ```
     /// use std::time::Duration;

@@ -7,8 +7,9 @@
 //! Erlang's `send_after` to a pid does, so an actor of one runtime that schedules a message to
 //! an actor of another runtime, and the first runtime shutting down before the deadline, does
 //! not lose it. (A mailbox with no live actor attached, such as a supervised child's between
-//! incarnations, falls back to the caller's runtime, or to the process-wide timer thread from
-//! a plain thread: `call_at`.) The handle shares one small state with the timer closure:
+//! incarnations, has no runtime to name yet: its delayed messages wait on the process-wide
+//! timer thread, which outlives every runtime, not on the caller's runtime, whose shutdown
+//! would drop them.) The handle shares one small state with the timer closure:
 //!
 //! * `send_after`: the message itself, in a slot. Whoever takes it out first wins: the timer
 //!   (which sends it) or `cancel` (which drops it at once and reports `true`).
@@ -32,7 +33,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use threadlet_runtime::__private::ActorCell;
-use threadlet_runtime::call_at;
 
 use crate::channel::TrySendError;
 use crate::mailbox::Addr;
@@ -105,16 +105,13 @@ pub(crate) fn send_after<M: Send + 'static>(
 }
 
 /// Runs `f` at `deadline` on the timers of `receiver`'s runtime (the receiving actor's, from
-/// `Addr::attached_actor`; module docs), or where `call_at` puts it when there is none.
+/// `Addr::attached_actor`; module docs), or on the process-wide timer thread when there is none.
 fn call_at_receiver(
     receiver: Option<Arc<ActorCell>>,
     deadline: Instant,
     f: impl FnOnce() + Send + 'static,
 ) {
-    match receiver {
-        Some(actor) => threadlet_runtime::__private::call_at_for(&actor, deadline, f),
-        None => call_at(deadline, f),
-    }
+    threadlet_runtime::__private::call_at_for(receiver.as_deref(), deadline, f);
 }
 
 /// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full).

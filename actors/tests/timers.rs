@@ -353,6 +353,35 @@ fn a_delayed_message_outlives_the_senders_runtime() {
     assert_eq!(h.join().unwrap(), Some(7), "the delayed message was lost");
 }
 
+/// The same for a supervised child between incarnations (here: before its first), whose
+/// mailbox has no actor attached, so no runtime of its own to keep the message on: the message
+/// must not go down with the sender's runtime either. (It did: it fell back to the sender's
+/// timers.)
+#[test]
+fn a_delayed_message_to_an_unattached_supervised_child_outlives_the_senders_runtime() {
+    use threadlet::supervisor::{Child, Strategy, Supervisor};
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    let (child, addr) = Child::process("late", move |mb: Mailbox<u32>| {
+        if let Ok(n) = mb.recv_timeout(Duration::from_secs(30)) {
+            let _ = got_tx.send(n);
+        }
+    });
+    let sending = Runtime::builder().workers(1).build().unwrap();
+    let to = addr.clone();
+    let _timer = sending.block_on(move || to.send_after(Duration::from_millis(50), 7));
+    drop(sending);
+    let receiving = Runtime::builder().workers(1).build().unwrap();
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (_sup_addr, _sup) = sup.start(&receiving.handle()).unwrap();
+    // A bound that only a lost message reaches: it fails instead of hanging.
+    assert_eq!(
+        got_rx.recv_timeout(Duration::from_secs(30)).ok(),
+        Some(7),
+        "the delayed message was lost"
+    );
+}
+
 /// The child's part of the test below: a plain thread's thread-local whose destructor sends a
 /// delayed message, at thread exit, after the thread's other thread-locals may be gone.
 fn a_send_after_in_a_thread_exit() -> (Option<u32>, Option<u32>) {

@@ -608,21 +608,28 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 /// [`call_at`] on the timers of the runtime that `actor` belongs to, wherever the caller is:
 /// for work that concerns that actor, such as a delayed message to it (the `threadlet` crate's
 /// `send_after`), which then lives as long as the actor's runtime does, not the caller's.
+/// With no actor (a supervised child's mailbox between incarnations, whose next runtime is not
+/// known yet), on the process-wide timer thread, which outlives every runtime: never on the
+/// caller's runtime, whose shutdown would drop the work with its timers.
 /// For the `threadlet` crate (`__private`); not part of the API.
 ///
-/// Armed by an actor of another runtime, the timer counts for that runtime's deadlock check
-/// until it fires or is dropped (`deadlock.rs`): it may lead to a reply that wakes one of its
-/// actors.
+/// Armed by an actor of another runtime (every runtime is another than the process-wide
+/// thread's), the timer counts for that runtime's deadlock check until it fires or is dropped
+/// (`deadlock.rs`): it may lead to a reply that wakes one of its actors.
 ///
 /// So does a timer that such a timer arms in turn while it runs (a delayed message's retry, an
 /// interval's next tick): those run on the monitor thread of the runtime whose heap they are on,
 /// where no actor's runtime is at hand, so the one counting is passed along
 /// (`FIRING_COUNTED_FOR`). The count of the next is taken before the count of the one running
 /// goes: in between, the runtime that counts never looks free of timers.
-pub fn call_at_for(actor: &ActorCell, deadline: Instant, f: impl FnOnce() + Send + 'static) {
-    let target = &actor.shared;
+pub fn call_at_for(
+    actor: Option<&ActorCell>,
+    deadline: Instant,
+    f: impl FnOnce() + Send + 'static,
+) {
+    let target = actor.map(|a| &a.shared);
     let elsewhere_of = |shared: &Arc<Shared>| {
-        (!std::ptr::eq(Arc::as_ptr(shared), Arc::as_ptr(target)))
+        (!target.is_some_and(|t| std::ptr::eq(Arc::as_ptr(shared), Arc::as_ptr(t))))
             .then(|| TimerElsewhere::arm(shared))
     };
     let elsewhere = match TimerElsewhere::counting_now() {
@@ -634,7 +641,10 @@ pub fn call_at_for(actor: &ActorCell, deadline: Instant, f: impl FnOnce() + Send
         // Dropped after `f` has run, or with it unrun (cleared, cancelled).
         Some(counted) => TimerAction::Call(Box::new(move || counted.fire(f))),
     };
-    arm_timer(target, deadline, action);
+    match target {
+        Some(shared) => arm_timer(shared, deadline, action),
+        None => crate::timer::add_process_wide(deadline, action),
+    }
 }
 
 /// A timer that an actor armed on another runtime's heap, counted by its own runtime's
