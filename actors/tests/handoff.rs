@@ -159,7 +159,7 @@ impl Count {
 ///
 /// What a spare can reach is what may move and sits where other threads can take it: actors
 /// woken from outside (the injector), those in the stuck worker's stealable deque and free
-/// FIFO. Only the one actor in its next slot, if any, waits for it.
+/// FIFO, and a free actor in its next slot.
 ///
 /// With `feed` false, one token (with hops enough for the whole test) goes round a closed
 /// ring instead: nothing comes from outside, so only what the spare takes from the stuck
@@ -642,4 +642,66 @@ fn a_pair_waking_each_other_on_a_spare_leaves_room_for_the_others() {
         }
         assert!(during > 0, "the third stood still beside the pair");
     });
+}
+
+/// Replies to each message on a plain channel, noting the worker it ran on.
+struct Replier(mpsc::Sender<(u32, Option<usize>)>);
+
+impl Actor for Replier {
+    type Msg = u32;
+    fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+        let _ = self.0.send((n, threadlet::worker_index()));
+    }
+}
+
+/// A request, then a plain blocking wait for its reply (no `threadlet::blocking`) from an
+/// actor on the only worker: the request wakes the idle replier into that worker's next slot,
+/// and the worker is then stuck until the reply comes. The spare brought in for it takes the
+/// replier out of the next slot and runs it. Before, the next slot was the worker's alone:
+/// the spare never saw the replier, and the wait lasted as long as its timeout.
+///
+/// The control: with no spare, the reply waits for the worker (here, for the timeout).
+fn reply_while_the_worker_waits_for_it(spares: usize) -> Option<Option<usize>> {
+    let rt = Runtime::builder()
+        .workers(1)
+        .spare_workers(spares)
+        .build()
+        .unwrap();
+    let wait = if spares > 0 { DEADLINE } else { CONTROL_WINDOW };
+    rt.block_on(move || {
+        let (tx, replies) = mpsc::channel();
+        let (replier, _h) = threadlet::start(Replier(tx));
+        // A first round trip, waited for at safe points: the replier has started, and is idle
+        // between messages (free to move) when the request below wakes it.
+        replier.send(0).unwrap();
+        while replies.try_recv().is_err() {
+            threadlet::sleep(Duration::from_millis(1));
+        }
+        replier.send(1).unwrap(); // into this worker's next slot
+        match replies.recv_timeout(wait) {
+            Ok((1, on)) => Some(on),
+            Ok(other) => panic!("unexpected reply {other:?}"),
+            Err(_) => None,
+        }
+    })
+}
+
+#[test]
+fn a_reply_woken_into_a_stuck_workers_next_slot_comes_from_the_spare() {
+    let on = within_watchdog("reply from the next slot", || {
+        reply_while_the_worker_waits_for_it(1)
+    });
+    assert_eq!(
+        on,
+        Some(Some(1)),
+        "the reply never came, or not from the spare"
+    );
+}
+
+#[test]
+fn without_a_spare_a_reply_in_the_next_slot_waits_for_its_worker() {
+    let on = within_watchdog("reply from the next slot, no spare", || {
+        reply_while_the_worker_waits_for_it(0)
+    });
+    assert_eq!(on, None);
 }

@@ -996,6 +996,33 @@ impl Runnable {
     }
 }
 
+/// A run-queue entry in a worker's next slot (`next_slot.rs`): the `Arc`'s pointer; free to
+/// move when the actor is pinned to no worker.
+// SAFETY: `Arc::into_raw` points at the cell, whose alignment (8 or more: it holds 64-bit
+// atomics; checked below) leaves the low bit 0, and `Arc::from_raw` of that pointer gives
+// back the `Arc` with the count it owned.
+unsafe impl crate::next_slot::SlotEntry for Runnable {
+    fn into_raw(self) -> *mut () {
+        Arc::into_raw(self.0).cast_mut().cast()
+    }
+
+    unsafe fn from_raw(ptr: *mut ()) -> Runnable {
+        // SAFETY: the caller's promise: `ptr` came from `into_raw` above, so it is an `Arc`'s
+        // pointer to a cell, whose one count it still owns; it is turned back once.
+        Runnable(unsafe { Arc::from_raw(ptr.cast_const().cast::<ActorCell>()) })
+    }
+
+    fn may_move(&self) -> bool {
+        // A queued entry's home does not change until it runs (`home.rs`).
+        self.home().is_none()
+    }
+}
+
+const _: () = assert!(
+    std::mem::align_of::<ActorCell>() >= 2,
+    "the next slot's mark bit"
+);
+
 impl std::ops::Deref for Runnable {
     type Target = ActorCell;
 

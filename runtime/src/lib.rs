@@ -10,6 +10,7 @@
 //! | `worker` | one worker thread: its run queues, its loop, shutdown |
 //! | `baseline` | the single-lock baselines: `GlobalQueue` and `Gil` |
 //! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
+//! | `next_slot` | a worker's next slot, which a spare covering it may empty of a free actor |
 //! | `spare` | spare workers that cover a worker stuck outside a safe point (handoff) |
 //! | `actor` | one actor: id, options, body, the pinning rule |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
@@ -66,6 +67,7 @@ mod join;
 mod live;
 mod monitor;
 pub mod net;
+mod next_slot;
 mod poll_right;
 mod program;
 mod runtime;
@@ -121,6 +123,7 @@ pub mod __private {
         ExitSink, actor_of, call_exit_hook, exit_hooks_waiting, join_cancelled, join_take_now,
         join_unwatch, join_watch, kill_actor, never_started, set_exit_sink,
     };
+    pub use crate::next_slot::{NextSlot, NextStealer, SlotEntry, next_slot};
     pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
 

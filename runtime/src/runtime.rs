@@ -593,10 +593,11 @@ impl Builder {
         let mut parkers = Vec::with_capacity(workers + spares);
         let mut remotes = Vec::with_capacity(workers + spares);
         for _ in 0..workers + spares {
-            let queues = StealableQueues::new();
+            let (queues, next_stealer) = StealableQueues::new();
             let parker = Parker::new();
             remotes.push(Remote::new(
                 &queues,
+                next_stealer,
                 parker.unparker().clone(),
                 self.preempt_ticks.is_some(),
             ));

@@ -5,11 +5,13 @@
 //!
 //! # What a spare may run
 //!
-//! The stuck worker's own state (`Core`: its next slot, its pinned queue, its stack pool) is in
-//! use by the thread that is stuck, and the actors pinned to it may only ever run on that
-//! thread: they wait. What any thread may take is the stealable work: actors that have not
-//! started, handler actors between messages and migratable actors, in the stuck worker's deque,
-//! fresh queue, queue of placed actors and free FIFO and everyone's, and the injector. A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
+//! The stuck worker's own state (`Core`: its pinned queue, its stack pool) is in use by the
+//! thread that is stuck, and the actors pinned to it may only ever run on that thread: they
+//! wait. What any thread may take is the stealable work: actors that have not started, handler
+//! actors between messages and migratable actors, in the stuck worker's deque, fresh queue,
+//! queue of placed actors and free FIFO and everyone's, and the injector; and a free actor in
+//! the stuck worker's next slot, which is often the one its stuck actor waits for (it woke it
+//! just before blocking: a request, then a plain blocking wait for the reply; `next_slot.rs`). A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
 //! `first..`, and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable
 //! work while it covers a stuck worker, and hands back what it holds once it no longer does.
 //! What it started (a process actor, or a handler actor suspended in `handle`) is pinned to it
@@ -25,7 +27,8 @@
 //!    spare left, there is no handoff this time; the monitor tries again at its next sample.
 //! 2. The spare, while the covered worker's slice number is still the covered one (it is
 //!    stuck), runs what is in its own queues and takes stealable work from the covered worker's
-//!    deque, fresh queue, placed actors and free FIFO and the injector (not from healthy workers, whose actors would end up
+//!    deque, fresh queue, placed actors, free FIFO and next slot (a free actor only) and the
+//!    injector (not from healthy workers, whose actors would end up
 //!    pinned to it), polling when it finds none: every `SPARE_POLL_MIN` at first, backing off to
 //!    `SPARE_POLL_MAX` while nothing comes.
 //! 3. Once the covered worker has moved on, the spare gives its claim back at once: a

@@ -3,7 +3,7 @@
 //! Normal builds use `std` atomics and `parking_lot`; under `RUSTFLAGS="--cfg loom"` the same
 //! code runs against `loom`'s model-checked versions, so the models in `tests/loom_*.rs` test the
 //! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`, `grace`,
-//! `poll_right`, `context`'s parking)
+//! `poll_right`, `next_slot`, `context`'s parking)
 //! and the mailbox and channel state in the `threadlet` crate go through this shim.
 //!
 //! ```
@@ -18,10 +18,14 @@
 //! ```
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence};
+pub use loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence,
+};
 
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence};
+pub use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence,
+};
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does.
 ///

@@ -14,7 +14,7 @@
 //!
 //! | queue | holds | who pushes | who pops |
 //! |---|---|---|---|
-//! | `next` slot | the actor just woken by the running one | this worker | this worker |
+//! | `next` slot | the actor just woken by the running one (`next_slot.rs`) | this worker | this worker; a covering spare, if the actor is free to move |
 //! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads | anyone | this worker |
 //! | `placed_actors` | process actors not started yet, placed here by spawns elsewhere (from other workers, or from outside the runtime) | anyone | this worker (after `fresh`), thieves that the balance rule lets, a covering spare |
@@ -237,6 +237,7 @@ use crate::grace::FreshMark;
 use crate::handler::Step;
 use crate::idle::Searcher;
 use crate::io::Driver;
+use crate::next_slot::{NextSlot, NextStealer, next_slot};
 use crate::program::Lent;
 use crate::runtime::Shared;
 use crate::safepoint::SafePoint;
@@ -406,6 +407,9 @@ pub(crate) struct Remote {
     pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
+    /// The thieves' end of `Core::next`: a covering spare takes a free actor out of it
+    /// (`next_slot.rs`).
+    pub(crate) next_stealer: NextStealer<Runnable>,
     /// Pinned actors of this worker woken from other threads (started, so only this worker
     /// may run them).
     pub(crate) inbox: Injector<Runnable>,
@@ -472,12 +476,18 @@ impl Remote {
         self.fresh_mark.before_push(|| !self.has_unstarted());
     }
 
-    pub(crate) fn new(queues: &StealableQueues, unparker: Unparker, ticks: bool) -> Remote {
+    pub(crate) fn new(
+        queues: &StealableQueues,
+        next_stealer: NextStealer<Runnable>,
+        unparker: Unparker,
+        ticks: bool,
+    ) -> Remote {
         Remote {
             stealer: queues.deque.stealer(),
             fresh_stealer: queues.fresh.stealer(),
             fresh_mark: FreshMark::new(),
             free_stealer: queues.free_fifo.stealer(),
+            next_stealer,
             inbox: Injector::new(),
             placed_actors: Injector::new(),
             inbox_hint: AtomicBool::new(false),
@@ -658,9 +668,11 @@ impl std::fmt::Display for ActivationOf {
     }
 }
 
-/// The owner ends of a worker's three stealable queues (their stealer ends go to its
-/// `Remote`).
+/// The owner ends of a worker's three stealable queues and its next slot (their stealer ends go
+/// to its `Remote`).
 pub(crate) struct StealableQueues {
+    /// The actor that runs next (`next_slot.rs`); a covering spare may take a free one.
+    pub(crate) next: NextSlot<Runnable>,
     /// LIFO for its owner: actors not started yet that do not pin where they start (handler
     /// and migratable actors), free actors displaced from the next slot, batches taken from
     /// the injector.
@@ -673,12 +685,16 @@ pub(crate) struct StealableQueues {
 }
 
 impl StealableQueues {
-    pub(crate) fn new() -> StealableQueues {
-        StealableQueues {
+    /// The queues, and the thieves' end of the next slot (for `Remote::new`).
+    pub(crate) fn new() -> (StealableQueues, NextStealer<Runnable>) {
+        let (next, next_stealer) = next_slot();
+        let queues = StealableQueues {
+            next,
             deque: Deque::new_lifo(),
             fresh: Deque::new_lifo(),
             free_fifo: Deque::new_fifo(),
-        }
+        };
+        (queues, next_stealer)
     }
 }
 
@@ -693,7 +709,7 @@ enum Turn {
 
 /// What only the worker thread touches; see the module docs.
 pub(crate) struct Core {
-    next: Cell<Option<Runnable>>,
+    next: NextSlot<Runnable>,
     /// The turns of the actors that wait here, in order: a pinned actor itself, or a mark
     /// for a free actor in `free_fifo` (see `Turn`).
     local: RefCell<VecDeque<Turn>>,
@@ -726,7 +742,7 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(queues: StealableQueues, seed: u64) -> Core {
         Core {
-            next: Cell::new(None),
+            next: queues.next,
             local: RefCell::new(VecDeque::new()),
             deque: queues.deque,
             fresh: queues.fresh,
@@ -748,7 +764,7 @@ impl Core {
     /// the stealable deque, where an idle worker may take it: then returns `true`, and the caller
     /// must wake a parked worker for it.
     pub(crate) fn push_next(&self, actor: Runnable) -> bool {
-        match self.next.replace(Some(actor)) {
+        match self.next.push(actor) {
             Some(old) => self.push_runnable(old),
             None => false,
         }
@@ -1055,11 +1071,21 @@ impl WorkerLoop<'_> {
     }
 
     /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque,
-    /// fresh queue (without the balance rule of "Placement") and free FIFO, then the injector; never from a healthy worker, whose actors would be pinned
-    /// to the spare for good if they started there.
+    /// fresh queue (without the balance rule of "Placement") and free FIFO, then its next slot
+    /// if a free actor is in it, then the injector; never from a healthy worker, whose actors
+    /// would be pinned to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
         self.steal_from(w, Fresh::Open)
+            .or_else(|| self.steal_next_of(w))
             .or_else(|| self.pop_injector())
+    }
+
+    /// The free actor in `victim`'s next slot, if one is there: the one its stuck actor woke
+    /// last, often the one it waits for (`next_slot.rs`).
+    fn steal_next_of(&self, victim: usize) -> Option<Runnable> {
+        let a = self.shared().remotes[victim].next_stealer.steal()?;
+        self.count_steal(1);
+        Some(a)
     }
 
     /// Hands this worker's warm stacks back to the slab (a spare going dormant, and shutdown).
@@ -2041,9 +2067,7 @@ impl WorkerLoop<'_> {
     fn has_work_or_wake(&self) -> bool {
         let shared = self.shared();
         let core = self.core();
-        let next = core.next.take();
-        let has_next = next.is_some();
-        core.next.set(next);
+        let has_next = core.next.is_occupied();
         let mine = match &shared.policy {
             Policy::GlobalQueue(gq) => gq.has_work_for(self.ctx.index),
             Policy::WorkStealing | Policy::Gil(_) => false,
