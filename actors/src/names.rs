@@ -125,7 +125,10 @@ impl std::error::Error for RegisterError {}
 /// [`unregister`]). Registering the same actor again under the same name is fine (and adds
 /// nothing; an actor keeps one exit hook for all its names, however often it registers and
 /// unregisters); a name held by another live actor is an error, and so is an actor that has
-/// ended.
+/// ended. An actor that ends while `register` runs is such an error too, although the name
+/// may have been visible for that moment: a [`whereis`] in between found the actor live, and
+/// what was sent through it was delivered as to any live actor. The name goes with the actor
+/// either way.
 /// The registration does not keep the actor alive.
 ///
 /// ```
