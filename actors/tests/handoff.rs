@@ -705,3 +705,77 @@ fn without_a_spare_a_reply_in_the_next_slot_waits_for_its_worker() {
     });
     assert_eq!(on, None);
 }
+
+/// Asks the replier and waits for its reply: at safe points for message 0 (a first round),
+/// with a plain blocking receive for message 1. Reports whether the reply came, and on which
+/// workers the asker and the replier ran.
+struct Asker {
+    replier: Addr<u32>,
+    replies: mpsc::Receiver<(u32, Option<usize>)>,
+    report: mpsc::Sender<(bool, Option<usize>, Option<usize>)>,
+}
+
+impl Actor for Asker {
+    type Msg = u32;
+    fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+        let on = threadlet::worker_index();
+        self.replier.send(n).unwrap();
+        let reply = if n == 0 {
+            loop {
+                if let Ok(r) = self.replies.try_recv() {
+                    break Some(r);
+                }
+                threadlet::sleep(Duration::from_millis(1));
+            }
+        } else {
+            self.replies.recv_timeout(DEADLINE).ok()
+        };
+        let _ = self
+            .report
+            .send((reply.is_some(), on, reply.and_then(|(_, on)| on)));
+    }
+}
+
+/// One hop further: the only worker blocks waiting for the asker, which a spare takes out of
+/// its next slot; the asker wakes the replier into that *spare's* next slot and blocks in turn.
+/// A second spare covers the first, as the first covers the worker, and runs the replier.
+/// Before, nothing covered a spare, and the replier waited for the asker's timeout.
+#[test]
+fn a_spare_stuck_on_a_request_is_covered_by_another() {
+    let report = within(2 * DEADLINE, "a stuck spare", || {
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(2)
+            .build()
+            .unwrap();
+        rt.block_on(move || {
+            let (tx, replies) = mpsc::channel();
+            let (replier, _r) = threadlet::start(Replier(tx));
+            let (report_tx, report) = mpsc::channel();
+            let (asker, _a) = threadlet::start(Asker {
+                replier,
+                replies,
+                report: report_tx,
+            });
+            asker.send(0).unwrap();
+            let first = loop {
+                if let Ok(r) = report.try_recv() {
+                    break r;
+                }
+                threadlet::sleep(Duration::from_millis(1));
+            };
+            assert!(first.0, "the first round got no reply");
+            asker.send(1).unwrap(); // into this worker's next slot
+            report.recv_timeout(2 * DEADLINE).ok() // blocks the worker
+        })
+    });
+    let (replied, asker_on, replier_on) = report.expect("the asker never reported");
+    assert!(
+        replied,
+        "no reply: the asker ran on {asker_on:?}, the replier never"
+    );
+    assert!(
+        asker_on >= Some(1) && replier_on >= Some(1) && asker_on != replier_on,
+        "asker on {asker_on:?}, replier on {replier_on:?}: expected two spares"
+    );
+}

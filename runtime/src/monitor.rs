@@ -17,7 +17,7 @@
 //!    (its thread CPU clock advanced less than an eighth as much) and not for want of one (its
 //!    thread is asleep in the kernel now, not runnable and starved on a crowded machine), gets
 //!    a spare worker, if one is free, to run the actors that may move while this one is stuck
-//!    (`spare.rs`).
+//!    (`spare.rs`). A spare stuck that way gets another one, if one is free.
 //! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
 //!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
 //!    reported, not preempted: nothing can stop code that never reaches a safe point. The
@@ -493,9 +493,10 @@ fn sample(
             s.preempted = true;
         }
         // Handoff (`spare.rs`, step 1): a worker stuck this long gets a spare, once per slice.
+        // So does a spare: one that took an actor from a stuck worker's next slot may be stuck
+        // in it the same way, with the actor that one woke last in its own next slot.
         if ran >= slice.saturating_mul(HANDOFF_SLICES)
             && s.spare.is_none()
-            && index < shared.spares.first
             && off_cpu(remote, s.cpu_at_start, ran)
             && blocked_now(remote)
         {

@@ -11,11 +11,15 @@
 //! actors between messages and migratable actors, in the stuck worker's deque, fresh queue,
 //! queue of placed actors and free FIFO and everyone's, and the injector; and a free actor in
 //! the stuck worker's next slot, which is often the one its stuck actor waits for (it woke it
-//! just before blocking: a request, then a plain blocking wait for the reply; `next_slot.rs`). A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes
-//! `first..`, and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable
-//! work while it covers a stuck worker, and hands back what it holds once it no longer does.
-//! What it started (a process actor, or a handler actor suspended in `handle`) is pinned to it
-//! like to any worker, and it keeps running those until they end.
+//! just before blocking: a request, then a plain blocking wait for the reply; `next_slot.rs`).
+//!
+//! A spare is a worker slot of its own (a `Remote` in `Shared::remotes`, indexes `first..`,
+//! and its own `Core`), outside the sleep protocol (`idle.rs`): it takes stealable work while
+//! it covers a stuck worker, and hands back what it holds once it no longer does. What it
+//! started (a process actor, or a handler actor suspended in `handle`) is pinned to it like to
+//! any worker, and it keeps running those until they end. A spare can be stuck too (an actor
+//! it took from a stuck worker's next slot asks in turn, and blocks): the monitor covers it as
+//! it covers a worker, with another spare if one is dormant.
 //!
 //! # Protocol
 //!
