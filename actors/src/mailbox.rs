@@ -1790,9 +1790,16 @@ impl<M> Addr<M> {
     ///
     /// The returned handle cancels the delivery if it has not happened yet
     /// ([`TimerHandle::cancel`]: the message is then dropped at once); dropping the handle
-    /// cancels nothing. The delivery waits on the timers of the receiving actor's runtime (on a
-    /// process-wide timer thread while no actor is attached to the mailbox), so it does not
-    /// depend on the caller's runtime still running at the deadline.
+    /// cancels nothing. The delivery waits on the timers of the receiving actor's runtime, so it
+    /// does not depend on the caller's runtime still running at the deadline; if no actor is
+    /// attached to the mailbox when it is armed (a supervised child between incarnations), on
+    /// the process-wide timer thread (`threadlet-timer`, started on first use). A retry, after
+    /// a full bounded mailbox, is armed the same way, anew.
+    ///
+    /// # Panics
+    ///
+    /// If the process-wide timer thread is needed and the operating system refuses to start
+    /// it (the message is dropped).
     ///
     /// ```
     /// use std::time::Duration;
@@ -1830,12 +1837,15 @@ impl<M> Addr<M> {
     /// Sends `make_msg()` every `period` (the first one `period` from now), until the returned
     /// handle is [cancelled](TimerHandle::cancel), the actor ends or closes its mailbox, or the
     /// runtime shuts down. Ticks are at a fixed rate: each is due one period after the one
-    /// before was due. `make_msg` runs on the runtime's timer thread; a panic in it is reported
-    /// and stops the interval.
+    /// before was due. `make_msg` runs on the runtime's timer thread (each tick on the
+    /// receiving actor's runtime, as [`send_after`](Addr::send_after) says, or on the
+    /// process-wide one while no actor is attached); a panic in it is reported and stops the
+    /// interval.
     ///
     /// # Panics
     ///
-    /// If `period` is zero.
+    /// If `period` is zero, or if the process-wide timer thread is needed and cannot be
+    /// started.
     ///
     /// ```
     /// use std::time::Duration;

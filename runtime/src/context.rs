@@ -619,7 +619,8 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 ///
 /// So does a timer that such a timer arms in turn while it runs (a delayed message's retry, an
 /// interval's next tick): those run on the monitor thread of the runtime whose heap they are on,
-/// where no actor's runtime is at hand, so the one counting is passed along
+/// or on the process-wide timer thread, where no actor's runtime is at hand, so the one
+/// counting is passed along
 /// (`FIRING_COUNTED_FOR`). The count of the next is taken before the count of the one running
 /// goes: in between, the runtime that counts never looks free of timers.
 pub fn call_at_for(

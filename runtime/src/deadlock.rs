@@ -32,10 +32,11 @@
 //!    samples again one period later: the walk waits for a whole quiet sample period, so a
 //!    runtime that goes idle and busy again and again (a plain thread spawning actors one by
 //!    one) pays for no walk. A pending timer holds the check away; the monitor hears when its
-//!    own timers fire, and when the last timer its actors armed on another runtime's heap goes
-//!    (that kicks it), but not when one on the process-wide heap fires (that thread knows no
-//!    runtime): so, held off by those, it looks again one sample period after the last of them
-//!    is due ([`Recheck::After`]).
+//!    own timers fire, and when the last timer its actors armed elsewhere (on another
+//!    runtime's heap, or the process-wide one: `timers_elsewhere`) goes (that kicks it), but
+//!    not when any other timer on the process-wide heap fires (one armed from a plain thread:
+//!    that thread knows no runtime): so, held off by those, it looks again one sample period
+//!    after the last of them is due ([`Recheck::After`]).
 //! 2. Otherwise it walks the live actors (`dump::inspect`, one shard lock at a time) and
 //!    applies the rules above. The first actor that breaks one ends the walk: alive.
 //! 3. All dead: the monitor remembers the stamp as suspect and looks again one sample period

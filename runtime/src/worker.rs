@@ -2,13 +2,14 @@
 //!
 //! # State, split by who may touch it
 //!
-//! * [`Core`]: owned by the worker thread alone (its next slot, its local queue of turns, the
-//!   owner ends of its stealable deque, fresh queue and free FIFO, its stack pool, its registry
+//! * [`Core`]: owned by the worker thread alone (the owner ends of its next slot, stealable
+//!   deque, fresh queue and free FIFO, its local queue of turns, its stack pool, its registry
 //!   of started actors). Actor code running on the worker reaches it through the thread's
-//!   context, so every field is a `Cell`/`RefCell` and no borrow is held across a resume.
-//! * [`Remote`]: what other threads may touch (the stealer ends of the deque, the fresh queue
-//!   and the free FIFO, the queue of actors placed here, the inbox for wakes of pinned actors,
-//!   the unparker, the preempt flag, the counters). Lives in `Shared`.
+//!   context, so every field is a `Cell`/`RefCell` or an owner end that takes `&self` (the
+//!   next slot's, `next_slot.rs`; the deques'), and no borrow is held across a resume.
+//! * [`Remote`]: what other threads may touch (the stealer ends of the deque, the fresh queue,
+//!   the free FIFO and the next slot, the queue of actors placed here, the inbox for wakes of
+//!   pinned actors, the unparker, the preempt flag, the counters). Lives in `Shared`.
 //!
 //! # Run queues of one worker
 //!
