@@ -779,3 +779,68 @@ fn a_spare_stuck_on_a_request_is_covered_by_another() {
         "asker on {asker_on:?}, replier on {replier_on:?}: expected two spares"
     );
 }
+
+/// Without spares, an idle worker takes a free actor out of the next slot of a worker whose
+/// running actor has overrun its time slice (here: blocked, waiting for that very actor's
+/// reply; a spare would come only after two slices, and there is none). Before, nothing but
+/// the stuck worker could take it.
+#[test]
+fn an_idle_worker_takes_an_overdue_next_slot() {
+    let replied_on = within_watchdog("overdue next slot", || {
+        let rt = Runtime::builder()
+            .workers(2)
+            .spare_workers(0)
+            .build()
+            .unwrap();
+        rt.block_on(move || {
+            let (tx, replies) = mpsc::channel();
+            let (replier, _h) = threadlet::start(Replier(tx));
+            replier.send(0).unwrap();
+            while replies.try_recv().is_err() {
+                threadlet::sleep(Duration::from_millis(1));
+            }
+            let me = threadlet::worker_index();
+            replier.send(1).unwrap(); // into this worker's next slot
+            let reply = replies.recv_timeout(DEADLINE).ok(); // blocks this worker
+            reply.map(|(_, on)| (me, on))
+        })
+    });
+    let (asked_on, replied_on) = replied_on.expect("the reply never came");
+    assert_ne!(
+        asked_on, replied_on,
+        "the reply came from the asking worker"
+    );
+}
+
+/// The same behind an actor that computes past its slice with no safe point (a busy worker,
+/// which no spare would help): the actor it woke last runs on the idle worker meanwhile.
+#[test]
+fn an_idle_worker_takes_the_next_slot_of_a_busy_one() {
+    let done = within_watchdog("next slot behind a busy actor", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        rt.block_on(move || {
+            let handled = Arc::new(AtomicU64::new(0));
+            struct Count(Arc<AtomicU64>);
+            impl Actor for Count {
+                type Msg = ();
+                fn handle(&mut self, (): (), _: &mut Context<Self>) {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            let (counter, _h) = threadlet::start(Count(handled.clone()));
+            // A first message, waited for at safe points: the actor is idle after it.
+            counter.send(()).unwrap();
+            while handled.load(Ordering::SeqCst) < 1 {
+                threadlet::sleep(Duration::from_millis(1));
+            }
+            counter.send(()).unwrap(); // into this worker's next slot
+            let start = Instant::now();
+            // No safe point: only another worker can run the counter meanwhile.
+            while handled.load(Ordering::SeqCst) < 2 && start.elapsed() < DEADLINE {
+                std::hint::spin_loop();
+            }
+            handled.load(Ordering::SeqCst) == 2
+        })
+    });
+    assert!(done, "the woken actor waited for the busy one");
+}

@@ -492,6 +492,12 @@ fn sample(
             remote.request_preempt();
             s.preempted = true;
         }
+        // An actor waits in the next slot of a worker that overran its slice: an idle worker
+        // may take it (`steal_overdue_next`), once woken. At every sample while it waits, in
+        // case the one woken searched before it could.
+        if s.preempted && remote.next_stealer.has_free() {
+            shared.notify_parked();
+        }
         // Handoff (`spare.rs`, step 1): a worker stuck this long gets a spare, once per slice.
         // So does a spare: one that took an actor from a stuck worker's next slot may be stuck
         // in it the same way, with the actor that one woke last in its own next slot.

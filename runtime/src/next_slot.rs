@@ -1,9 +1,11 @@
 //! A worker's next slot: the one actor that runs next on it, the one its running actor woke
 //! last (a message chain stays on one core, as Go's `runnext` and tokio's LIFO slot keep it).
 //!
-//! The worker fills and empties the slot ([`NextSlot`], in its `Core`); a covering spare may
+//! The worker fills and empties the slot ([`NextSlot`], in its `Core`); other threads may
 //! empty it too ([`NextStealer`], in its `Remote`), taking the occupant if it is free to move
-//! (a handler actor between activations, a migratable actor). That is what a stuck worker's
+//! (a handler actor between activations, a migratable actor): a spare covering the worker
+//! (`spare.rs`), and an idle worker once the worker's running actor has held it past its time
+//! slice without a safe point (`WorkerLoop::steal_overdue_next`; the monitor wakes one). That is what a stuck worker's
 //! next slot needs: an actor that sends a request and then blocks its thread for the reply
 //! (a plain blocking call, outside `threadlet::blocking`) has just woken the replier into this
 //! slot, and a slot only its stuck worker could empty would keep the reply from ever coming.
@@ -198,6 +200,12 @@ pub struct NextStealer<T: SlotEntry> {
 }
 
 impl<T: SlotEntry> NextStealer<T> {
+    /// Whether the slot holds an entry that may move (a hint: the owner may take it at once).
+    pub fn has_free(&self) -> bool {
+        // Relaxed: a look; `steal` is what takes.
+        self.slot.word.load(Ordering::Relaxed).addr() & FREE != 0
+    }
+
     /// Takes the entry out if it is there and may move.
     pub fn steal(&self) -> Option<T> {
         let slot = &self.slot.word;

@@ -123,6 +123,13 @@ impl SafePoint {
         lowered
     }
 
+    /// Whether a request is up: the actor running on this worker has had its time slice and
+    /// has not yet reached a safe point since (a thief's look at an overdue next slot,
+    /// `next_slot.rs`). Relaxed: a hint; the steal it allows is safe either way.
+    pub(crate) fn preempt_requested(&self) -> bool {
+        self.preempt.load(Ordering::Relaxed)
+    }
+
     /// Starts a run with a fresh tick budget (ticks only).
     pub(crate) fn refill(&self, ticks: u32) {
         self.budget.store(ticks, Ordering::Relaxed);

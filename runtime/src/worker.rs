@@ -15,7 +15,7 @@
 //!
 //! | queue | holds | who pushes | who pops |
 //! |---|---|---|---|
-//! | `next` slot | the actor just woken by the running one (`next_slot.rs`) | this worker | this worker; a covering spare, if the actor is free to move |
+//! | `next` slot | the actor just woken by the running one (`next_slot.rs`) | this worker | this worker; if the actor is free to move, a covering spare, and an idle worker once the running actor has overrun its slice |
 //! | `local` FIFO | the turns of what waits here, in order: pinned actors that are runnable (woken here, displaced from `next`, yielded), and a mark for each free actor in `free_fifo` | this worker | this worker |
 //! | `inbox` | pinned actors woken by other threads | anyone | this worker |
 //! | `placed_actors` | process actors not started yet, placed here by spawns elsewhere (from other workers, or from outside the runtime) | anyone | this worker (after `fresh`), thieves that the balance rule lets, a covering spare |
@@ -1190,10 +1190,30 @@ impl WorkerLoop<'_> {
             return None;
         }
         let start = self.core().rand() as usize % n;
-        (0..n)
-            .map(|i| (start + i) % n)
-            .filter(|&victim| victim != self.ctx.index)
+        let victims = || {
+            (0..n)
+                .map(move |i| (start + i) % n)
+                .filter(|&victim| victim != self.ctx.index)
+        };
+        victims()
             .find_map(|victim| self.steal_from(victim, Fresh::Balanced))
+            .or_else(|| victims().find_map(|victim| self.steal_overdue_next(victim)))
+    }
+
+    /// The free actor in `victim`'s next slot, if its running actor has held it past its time
+    /// slice without reaching a safe point (the monitor's preemption request is still up): it
+    /// would wait for that actor, and this worker is idle. Only then, and only after every
+    /// queue (as Go steals `runnext` in its last pass): a chain of wakes through the next slot
+    /// is what keeps a conversation on one core, and a thief that took from it at any time
+    /// would split it.
+    fn steal_overdue_next(&self, victim: usize) -> Option<Runnable> {
+        let theirs = &self.shared().remotes[victim];
+        if !theirs.safe_point.preempt_requested() {
+            return None;
+        }
+        let a = theirs.next_stealer.steal()?;
+        self.count_steal(1);
+        Some(a)
     }
 
     /// After a preemption (`next_local_stealable`): one runnable actor from another worker's
