@@ -654,42 +654,53 @@ impl Actor for Replier {
     }
 }
 
-/// A request, then a plain blocking wait for its reply (no `threadlet::blocking`) from an
-/// actor on the only worker: the request wakes the idle replier into that worker's next slot,
-/// and the worker is then stuck until the reply comes. The spare brought in for it takes the
-/// replier out of the next slot and runs it. Before, the next slot was the worker's alone:
-/// the spare never saw the replier, and the wait lasted as long as its timeout.
-///
-/// The control: with no spare, the reply waits for the worker (here, for the timeout).
-fn reply_while_the_worker_waits_for_it(spares: usize) -> Option<Option<usize>> {
+/// Polls `done` at safe points (sleeping a millisecond between looks) until it holds.
+fn at_safe_points_until(mut done: impl FnMut() -> bool) {
+    while !done() {
+        threadlet::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A request, then a plain blocking wait (no `threadlet::blocking`) of up to `wait` for its
+/// reply, from the root actor of a runtime of `workers` workers and `spares` spares: the
+/// request wakes the idle replier into that worker's next slot, and the worker is then stuck
+/// until the reply comes. Returns the asking worker, and the one the reply came from, if it
+/// came.
+fn reply_while_the_worker_waits_for_it(
+    workers: usize,
+    spares: usize,
+    wait: Duration,
+) -> (Option<usize>, Option<Option<usize>>) {
     let rt = Runtime::builder()
-        .workers(1)
+        .workers(workers)
         .spare_workers(spares)
         .build()
         .unwrap();
-    let wait = if spares > 0 { DEADLINE } else { CONTROL_WINDOW };
     rt.block_on(move || {
         let (tx, replies) = mpsc::channel();
         let (replier, _h) = threadlet::start(Replier(tx));
         // A first round trip, waited for at safe points: the replier has started, and is idle
         // between messages (free to move) when the request below wakes it.
         replier.send(0).unwrap();
-        while replies.try_recv().is_err() {
-            threadlet::sleep(Duration::from_millis(1));
-        }
+        at_safe_points_until(|| replies.try_recv().is_ok());
+        let asked_on = threadlet::worker_index();
         replier.send(1).unwrap(); // into this worker's next slot
-        match replies.recv_timeout(wait) {
+        let reply = match replies.recv_timeout(wait) {
             Ok((1, on)) => Some(on),
             Ok(other) => panic!("unexpected reply {other:?}"),
             Err(_) => None,
-        }
+        };
+        (asked_on, reply)
     })
 }
 
+/// The spare brought in for the stuck worker takes the replier out of its next slot and runs
+/// it. Before, the next slot was the worker's alone: the spare never saw the replier, and the
+/// wait lasted as long as its timeout.
 #[test]
 fn a_reply_woken_into_a_stuck_workers_next_slot_comes_from_the_spare() {
-    let on = within_watchdog("reply from the next slot", || {
-        reply_while_the_worker_waits_for_it(1)
+    let (_, on) = within_watchdog("reply from the next slot", || {
+        reply_while_the_worker_waits_for_it(1, 1, DEADLINE)
     });
     assert_eq!(
         on,
@@ -698,12 +709,29 @@ fn a_reply_woken_into_a_stuck_workers_next_slot_comes_from_the_spare() {
     );
 }
 
+/// The control: with no spare and no other worker, the reply waits for the worker (here, for
+/// the timeout).
 #[test]
 fn without_a_spare_a_reply_in_the_next_slot_waits_for_its_worker() {
-    let on = within_watchdog("reply from the next slot, no spare", || {
-        reply_while_the_worker_waits_for_it(0)
+    let (_, on) = within_watchdog("reply from the next slot, no spare", || {
+        reply_while_the_worker_waits_for_it(1, 0, CONTROL_WINDOW)
     });
     assert_eq!(on, None);
+}
+
+/// Without spares, an idle worker takes a free actor out of the next slot of a worker whose
+/// running actor has overrun its time slice (here: blocked, waiting for that very actor's
+/// reply). Before, nothing but the stuck worker could take it.
+#[test]
+fn an_idle_worker_takes_an_overdue_next_slot() {
+    let (asked_on, replied_on) = within_watchdog("overdue next slot", || {
+        reply_while_the_worker_waits_for_it(2, 0, DEADLINE)
+    });
+    let replied_on = replied_on.expect("the reply never came");
+    assert_ne!(
+        asked_on, replied_on,
+        "the reply came from the asking worker"
+    );
 }
 
 /// Asks the replier and waits for its reply: at safe points for message 0 (a first round),
@@ -721,12 +749,12 @@ impl Actor for Asker {
         let on = threadlet::worker_index();
         self.replier.send(n).unwrap();
         let reply = if n == 0 {
-            loop {
-                if let Ok(r) = self.replies.try_recv() {
-                    break Some(r);
-                }
-                threadlet::sleep(Duration::from_millis(1));
-            }
+            let mut reply = None;
+            at_safe_points_until(|| {
+                reply = self.replies.try_recv().ok();
+                reply.is_some()
+            });
+            reply
         } else {
             self.replies.recv_timeout(DEADLINE).ok()
         };
@@ -758,12 +786,12 @@ fn a_spare_stuck_on_a_request_is_covered_by_another() {
                 report: report_tx,
             });
             asker.send(0).unwrap();
-            let first = loop {
-                if let Ok(r) = report.try_recv() {
-                    break r;
-                }
-                threadlet::sleep(Duration::from_millis(1));
-            };
+            let mut first = None;
+            at_safe_points_until(|| {
+                first = report.try_recv().ok();
+                first.is_some()
+            });
+            let first = first.expect("polled until it came");
             assert!(first.0, "the first round got no reply");
             asker.send(1).unwrap(); // into this worker's next slot
             report.recv_timeout(2 * DEADLINE).ok() // blocks the worker
@@ -777,38 +805,6 @@ fn a_spare_stuck_on_a_request_is_covered_by_another() {
     assert!(
         asker_on >= Some(1) && replier_on >= Some(1) && asker_on != replier_on,
         "asker on {asker_on:?}, replier on {replier_on:?}: expected two spares"
-    );
-}
-
-/// Without spares, an idle worker takes a free actor out of the next slot of a worker whose
-/// running actor has overrun its time slice (here: blocked, waiting for that very actor's
-/// reply; a spare would come only after two slices, and there is none). Before, nothing but
-/// the stuck worker could take it.
-#[test]
-fn an_idle_worker_takes_an_overdue_next_slot() {
-    let replied_on = within_watchdog("overdue next slot", || {
-        let rt = Runtime::builder()
-            .workers(2)
-            .spare_workers(0)
-            .build()
-            .unwrap();
-        rt.block_on(move || {
-            let (tx, replies) = mpsc::channel();
-            let (replier, _h) = threadlet::start(Replier(tx));
-            replier.send(0).unwrap();
-            while replies.try_recv().is_err() {
-                threadlet::sleep(Duration::from_millis(1));
-            }
-            let me = threadlet::worker_index();
-            replier.send(1).unwrap(); // into this worker's next slot
-            let reply = replies.recv_timeout(DEADLINE).ok(); // blocks this worker
-            reply.map(|(_, on)| (me, on))
-        })
-    });
-    let (asked_on, replied_on) = replied_on.expect("the reply never came");
-    assert_ne!(
-        asked_on, replied_on,
-        "the reply came from the asking worker"
     );
 }
 
@@ -830,9 +826,7 @@ fn an_idle_worker_takes_the_next_slot_of_a_busy_one() {
             let (counter, _h) = threadlet::start(Count(handled.clone()));
             // A first message, waited for at safe points: the actor is idle after it.
             counter.send(()).unwrap();
-            while handled.load(Ordering::SeqCst) < 1 {
-                threadlet::sleep(Duration::from_millis(1));
-            }
+            at_safe_points_until(|| handled.load(Ordering::SeqCst) == 1);
             counter.send(()).unwrap(); // into this worker's next slot
             let start = Instant::now();
             // No safe point: only another worker can run the counter meanwhile.
