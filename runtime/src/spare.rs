@@ -24,10 +24,11 @@
 //! # Protocol
 //!
 //! 1. The monitor sees a worker's time slice last `HANDOFF_SLICES` slices (`monitor.rs`, step
-//!    2). It looks for a dormant spare (its `covering` is `NONE`), writes the stuck slice's
-//!    number into its `covered_slice`, and claims it with a compare-and-swap of `covering` from
-//!    `NONE` to the stuck worker's index (release: the slice number is visible to whoever reads
-//!    the index). It starts the spare's thread the first time, else unparks it. With no dormant
+//!    2). It looks for a dormant spare (its `covering` is `NONE`) other than the stuck one (a
+//!    spare can be stuck too, after giving its claim back, in an actor pinned to it), writes
+//!    the stuck slice's number into its `covered_slice`, and claims it with a compare-and-swap
+//!    of `covering` from `NONE` to the stuck worker's index (release: the slice number is
+//!    visible to whoever reads the index). It starts the spare's thread the first time, else unparks it. With no dormant
 //!    spare left, there is no handoff this time; the monitor tries again at its next sample.
 //! 2. The spare, while the covered worker's slice number is still the covered one (it is
 //!    stuck), runs what is in its own queues and takes stealable work from the covered worker's
@@ -147,7 +148,9 @@ impl Spares {
         slice: u64,
     ) -> Option<usize> {
         for (k, st) in self.states.iter().enumerate() {
-            if st.covering.load(Ordering::Relaxed) != NONE {
+            // Never the stuck one itself: a spare stuck in an actor pinned to it (its claim
+            // given back) is dormant too, and would cover nothing.
+            if self.first + k == worker || st.covering.load(Ordering::Relaxed) != NONE {
                 continue;
             }
             // Relaxed: published by the release of the claim below.
@@ -259,5 +262,27 @@ impl Spares {
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Runtime;
+
+    /// A stuck spare gets another one: never itself, which is as dormant as any when it is
+    /// stuck in an actor pinned to it after giving its claim back. (It took itself, and the
+    /// monitor tried no other spare for the rest of the slice: the review's test waited for the
+    /// timeout of the stuck actor, 5 of 5 rounds.)
+    #[test]
+    fn a_stuck_spare_is_covered_by_another() {
+        let rt = Runtime::builder()
+            .workers(1)
+            .spare_workers(2)
+            .build()
+            .unwrap();
+        let shared = rt.shared();
+        let first = shared.spares.first;
+        // As the monitor asks for spare `first`, stuck in slice 1, while both are dormant.
+        assert_eq!(shared.spares.activate(shared, first, 1), Some(first + 1));
     }
 }

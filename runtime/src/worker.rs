@@ -1206,9 +1206,12 @@ impl WorkerLoop<'_> {
     /// queue (as Go steals `runnext` in its last pass): a chain of wakes through the next slot
     /// is what keeps a conversation on one core, and a thief that took from it at any time
     /// would split it.
+    /// Not under the GIL baseline: the actor would wait for the lock here as it waits there,
+    /// and the long-run report would name it as the one holding this worker.
     fn steal_overdue_next(&self, victim: usize) -> Option<Runnable> {
         let theirs = &self.shared().remotes[victim];
-        if !theirs.safe_point.preempt_requested() {
+        if !theirs.safe_point.preempt_requested() || matches!(self.shared().policy, Policy::Gil(_))
+        {
             return None;
         }
         let a = theirs.next_stealer.steal()?;
