@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::actor::ActorId;
+use crate::baseline::Policy;
 use crate::deadlock::Recheck;
 use crate::fault;
 use crate::fault::AbortOnUnwind;
@@ -495,7 +496,9 @@ fn sample(
         // An actor waits in the next slot of a worker that overran its slice: an idle worker
         // may take it (`steal_overdue_next`), once woken. At every sample while it waits, in
         // case the one woken searched before it could.
-        if s.preempted && remote.next_stealer.has_free() {
+        // (Not under the GIL baseline, whose idle workers do not take it: see there.)
+        if s.preempted && remote.next_stealer.has_free() && !matches!(shared.policy, Policy::Gil(_))
+        {
             shared.notify_parked();
         }
         // Handoff (`spare.rs`, step 1): a worker stuck this long gets a spare, once per slice.

@@ -123,9 +123,10 @@ impl SafePoint {
         lowered
     }
 
-    /// Whether a request is up: the actor running on this worker has had its time slice and
-    /// has not yet reached a safe point since (a thief's look at an overdue next slot,
-    /// `next_slot.rs`). Relaxed: a hint; the steal it allows is safe either way.
+    /// Whether a request is up: mostly, the actor running on this worker has had its time slice
+    /// and has not reached a safe point since (a kill or shutdown raises it on every worker
+    /// too, until each reaches one or starts a slice). For a thief's look at an overdue next
+    /// slot (`next_slot.rs`). Relaxed: a hint; the steal it allows is safe either way.
     pub(crate) fn preempt_requested(&self) -> bool {
         self.preempt.load(Ordering::Relaxed)
     }

@@ -24,8 +24,8 @@
 //! # Protocol
 //!
 //! 1. The monitor sees a worker's time slice last `HANDOFF_SLICES` slices (`monitor.rs`, step
-//!    2). It looks for a dormant spare (its `covering` is `NONE`) other than the stuck one (a
-//!    spare can be stuck too, after giving its claim back, in an actor pinned to it), writes
+//!    2). It looks for a dormant spare (its `covering` is `NONE`, and it runs nothing: a spare
+//!    can be stuck too, after giving its claim back, in an actor pinned to it), writes
 //!    the stuck slice's number into its `covered_slice`, and claims it with a compare-and-swap
 //!    of `covering` from `NONE` to the stuck worker's index (release: the slice number is
 //!    visible to whoever reads the index). It starts the spare's thread the first time, else unparks it. With no dormant
@@ -148,9 +148,16 @@ impl Spares {
         slice: u64,
     ) -> Option<usize> {
         for (k, st) in self.states.iter().enumerate() {
-            // Never the stuck one itself: a spare stuck in an actor pinned to it (its claim
-            // given back) is dormant too, and would cover nothing.
-            if self.first + k == worker || st.covering.load(Ordering::Relaxed) != NONE {
+            // Only a spare that runs nothing: not the stuck one itself, nor any other running
+            // an actor pinned to it after giving its claim back (its `covering` is `NONE` too,
+            // but it may be stuck in that actor, and would cover nothing). Relaxed: a sample,
+            // as the monitor's; a spare that starts running right after is claimed anyway, and
+            // runs what it was claimed for once that actor lets it.
+            let index = self.first + k;
+            if index == worker
+                || st.covering.load(Ordering::Relaxed) != NONE
+                || shared.remotes[index].slice.load(Ordering::Relaxed) != 0
+            {
                 continue;
             }
             // Relaxed: published by the release of the claim below.
@@ -164,7 +171,6 @@ impl Spares {
             {
                 continue;
             }
-            let index = self.first + k;
             let mut slots = self.slots.lock();
             if shared.is_shutdown() {
                 st.covering.store(NONE, Ordering::Relaxed);
@@ -267,22 +273,28 @@ impl Spares {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use crate::Runtime;
 
-    /// A stuck spare gets another one: never itself, which is as dormant as any when it is
-    /// stuck in an actor pinned to it after giving its claim back. (It took itself, and the
-    /// monitor tried no other spare for the rest of the slice: the review's test waited for the
-    /// timeout of the stuck actor, 5 of 5 rounds.)
+    /// A stuck spare gets another one that runs nothing: never itself, nor another spare
+    /// stuck in an actor pinned to it after giving its claim back, both of which look as
+    /// dormant as any by their claim. (Each was taken, and the monitor tried no other spare
+    /// for the rest of the slice: the reviews' tests waited for the stuck actor's timeout.)
     #[test]
-    fn a_stuck_spare_is_covered_by_another() {
+    fn a_stuck_spare_is_covered_by_one_that_runs_nothing() {
         let rt = Runtime::builder()
             .workers(1)
-            .spare_workers(2)
+            .spare_workers(3)
             .build()
             .unwrap();
         let shared = rt.shared();
         let first = shared.spares.first;
-        // As the monitor asks for spare `first`, stuck in slice 1, while both are dormant.
-        assert_eq!(shared.spares.activate(shared, first, 1), Some(first + 1));
+        // Spare `first + 1` runs an actor (slice 5) without a claim.
+        shared.remotes[first + 1].slice.store(5, Ordering::Relaxed);
+        // As the monitor asks for spare `first`, stuck in slice 1.
+        let cover = shared.spares.activate(shared, first, 1);
+        shared.remotes[first + 1].slice.store(0, Ordering::Relaxed);
+        assert_eq!(cover, Some(first + 2));
     }
 }

@@ -1182,7 +1182,9 @@ impl WorkerLoop<'_> {
         })
     }
 
-    /// Steals about half of a random victim's deque, trying every victim once.
+    /// Steals about half of a random victim's deque, trying every victim once; failing that,
+    /// takes a free actor from the next slot of a victim that overran its slice
+    /// (`steal_overdue_next`).
     fn steal(&self) -> Option<Runnable> {
         let remotes = &self.shared().remotes;
         let n = remotes.len();
