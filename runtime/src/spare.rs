@@ -24,8 +24,9 @@
 //! # Protocol
 //!
 //! 1. The monitor sees a worker's time slice last `HANDOFF_SLICES` slices (`monitor.rs`, step
-//!    2). It looks for a dormant spare (its `covering` is `NONE`, and it runs nothing: a spare
-//!    can be stuck too, after giving its claim back, in an actor pinned to it), writes
+//!    2). It looks for a dormant spare (its `covering` is `NONE`, and it runs nothing, or its
+//!    thread is runnable: a spare can be stuck too, after giving its claim back, in an actor
+//!    pinned to it), writes
 //!    the stuck slice's number into its `covered_slice`, and claims it with a compare-and-swap
 //!    of `covering` from `NONE` to the stuck worker's index (release: the slice number is
 //!    visible to whoever reads the index). It starts the spare's thread the first time, else unparks it. With no dormant
@@ -148,15 +149,17 @@ impl Spares {
         slice: u64,
     ) -> Option<usize> {
         for (k, st) in self.states.iter().enumerate() {
-            // Only a spare that runs nothing: not the stuck one itself, nor any other running
-            // an actor pinned to it after giving its claim back (its `covering` is `NONE` too,
-            // but it may be stuck in that actor, and would cover nothing). Relaxed: a sample,
-            // as the monitor's; a spare that starts running right after is claimed anyway, and
-            // runs what it was claimed for once that actor lets it.
+            // Not the stuck one itself, nor another that runs an actor pinned to it (its claim
+            // given back: its `covering` is `NONE` too) and whose thread is blocked now: it may
+            // be stuck in that actor, and would cover nothing. One that computes is taken: it
+            // runs what it covers between its own actor's time slices. Relaxed: a sample, as
+            // the monitor's; a spare that blocks right after is taken anyway, and runs what it
+            // was taken for once that actor lets it.
             let index = self.first + k;
+            let remote = &shared.remotes[index];
             if index == worker
                 || st.covering.load(Ordering::Relaxed) != NONE
-                || shared.remotes[index].slice.load(Ordering::Relaxed) != 0
+                || (remote.slice.load(Ordering::Relaxed) != 0 && remote.is_runnable() != Some(true))
             {
                 continue;
             }
@@ -277,12 +280,13 @@ mod tests {
 
     use crate::Runtime;
 
-    /// A stuck spare gets another one that runs nothing: never itself, nor another spare
-    /// stuck in an actor pinned to it after giving its claim back, both of which look as
+    /// A stuck spare gets another one that is not stuck: never itself, nor another spare
+    /// running an actor pinned to it after giving its claim back with its thread not runnable
+    /// (here: a spare that never started, whose state cannot be read), both of which look as
     /// dormant as any by their claim. (Each was taken, and the monitor tried no other spare
     /// for the rest of the slice: the reviews' tests waited for the stuck actor's timeout.)
     #[test]
-    fn a_stuck_spare_is_covered_by_one_that_runs_nothing() {
+    fn a_stuck_spare_is_covered_by_one_that_is_not_stuck() {
         let rt = Runtime::builder()
             .workers(1)
             .spare_workers(3)
@@ -290,7 +294,7 @@ mod tests {
             .unwrap();
         let shared = rt.shared();
         let first = shared.spares.first;
-        // Spare `first + 1` runs an actor (slice 5) without a claim.
+        // Spare `first + 1` runs an actor (slice 5) without a claim, its thread not runnable.
         shared.remotes[first + 1].slice.store(5, Ordering::Relaxed);
         // As the monitor asks for spare `first`, stuck in slice 1.
         let cover = shared.spares.activate(shared, first, 1);
