@@ -808,6 +808,27 @@ fn a_spare_stuck_on_a_request_is_covered_by_another() {
     );
 }
 
+/// Counts the messages it handles.
+struct Counter(Arc<AtomicU64>);
+
+impl Actor for Counter {
+    type Msg = ();
+    fn handle(&mut self, (): (), _: &mut Context<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A counter actor that has handled one message, waited for at safe points: idle between
+/// messages (free to move) when the caller's next send wakes it into this worker's next slot.
+/// Its address, and its count.
+fn idle_counter() -> (Addr<()>, Arc<AtomicU64>) {
+    let handled = Arc::new(AtomicU64::new(0));
+    let (counter, _h) = threadlet::start(Counter(handled.clone()));
+    counter.send(()).unwrap();
+    at_safe_points_until(|| handled.load(Ordering::SeqCst) == 1);
+    (counter, handled)
+}
+
 /// The same behind an actor that computes past its slice with no safe point (a busy worker,
 /// which no spare would help): the actor it woke last runs on the idle worker meanwhile.
 #[test]
@@ -815,18 +836,7 @@ fn an_idle_worker_takes_the_next_slot_of_a_busy_one() {
     let done = within_watchdog("next slot behind a busy actor", || {
         let rt = Runtime::builder().workers(2).build().unwrap();
         rt.block_on(move || {
-            let handled = Arc::new(AtomicU64::new(0));
-            struct Count(Arc<AtomicU64>);
-            impl Actor for Count {
-                type Msg = ();
-                fn handle(&mut self, (): (), _: &mut Context<Self>) {
-                    self.0.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-            let (counter, _h) = threadlet::start(Count(handled.clone()));
-            // A first message, waited for at safe points: the actor is idle after it.
-            counter.send(()).unwrap();
-            at_safe_points_until(|| handled.load(Ordering::SeqCst) == 1);
+            let (counter, handled) = idle_counter();
             counter.send(()).unwrap(); // into this worker's next slot
             let start = Instant::now();
             // No safe point: only another worker can run the counter meanwhile.
@@ -852,17 +862,7 @@ fn under_the_gil_an_overdue_next_slot_wakes_nobody() {
         .build()
         .unwrap();
     let woken = rt.block_on(|| {
-        let handled = Arc::new(AtomicU64::new(0));
-        struct Count(Arc<AtomicU64>);
-        impl Actor for Count {
-            type Msg = ();
-            fn handle(&mut self, (): (), _: &mut Context<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let (counter, _h) = threadlet::start(Count(handled.clone()));
-        counter.send(()).unwrap();
-        at_safe_points_until(|| handled.load(Ordering::SeqCst) == 1);
+        let (counter, _) = idle_counter();
         let runtime = threadlet::Handle::current();
         let wakeups = || runtime.metrics().total().wakeups;
         let before = wakeups();
