@@ -250,11 +250,17 @@ impl Timers {
     /// Whether a timer that has not been cancelled waits in the heap (for the deadlock check,
     /// which asks only while every worker is idle: the look at each entry costs nothing then).
     pub(crate) fn is_pending(&self) -> bool {
-        self.latest_pending().is_some()
+        self.heap
+            .lock()
+            .iter()
+            // Acquire: pairs with the release of a cancel, as `fire_due`'s reads do.
+            .any(|e| e.state.load(Ordering::Acquire) == PENDING)
     }
 
     /// The latest deadline of the timers that have not been cancelled, if any: once it has
-    /// passed (and its timer fired), none of them is pending any more.
+    /// passed (and its timer fired), none of them is pending any more. (A walk of the whole
+    /// heap, where `is_pending` stops at the first: only the process-wide heap, seldom used,
+    /// is asked this.)
     fn latest_pending(&self) -> Option<Instant> {
         self.heap
             .lock()
