@@ -33,7 +33,11 @@
 //! 6. shutdown's sweeps of the shared queues (`Shared::take_shared_queued`, `requeue_unstarted`);
 //! 7. run (`WorkerLoop::run_actor`), and the actor code that kills and shutdown run (the
 //!    unwinds and drops of `kill`, `unwind_stack`, `drop_queued` and the sweep of idle
-//!    handler actors): [`Policy::run_guard`], the GIL under `Gil`.
+//!    handler actors): [`Policy::run_guard`], the GIL under `Gil`;
+//! 8. the steal from an overdue next slot (`WorkerLoop::steal_overdue_next`, and the monitor's
+//!    wake for it): [`Policy::takes_overdue_next`], work stealing only (under `Gil` the actor
+//!    would wait for the lock on the idle worker as it waits for it where it is; `GlobalQueue`
+//!    has no next slot).
 //!
 //! Placement at spawn (`worker.rs`) is part of the work-stealing path, so `Gil` has it and
 //! `GlobalQueue` does not.
@@ -80,6 +84,15 @@ impl Policy {
         match self {
             Policy::Gil(gil) => Some(gil.lock()),
             Policy::WorkStealing | Policy::GlobalQueue(_) => None,
+        }
+    }
+
+    /// Point 8: whether an idle worker takes a free actor out of the next slot of a worker
+    /// that overran its time slice.
+    pub(crate) fn takes_overdue_next(&self) -> bool {
+        match self {
+            Policy::WorkStealing => true,
+            Policy::GlobalQueue(_) | Policy::Gil(_) => false,
         }
     }
 }

@@ -61,7 +61,6 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::actor::ActorId;
-use crate::baseline::Policy;
 use crate::deadlock::Recheck;
 use crate::fault;
 use crate::fault::AbortOnUnwind;
@@ -273,7 +272,7 @@ fn off_cpu(remote: &Remote, cpu_at_start: Option<Duration>, ran: Duration) -> bo
 /// waiting for the same CPUs. A thread blocked in many short calls may be caught runnable at
 /// one sample; the next one finds it asleep. Where the thread's state cannot be read, it
 /// counts as blocked, as the CPU time alone says.
-fn blocked_now(remote: &Remote) -> bool {
+pub(crate) fn blocked_now(remote: &Remote) -> bool {
     remote.is_runnable() != Some(true)
 }
 
@@ -496,9 +495,7 @@ fn sample(
         // An actor waits in the next slot of a worker that overran its slice: an idle worker
         // may take it (`steal_overdue_next`), once woken. At every sample while it waits, in
         // case the one woken searched before it could.
-        // (Not under the GIL baseline, whose idle workers do not take it: see there.)
-        if s.preempted && remote.next_stealer.has_free() && !matches!(shared.policy, Policy::Gil(_))
-        {
+        if s.preempted && shared.policy.takes_overdue_next() && remote.next_stealer.has_free() {
             shared.notify_parked();
         }
         // Handoff (`spare.rs`, step 1): a worker stuck this long gets a spare, once per slice.

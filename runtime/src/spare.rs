@@ -159,7 +159,8 @@ impl Spares {
             let remote = &shared.remotes[index];
             if index == worker
                 || st.covering.load(Ordering::Relaxed) != NONE
-                || (remote.slice.load(Ordering::Relaxed) != 0 && remote.is_runnable() != Some(true))
+                || (remote.slice.load(Ordering::Relaxed) != 0
+                    && crate::monitor::blocked_now(remote))
             {
                 continue;
             }

@@ -408,8 +408,8 @@ pub(crate) struct Remote {
     pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
     pub(crate) free_stealer: Stealer<Runnable>,
-    /// The thieves' end of `Core::next`: a covering spare takes a free actor out of it
-    /// (`next_slot.rs`).
+    /// The thieves' end of `Core::next`: a covering spare, or an idle worker once this one has
+    /// overrun its slice, takes a free actor out of it (`next_slot.rs`).
     pub(crate) next_stealer: NextStealer<Runnable>,
     /// Pinned actors of this worker woken from other threads (started, so only this worker
     /// may run them).
@@ -672,7 +672,7 @@ impl std::fmt::Display for ActivationOf {
 /// The owner ends of a worker's three stealable queues and its next slot (their stealer ends go
 /// to its `Remote`).
 pub(crate) struct StealableQueues {
-    /// The actor that runs next (`next_slot.rs`); a covering spare may take a free one.
+    /// The actor that runs next (`next_slot.rs`); other threads may take a free one.
     pub(crate) next: NextSlot<Runnable>,
     /// LIFO for its owner: actors not started yet that do not pin where they start (handler
     /// and migratable actors), free actors displaced from the next slot, batches taken from
@@ -1081,8 +1081,8 @@ impl WorkerLoop<'_> {
             .or_else(|| self.pop_injector())
     }
 
-    /// The free actor in `victim`'s next slot, if one is there: the one its stuck actor woke
-    /// last, often the one it waits for (`next_slot.rs`).
+    /// The free actor in `victim`'s next slot, if one is there: for a covering spare, the one
+    /// the stuck actor woke last, often the one it waits for (`next_slot.rs`).
     fn steal_next_of(&self, victim: usize) -> Option<Runnable> {
         let a = self.shared().remotes[victim].next_stealer.steal()?;
         self.count_steal(1);
@@ -1207,18 +1207,15 @@ impl WorkerLoop<'_> {
     /// would wait for that actor, and this worker is idle. Only then, and only after every
     /// queue (as Go steals `runnext` in its last pass): a chain of wakes through the next slot
     /// is what keeps a conversation on one core, and a thief that took from it at any time
-    /// would split it.
-    /// Not under the GIL baseline: the actor would wait for the lock here as it waits there,
-    /// and the long-run report would name it as the one holding this worker.
+    /// would split it. Work stealing only (`Policy::takes_overdue_next`).
     fn steal_overdue_next(&self, victim: usize) -> Option<Runnable> {
-        let theirs = &self.shared().remotes[victim];
-        if !theirs.safe_point.preempt_requested() || matches!(self.shared().policy, Policy::Gil(_))
+        let shared = self.shared();
+        if !shared.policy.takes_overdue_next()
+            || !shared.remotes[victim].safe_point.preempt_requested()
         {
             return None;
         }
-        let a = theirs.next_stealer.steal()?;
-        self.count_steal(1);
-        Some(a)
+        self.steal_next_of(victim)
     }
 
     /// After a preemption (`next_local_stealable`): one runnable actor from another worker's
