@@ -888,6 +888,91 @@ fn a_delayed_message_to_another_runtime_keeps_the_senders_check_away() {
     });
 }
 
+/// A request to an actor of another runtime that takes its time before it replies, with no
+/// timer of either runtime's pending meanwhile (it waits on the blocking pool): the sender's
+/// runtime has every actor waiting on a mailbox or a join, but the two runtimes are linked (the
+/// request woke the server), and the server's runtime may still wake one of ours. Before,
+/// the sender's runtime reported a deadlock while the reply was on its way, at every run.
+#[test]
+fn a_reply_on_its_way_from_another_runtime_is_no_deadlock() {
+    within_watchdog("a reply on its way from another runtime", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (server, server_h) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            for back in mb.iter() {
+                // Long against the check's few milliseconds, and no timer: the blocking pool.
+                threadlet::blocking(|| std::thread::sleep(Duration::from_millis(300)));
+                let _ = back.send(7);
+            }
+        });
+        // The server parked first, so that the request wakes it: a wake links the runtimes (a
+        // send to an actor that is running links nothing yet).
+        parked(&other, &server_h);
+        let (rt, reported) = one_worker_reporting_deadlocks();
+        let got = rt.block_on(move || {
+            let (me, answer) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
+            server.send(me).unwrap();
+            answer.join().unwrap()
+        });
+        assert_eq!(got, Some(7));
+        assert!(reported.try_recv().is_err(), "a deadlock was reported");
+    });
+}
+
+/// Linked runtimes are judged together, not excused: an actor of runtime B keeps the address
+/// of an actor of runtime A and waits for a message nobody can send, while A's actor waits for
+/// the answer. Both runtimes report, each its own actor.
+#[test]
+fn a_deadlock_across_linked_runtimes_is_reported_by_each() {
+    within_watchdog("a deadlock across linked runtimes", || {
+        let reporting = || {
+            let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
+            let rt = Runtime::builder()
+                .workers(1)
+                .on_deadlock(move |d: &Deadlock| {
+                    let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
+                })
+                .build()
+                .unwrap();
+            (rt, reported)
+        };
+        let (other, other_reported) = reporting();
+        let (rt, reported) = reporting();
+        let (keeper, keeper_h) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            // Keeps the first address, then waits for a second message that never comes.
+            let first = mb.recv();
+            let second = mb.recv();
+            (first, second).1.is_some()
+        });
+        let keeper_id = keeper_h.id();
+        // The keeper parked first, so that the send below wakes it: a wake links the runtimes.
+        parked(&other, &keeper_h);
+        let waiter = rt.block_on(move || {
+            // An address made inside an actor: once main's is gone, nothing outside either
+            // runtime can send to the keeper.
+            let inside = keeper.clone();
+            drop(keeper);
+            let to_keeper = inside.clone();
+            let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
+                let _keeps_the_keeper_waiting = inside;
+                mb.recv()
+            });
+            // From an actor of this runtime, waking the keeper: the runtimes are linked.
+            to_keeper.send(me).unwrap();
+            waiter
+        });
+        let named = reported
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no deadlock reported");
+        assert_eq!(named, [waiter.id()]);
+        let other_named = other_reported
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no deadlock reported by the other runtime");
+        assert_eq!(other_named, [keeper_id]);
+        waiter.abort();
+        keeper_h.abort();
+    });
+}
+
 /// What a counted timer arms in turn counts too: an interval's later ticks (armed by the tick
 /// before, on the receiving runtime's monitor thread, not by an actor of the sender's
 /// runtime). Runtime A's actor waits for three echoes of an interval it runs to an actor of

@@ -630,6 +630,11 @@ pub fn call_at_for(
 ) {
     let target = actor.map(|a| &a.shared);
     let elsewhere_of = |shared: &Arc<Shared>| {
+        if let Some(t) = target {
+            // No-op for one runtime; else the two are linked (`deadlock.rs`, "Linked
+            // runtimes"): the timer's message may lead to a reply.
+            crate::deadlock::link(shared, t);
+        }
         (!target.is_some_and(|t| std::ptr::eq(Arc::as_ptr(shared), Arc::as_ptr(t))))
             .then(|| TimerElsewhere::arm(shared))
     };

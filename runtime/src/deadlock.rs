@@ -19,9 +19,36 @@
 //!   the `threadlet` crate counts those made or cloned outside any actor.
 //!
 //! What it cannot see: an address or sender made inside an actor and then moved to a plain
-//! thread counts as held inside. A plain thread holding only a `Runtime` or `Handle` (it could
+//! thread counts as held inside (so does one moved to an actor of another runtime not linked
+//! to this one: see "Linked runtimes"). A plain thread holding only a `Runtime` or `Handle` (it could
 //! spawn, or kill) is not counted either. Both can give a report that a later outside action
 //! would have proved wrong; the default hook only prints.
+//!
+//! # Linked runtimes
+//!
+//! An address made inside an actor may also travel to an actor of *another* runtime (in a
+//! message, a spawn's closure, a delayed message), which may send to it later: a request to a
+//! server on another runtime waits for a reply that the other runtime's actor is still working
+//! on. So runtimes that have touched each other are *linked* (both ways, for the life of the
+//! two), and a runtime is judged together with every runtime it is linked to, directly or
+//! through others (its *group*):
+//!
+//! - an actor of one woke an actor of the other (a send to a parked receiver, a join, a
+//!   channel), or spawned an actor there ([`link`], from `Shared::schedule_woken_from` and
+//!   `Shared::spawn_cell`);
+//! - an actor of one armed a timer on the other's heap (`call_at_for`: a `send_after` to an
+//!   actor there).
+//!
+//! Once every actor of ours looks dead, a runtime of the group with a worker running, a timer
+//! pending, or one actor that does not look dead by the rules above (judged with its own
+//! runtime's table and outside holders) may still wake one of ours: no report. The report
+//! lists this runtime's actors only; each runtime of the group reports its own. A report is
+//! made once for a given state of this runtime's own actors, however often the others change.
+//! Links are made where a wake or a spawn crosses from one runtime's worker to another, so a
+//! first message into an actor of another runtime that was running then (no wake) links
+//! nothing yet: until a wake does, that runtime is not judged with this one. A runtime waiting
+//! on a linked one samples each period (the others' changes do not kick its monitor) until its
+//! own actors run again.
 //!
 //! # Protocol (the monitor thread, `monitor.rs`)
 //!
@@ -38,7 +65,12 @@
 //!    that thread knows no runtime): so, held off by those, it looks again one sample period
 //!    after the last of them is due ([`Recheck::After`]).
 //! 2. Otherwise it walks the live actors (`dump::inspect`, one shard lock at a time) and
-//!    applies the rules above. The first actor that breaks one ends the walk: alive.
+//!    applies the rules above. The first actor that breaks one ends the walk: alive. If all
+//!    look dead and the runtime is linked to others, the monitor looks at those (see "Linked
+//!    runtimes"): while one may still wake an actor here, it looks again at the next sample,
+//!    walking neither its own actors again while their stamp stands, nor the others' while
+//!    theirs does and an earlier walk found one of theirs alive. Else the stamp of step 3 is
+//!    the sum of the group's.
 //! 3. All dead: the monitor remembers the stamp as suspect and looks again one sample period
 //!    later (a quarter of a time slice). Only when the second look finds the same stamp and
 //!    still all dead is it reported: the walk is not atomic, and an actor woken between two
@@ -52,8 +84,8 @@
 
 use std::fmt;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -158,6 +190,21 @@ pub(crate) struct DeadlockWatch {
     /// interval's next tick); pending, they keep the check away as this runtime's own timers
     /// do. The last one going kicks the monitor, which looks again (step 1).
     timers_elsewhere: AtomicUsize,
+    /// The runtimes linked to this one ("Linked runtimes"), each once; weak, so that a link
+    /// keeps no runtime alive (a dropped one is pruned at the next link).
+    peers: Mutex<Vec<Weak<Shared>>>,
+}
+
+/// Links runtimes `a` and `b` for their deadlock checks ("Linked runtimes"); nothing if they
+/// are one runtime, or already linked. Called where a worker of one wakes or spawns an actor
+/// of the other, and where an actor of one arms a timer on the other's heap: off the paths
+/// within one runtime, and a short lock once linked.
+pub(crate) fn link(a: &Arc<Shared>, b: &Arc<Shared>) {
+    if Arc::ptr_eq(a, b) {
+        return;
+    }
+    a.deadlock.add_peer(b);
+    b.deadlock.add_peer(a);
 }
 
 #[derive(Default)]
@@ -168,6 +215,15 @@ struct WatchState {
     judged: Option<u64>,
     /// The stamp of a first look that found every actor dead (step 3).
     suspect: Option<u64>,
+    /// At the quiet stamp (`quiet_since`), this runtime's actors all looked dead and a linked
+    /// runtime held the report back (step 2): they are not walked again while it stands.
+    waiting_on_peers: bool,
+    /// The linked runtimes' stamp at which a walk of theirs found an actor alive: not walked
+    /// again while it stands.
+    peers_alive_at: Option<u64>,
+    /// This runtime's own stamp at its last report: the same deadlock is not reported again
+    /// when only a linked runtime's stamp changed ("Linked runtimes").
+    reported_own: Option<u64>,
     /// Root actors of `block_on` calls in flight, each with the report that killed it, if one
     /// did (step 4).
     roots: Vec<(ActorId, Option<Arc<Deadlock>>)>,
@@ -182,6 +238,48 @@ impl DeadlockWatch {
             config,
             state: Mutex::default(),
             timers_elsewhere: AtomicUsize::new(0),
+            peers: Mutex::default(),
+        }
+    }
+
+    /// Adds `peer` to this runtime's links, if it is not there yet.
+    fn add_peer(&self, peer: &Arc<Shared>) {
+        let mut peers = self.peers.lock();
+        if peers
+            .iter()
+            .any(|p| std::ptr::eq(p.as_ptr(), Arc::as_ptr(peer)))
+        {
+            return;
+        }
+        peers.retain(|p| p.strong_count() > 0);
+        peers.push(Arc::downgrade(peer));
+    }
+
+    /// The runtimes linked to `shared`, directly or through others, each once; `shared` not
+    /// among them.
+    fn group(shared: &Arc<Shared>) -> Vec<Arc<Shared>> {
+        let mut group: Vec<Arc<Shared>> = Vec::new();
+        let mut next = 0;
+        let mut from = shared.clone();
+        loop {
+            // One lock at a time: `link` takes them one at a time too.
+            let peers: Vec<Arc<Shared>> = from
+                .deadlock
+                .peers
+                .lock()
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            for p in peers {
+                if !Arc::ptr_eq(&p, shared) && !group.iter().any(|g| Arc::ptr_eq(g, &p)) {
+                    group.push(p);
+                }
+            }
+            let Some(p) = group.get(next) else {
+                return group;
+            };
+            from = p.clone();
+            next += 1;
         }
     }
 
@@ -225,8 +323,8 @@ impl DeadlockWatch {
     /// Steps 1 to 4, for a monitor sample that found no worker running an actor (or, with
     /// time slices off, any sample); `timers_pending`: the runtime's heap holds a live timer.
     /// Returns when the monitor should look again.
-    pub(crate) fn check(&self, shared: &Shared, timers_pending: bool) -> Recheck {
-        if shared.remotes.iter().any(|r| r.running().is_some()) {
+    pub(crate) fn check(&self, shared: &Arc<Shared>, timers_pending: bool) -> Recheck {
+        if a_worker_runs(shared) {
             // Busy (only seen with time slices off, when the monitor does not sample): come
             // back, since nothing else wakes the monitor when the last worker goes idle.
             self.state.lock().quiet_since = None;
@@ -246,40 +344,74 @@ impl DeadlockWatch {
             st.quiet_since = None;
             return recheck;
         }
-        let stamp = activity_stamp(shared);
-        {
+        let own = activity_stamp(shared);
+        let waited_on_peers = {
             let mut st = self.state.lock();
-            if st.judged == Some(stamp) {
+            if st.judged == Some(own) {
                 return Recheck::OnKick;
             }
-            if st.quiet_since != Some(stamp) {
+            if st.quiet_since != Some(own) {
                 // Something ran since the last sample: look once a whole sample has been quiet,
                 // so that a busy spell (a plain thread spawning, say) costs no walk at all.
-                st.quiet_since = Some(stamp);
+                st.quiet_since = Some(own);
                 st.suspect = None;
+                st.waiting_on_peers = false;
                 return Recheck::NextSample;
             }
+            st.waiting_on_peers
+        };
+        // Our own actors, unless at an earlier sample of this same stamp they all looked dead
+        // and only a linked runtime held the report back (step 2).
+        let mut found = None;
+        if !waited_on_peers {
+            found = find(shared);
+            let mut st = self.state.lock();
+            // The walk is not atomic: anything that ran or was spawned during it changes the
+            // stamp.
+            if activity_stamp(shared) != own {
+                st.quiet_since = None;
+                return Recheck::NextSample;
+            }
+            if found.is_none() {
+                st.judged = Some(own);
+                st.suspect = None;
+                return Recheck::OnKick;
+            }
         }
-        let found = find(shared);
-        // The walk is not atomic: anything that ran or was spawned during it changes the stamp.
-        if activity_stamp(shared) != stamp {
+        // Every actor of ours waits on one of ours, unless a linked runtime may still wake one
+        // ("Linked runtimes"); its changes do not kick this monitor, so it samples meanwhile.
+        let peers = Self::group(shared);
+        let peers_stamp = group_stamp(0, &peers);
+        if !peers.is_empty() && self.peers_may_wake(&peers, peers_stamp) {
+            let mut st = self.state.lock();
+            st.waiting_on_peers = true;
+            st.suspect = None;
+            return Recheck::NextSample;
+        }
+        let Some(found) = found.or_else(|| find(shared)) else {
+            // Walked at an earlier sample; one of ours was woken since and has not run yet.
+            self.state.lock().quiet_since = None;
+            return Recheck::NextSample;
+        };
+        let stamp = own.wrapping_add(peers_stamp);
+        if group_stamp(activity_stamp(shared), &peers) != stamp {
             self.state.lock().quiet_since = None;
             return Recheck::NextSample;
         }
-        let Some(found) = found else {
-            let mut st = self.state.lock();
-            st.judged = Some(stamp);
-            st.suspect = None;
-            return Recheck::OnKick;
-        };
         let (report, doomed) = {
             let mut st = self.state.lock();
+            st.waiting_on_peers = false;
             if st.suspect != Some(stamp) {
                 st.suspect = Some(stamp);
                 return Recheck::NextSample;
             }
             st.suspect = None;
-            st.judged = Some(stamp);
+            st.judged = Some(own);
+            if st.reported_own == Some(own) {
+                // Reported already: only a linked runtime changed since.
+                return Recheck::OnKick;
+            }
+            st.reported_own = Some(own);
             let report = Arc::new(found);
             st.last = Some(report.clone());
             let mut doomed = Vec::new();
@@ -301,6 +433,48 @@ impl DeadlockWatch {
         }
         Recheck::OnKick
     }
+
+    /// Whether a runtime linked to this one may still wake one of its actors: it runs an
+    /// actor, has a timer pending, or has an actor that does not look dead. The walks are
+    /// skipped while the linked runtimes' stamp is `peers_stamp` and an earlier walk at that
+    /// stamp found an actor alive (`peers_alive_at`).
+    fn peers_may_wake(&self, peers: &[Arc<Shared>], peers_stamp: u64) -> bool {
+        if peers
+            .iter()
+            .any(|p| a_worker_runs(p) || timers_pending_for(p))
+        {
+            return true;
+        }
+        if self.state.lock().peers_alive_at == Some(peers_stamp) {
+            return true;
+        }
+        let alive = peers.iter().any(|p| !all_dead(p));
+        // The walks are not atomic either: one that a peer's run overlapped counts for nothing.
+        if alive && group_stamp(0, peers) == peers_stamp {
+            self.state.lock().peers_alive_at = Some(peers_stamp);
+        }
+        alive || group_stamp(0, peers) != peers_stamp
+    }
+}
+
+/// Whether a worker of `shared` runs an actor now (seen with time slices off, or on a linked
+/// runtime).
+fn a_worker_runs(shared: &Shared) -> bool {
+    shared.remotes.iter().any(|r| r.running().is_some())
+}
+
+/// Whether a timer may still wake an actor of `shared`: one on its heap, or one its actors
+/// armed elsewhere (for a linked runtime; this runtime's own are the monitor's to test).
+fn timers_pending_for(shared: &Shared) -> bool {
+    shared.timers.is_pending() || shared.deadlock.timers_elsewhere.load(Ordering::Relaxed) > 0
+}
+
+/// The stamp of a runtime and its linked ones together (step 2).
+fn group_stamp(own: u64, peers: &[Arc<Shared>]) -> u64 {
+    peers
+        .iter()
+        .map(|p| activity_stamp(p))
+        .fold(own, u64::wrapping_add)
 }
 
 impl Deadlock {
@@ -343,6 +517,20 @@ fn looks_dead(cell: &ActorCell, entry: &LiveEntry, shared: &Shared) -> bool {
     // A message already queued, or an address held by a plain thread: it may run.
     !(on == Wait::Message
         && dump::mailbox_of(cell.id, entry).is_some_and(|m| m.len > 0 || m.held_outside > 0))
+}
+
+/// Whether every live actor of a linked runtime looks dead (step 2), by its own runtime's
+/// rules: the walk stops at the first that does not.
+fn all_dead(peer: &Shared) -> bool {
+    peer.live
+        .try_for_each(|cell, entry| {
+            if looks_dead(cell, entry, peer) {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })
+        .is_continue()
 }
 
 /// Step 2: the report, if every live actor waits as the module docs say. The walk stops at the

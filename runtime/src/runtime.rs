@@ -775,6 +775,7 @@ impl Shared {
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
+                context::with_worker(|ctx| link_to_worker(ctx, self));
                 gq.push_any(actor);
                 self.notify_parked();
             }
@@ -801,7 +802,10 @@ impl Shared {
                 }
                 None
             }
-            _ => Some(actor),
+            _ => {
+                link_to_worker(ctx, self);
+                Some(actor)
+            }
         });
         if let Some(actor) = outside {
             match worker::place_from_outside(self, &actor) {
@@ -851,6 +855,7 @@ impl Shared {
         }
         match &self.policy {
             Policy::GlobalQueue(gq) => {
+                link_to_worker(ctx, &actor.actor().shared);
                 let home = actor.home();
                 gq.push(actor);
                 match home {
@@ -875,13 +880,16 @@ impl Shared {
                     self.notify_parked();
                 }
             }
-            _ => match home {
-                Some(h) => {
-                    self.remotes[h].push_inbox(actor);
-                    self.after_push();
+            _ => {
+                link_to_worker(ctx, &actor.actor().shared);
+                match home {
+                    Some(h) => {
+                        self.remotes[h].push_inbox(actor);
+                        self.after_push();
+                    }
+                    None => self.push_injector(actor),
                 }
-                None => self.push_injector(actor),
-            },
+            }
         }
     }
 
@@ -1421,6 +1429,17 @@ pub(crate) fn prepare_stack(
             }
             Err(e)
         }
+    }
+}
+
+/// Links `shared` with the runtime of the worker `ctx` (if this thread is a worker of another
+/// runtime), which woke or spawned an actor of `shared`'s: `deadlock.rs`, "Linked runtimes".
+/// Under work stealing it is called only off the paths that stay within one runtime (a wake
+/// into the waker's own next slot, a spawn onto the spawner's own queue); within one runtime
+/// it is one comparison.
+fn link_to_worker(ctx: Option<&context::WorkerContext>, shared: &Arc<Shared>) {
+    if let Some(ctx) = ctx {
+        crate::deadlock::link(&ctx.shared, shared);
     }
 }
 
