@@ -919,17 +919,23 @@ fn a_reply_on_its_way_from_another_runtime_is_no_deadlock() {
 }
 
 /// Linked runtimes are judged together, not excused: an actor of runtime B keeps the address
-/// of an actor of runtime A and waits for a message nobody can send, while A's actor waits for
-/// the answer. Both runtimes report, each its own actor.
+/// of an actor of runtime A, works outside the actors for a while (the blocking pool), then
+/// waits for a message nobody can send, while A's actor waits for an answer. Neither runtime
+/// reports while B's actor works (before, A did, at once); both report once it waits, each
+/// its own actor.
 #[test]
-fn a_deadlock_across_linked_runtimes_is_reported_by_each() {
+fn a_deadlock_across_linked_runtimes_is_reported_by_each_once_it_is_one() {
     within_watchdog("a deadlock across linked runtimes", || {
+        let worked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Each report: the actors it names, and whether the keeper had done its work then.
         let reporting = || {
-            let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
+            let (reports, reported) = mpsc::channel::<(Vec<threadlet::ActorId>, bool)>();
+            let worked = worked.clone();
             let rt = Runtime::builder()
                 .workers(1)
                 .on_deadlock(move |d: &Deadlock| {
-                    let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
+                    let when = worked.load(std::sync::atomic::Ordering::SeqCst);
+                    let _ = reports.send((d.actors.iter().map(|a| a.id).collect(), when));
                 })
                 .build()
                 .unwrap();
@@ -937,9 +943,12 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each() {
         };
         let (other, other_reported) = reporting();
         let (rt, reported) = reporting();
-        let (keeper, keeper_h) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
-            // Keeps the first address, then waits for a second message that never comes.
+        let keeper_worked = worked.clone();
+        let (keeper, keeper_h) = other.spawn_actor(move |mb: Mailbox<threadlet::Addr<u32>>| {
+            // Keeps the first address, works, then waits for a message that never comes.
             let first = mb.recv();
+            threadlet::blocking(|| std::thread::sleep(Duration::from_millis(300)));
+            keeper_worked.store(true, std::sync::atomic::Ordering::SeqCst);
             let second = mb.recv();
             (first, second).1.is_some()
         });
@@ -947,10 +956,7 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each() {
         // The keeper parked first, so that the send below wakes it: a wake links the runtimes.
         parked(&other, &keeper_h);
         let waiter = rt.block_on(move || {
-            // An address made inside an actor: once main's is gone, nothing outside either
-            // runtime can send to the keeper.
             let inside = keeper.clone();
-            drop(keeper);
             let to_keeper = inside.clone();
             let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
                 let _keeps_the_keeper_waiting = inside;
@@ -958,15 +964,23 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each() {
             });
             // From an actor of this runtime, waking the keeper: the runtimes are linked.
             to_keeper.send(me).unwrap();
+            // Then main's address goes (it was made outside, and would keep the keeper
+            // alive): the addresses left are made inside actors.
+            drop(keeper);
             waiter
         });
-        let named = reported
+        let (named, when) = reported
             .recv_timeout(Duration::from_secs(10))
             .expect("no deadlock reported");
+        assert!(when, "reported while the keeper worked");
         assert_eq!(named, [waiter.id()]);
-        let other_named = other_reported
+        let (other_named, other_when) = other_reported
             .recv_timeout(Duration::from_secs(10))
             .expect("no deadlock reported by the other runtime");
+        assert!(
+            other_when,
+            "the other runtime reported while the keeper worked"
+        );
         assert_eq!(other_named, [keeper_id]);
         waiter.abort();
         keeper_h.abort();

@@ -16,7 +16,9 @@
 //!   ([`Wait::is_external`]: sleeps, sockets, the blocking pool and selects do not count);
 //! - no plain thread holds an address of a waiting actor's mailbox, or a sender or receiver of
 //!   a channel an actor waits on (`MailboxStats::held_outside`, `Wait::ChannelRecv::outside`):
-//!   the `threadlet` crate counts those made or cloned outside any actor.
+//!   the `threadlet` crate counts those made or cloned outside any actor;
+//! - every runtime linked to this one is in the same state (see "Linked runtimes"): an actor
+//!   of one may hold an address of one of ours.
 //!
 //! What it cannot see: an address or sender made inside an actor and then moved to a plain
 //! thread counts as held inside (so does one moved to an actor of another runtime not linked
@@ -46,9 +48,14 @@
 //! made once for a given state of this runtime's own actors, however often the others change.
 //! Links are made where a wake or a spawn crosses from one runtime's worker to another, so a
 //! first message into an actor of another runtime that was running then (no wake) links
-//! nothing yet: until a wake does, that runtime is not judged with this one. A runtime waiting
-//! on a linked one samples each period (the others' changes do not kick its monitor) until its
-//! own actors run again.
+//! nothing yet: until a wake does, that runtime is not judged with this one, and a report made
+//! while its actor works on a request from here is wrong. A runtime whose actors all look dead
+//! while a linked one may still wake one samples each period (the others' changes do not kick
+//! its monitor) until it reports or finds an actor of its own alive. A link is for good: a
+//! deadlock within this runtime alone goes unreported while a linked runtime has an actor that
+//! does not look dead (a supervisor's select, a socket, an address held by a plain thread), and
+//! so does a cycle of joins across two runtimes (a join that names another runtime's actor is
+//! not judged).
 //!
 //! # Protocol (the monitor thread, `monitor.rs`)
 //!
@@ -80,7 +87,9 @@
 //!    in flight has its root actor killed and panics with the report.
 //!
 //! From the moment the last worker goes idle, the report comes within three sample periods
-//! plus the time of two walks: under a time slice (7.5 ms of the default 10 ms).
+//! plus the time of two walks: under a time slice (7.5 ms of the default 10 ms). With linked
+//! runtimes, add one sample period (their stamps must stand for a whole one too) and the walks
+//! of their actors, from the moment the last of them goes idle.
 
 use std::fmt;
 use std::ops::ControlFlow;
@@ -191,7 +200,7 @@ pub(crate) struct DeadlockWatch {
     /// do. The last one going kicks the monitor, which looks again (step 1).
     timers_elsewhere: AtomicUsize,
     /// The runtimes linked to this one ("Linked runtimes"), each once; weak, so that a link
-    /// keeps no runtime alive (a dropped one is pruned at the next link).
+    /// keeps no runtime alive (dropped ones are pruned when a new link is made).
     peers: Mutex<Vec<Weak<Shared>>>,
 }
 
@@ -207,23 +216,34 @@ pub(crate) fn link(a: &Arc<Shared>, b: &Arc<Shared>) {
     b.deadlock.add_peer(a);
 }
 
+/// Each linked runtime (by address: held, it is not reused) with its activity stamp.
+type PeerStamps = Vec<(usize, u64)>;
+
+fn peer_stamps(peers: &[Arc<Shared>]) -> PeerStamps {
+    peers
+        .iter()
+        .map(|p| (Arc::as_ptr(p) as usize, activity_stamp(p)))
+        .collect()
+}
+
 #[derive(Default)]
 struct WatchState {
     /// The stamp at the previous idle sample: a look needs one whole quiet sample (step 1).
     quiet_since: Option<u64>,
     /// The last stamp judged alive or reported: not looked at again.
     judged: Option<u64>,
-    /// The stamp of a first look that found every actor dead (step 3).
-    suspect: Option<u64>,
+    /// The stamps of a first look that found every actor dead (step 3), ours and the linked
+    /// runtimes'.
+    suspect: Option<(u64, PeerStamps)>,
     /// At the quiet stamp (`quiet_since`), this runtime's actors all looked dead and a linked
     /// runtime held the report back (step 2): they are not walked again while it stands.
     waiting_on_peers: bool,
-    /// The linked runtimes' stamp at which a walk of theirs found an actor alive: not walked
-    /// again while it stands.
-    peers_alive_at: Option<u64>,
-    /// This runtime's own stamp at its last report: the same deadlock is not reported again
-    /// when only a linked runtime's stamp changed ("Linked runtimes").
-    reported_own: Option<u64>,
+    /// The linked runtimes' stamps at the previous sample: they are walked once a whole
+    /// sample has been quiet for them too, as ours are (step 1).
+    peers_quiet_since: Option<PeerStamps>,
+    /// The linked runtimes' stamps at which a walk of theirs found an actor alive: not walked
+    /// again while they stand.
+    peers_alive_at: Option<PeerStamps>,
     /// Root actors of `block_on` calls in flight, each with the report that killed it, if one
     /// did (step 4).
     roots: Vec<(ActorId, Option<Arc<Deadlock>>)>,
@@ -381,8 +401,8 @@ impl DeadlockWatch {
         // Every actor of ours waits on one of ours, unless a linked runtime may still wake one
         // ("Linked runtimes"); its changes do not kick this monitor, so it samples meanwhile.
         let peers = Self::group(shared);
-        let peers_stamp = group_stamp(0, &peers);
-        if !peers.is_empty() && self.peers_may_wake(&peers, peers_stamp) {
+        let peers_stamp = peer_stamps(&peers);
+        if !peers.is_empty() && self.peers_may_wake(&peers, &peers_stamp) {
             let mut st = self.state.lock();
             st.waiting_on_peers = true;
             st.suspect = None;
@@ -393,25 +413,21 @@ impl DeadlockWatch {
             self.state.lock().quiet_since = None;
             return Recheck::NextSample;
         };
-        let stamp = own.wrapping_add(peers_stamp);
-        if group_stamp(activity_stamp(shared), &peers) != stamp {
+        if activity_stamp(shared) != own || peer_stamps(&peers) != peers_stamp {
             self.state.lock().quiet_since = None;
             return Recheck::NextSample;
         }
+        let stamp = (own, peers_stamp);
         let (report, doomed) = {
             let mut st = self.state.lock();
             st.waiting_on_peers = false;
-            if st.suspect != Some(stamp) {
+            if st.suspect.as_ref() != Some(&stamp) {
                 st.suspect = Some(stamp);
                 return Recheck::NextSample;
             }
             st.suspect = None;
+            // Once for this state of our own actors, however the linked runtimes change.
             st.judged = Some(own);
-            if st.reported_own == Some(own) {
-                // Reported already: only a linked runtime changed since.
-                return Recheck::OnKick;
-            }
-            st.reported_own = Some(own);
             let report = Arc::new(found);
             st.last = Some(report.clone());
             let mut doomed = Vec::new();
@@ -435,25 +451,37 @@ impl DeadlockWatch {
     }
 
     /// Whether a runtime linked to this one may still wake one of its actors: it runs an
-    /// actor, has a timer pending, or has an actor that does not look dead. The walks are
-    /// skipped while the linked runtimes' stamp is `peers_stamp` and an earlier walk at that
-    /// stamp found an actor alive (`peers_alive_at`).
-    fn peers_may_wake(&self, peers: &[Arc<Shared>], peers_stamp: u64) -> bool {
+    /// actor, has a timer pending, or has an actor that does not look dead. They are walked
+    /// once their stamps (`stamps`) have stood for a whole sample, and not again while they
+    /// stand after a walk found one of their actors alive.
+    fn peers_may_wake(&self, peers: &[Arc<Shared>], stamps: &PeerStamps) -> bool {
         if peers
             .iter()
             .any(|p| a_worker_runs(p) || timers_pending_for(p))
         {
+            self.state.lock().peers_quiet_since = None;
             return true;
         }
-        if self.state.lock().peers_alive_at == Some(peers_stamp) {
-            return true;
+        {
+            let mut st = self.state.lock();
+            if st.peers_quiet_since.as_ref() != Some(stamps) {
+                st.peers_quiet_since = Some(stamps.clone());
+                return true;
+            }
+            if st.peers_alive_at.as_ref() == Some(stamps) {
+                return true;
+            }
         }
         let alive = peers.iter().any(|p| !all_dead(p));
         // The walks are not atomic either: one that a peer's run overlapped counts for nothing.
-        if alive && group_stamp(0, peers) == peers_stamp {
-            self.state.lock().peers_alive_at = Some(peers_stamp);
+        if peer_stamps(peers) != *stamps {
+            self.state.lock().peers_quiet_since = None;
+            return true;
         }
-        alive || group_stamp(0, peers) != peers_stamp
+        if alive {
+            self.state.lock().peers_alive_at = Some(stamps.clone());
+        }
+        alive
     }
 }
 
@@ -467,14 +495,6 @@ fn a_worker_runs(shared: &Shared) -> bool {
 /// armed elsewhere (for a linked runtime; this runtime's own are the monitor's to test).
 fn timers_pending_for(shared: &Shared) -> bool {
     shared.timers.is_pending() || shared.deadlock.timers_elsewhere.load(Ordering::Relaxed) > 0
-}
-
-/// The stamp of a runtime and its linked ones together (step 2).
-fn group_stamp(own: u64, peers: &[Arc<Shared>]) -> u64 {
-    peers
-        .iter()
-        .map(|p| activity_stamp(p))
-        .fold(own, u64::wrapping_add)
 }
 
 impl Deadlock {

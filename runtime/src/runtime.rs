@@ -1436,7 +1436,9 @@ pub(crate) fn prepare_stack(
 /// runtime), which woke or spawned an actor of `shared`'s: `deadlock.rs`, "Linked runtimes".
 /// Under work stealing it is called only off the paths that stay within one runtime (a wake
 /// into the waker's own next slot, a spawn onto the spawner's own queue); within one runtime
-/// it is one comparison.
+/// it is one comparison. The global-queue baseline calls it at every wake and spawn (a spawn
+/// there pays a thread-local read for it). Across runtimes it takes each runtime's lock of its
+/// links, every time: a cross-runtime wake already pays an injector push and an unpark.
 fn link_to_worker(ctx: Option<&context::WorkerContext>, shared: &Arc<Shared>) {
     if let Some(ctx) = ctx {
         crate::deadlock::link(&ctx.shared, shared);
