@@ -987,6 +987,56 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each_once_it_is_one() {
     });
 }
 
+/// A linked runtime whose actor looked alive only through an address a plain thread held:
+/// once the thread drops it (not the last address, so nothing runs, and no stamp changes), the
+/// deadlock of the two is still reported, at a later look. Before, the linked runtime's walk
+/// was remembered as alive while its stamp stood, and the report never came.
+#[test]
+fn a_linked_runtime_that_dies_without_running_is_looked_at_again() {
+    within_watchdog("a linked runtime that dies without running", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |d: &Deadlock| {
+                let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
+            })
+            .build()
+            .unwrap();
+        let (keeper, keeper_h) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
+            // Keeps every address it gets, and answers none.
+            mb.iter().collect::<Vec<_>>()
+        });
+        parked(&other, &keeper_h);
+        let outside = keeper.clone();
+        let waiter = rt.block_on(move || {
+            let inside = keeper.clone();
+            drop(keeper);
+            let to_keeper = inside.clone();
+            let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
+                let _keeps_the_keeper_waiting = inside;
+                mb.recv()
+            });
+            // Wakes the keeper: the runtimes are linked.
+            to_keeper.send(me).unwrap();
+            waiter
+        });
+        // The keeper is alive while main holds an address of it: no report.
+        std::thread::sleep(QUIET);
+        assert!(
+            reported.try_recv().is_err(),
+            "reported while main could send"
+        );
+        drop(outside);
+        let named = reported
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no deadlock reported");
+        assert_eq!(named, [waiter.id()]);
+        waiter.abort();
+        keeper_h.abort();
+    });
+}
+
 /// What a counted timer arms in turn counts too: an interval's later ticks (armed by the tick
 /// before, on the receiving runtime's monitor thread, not by an actor of the sender's
 /// runtime). Runtime A's actor waits for three echoes of an interval it runs to an actor of

@@ -49,9 +49,12 @@
 //! Links are made where a wake or a spawn crosses from one runtime's worker to another, so a
 //! first message into an actor of another runtime that was running then (no wake) links
 //! nothing yet: until a wake does, that runtime is not judged with this one, and a report made
-//! while its actor works on a request from here is wrong. A runtime whose actors all look dead
-//! while a linked one may still wake one samples each period (the others' changes do not kick
-//! its monitor) until it reports or finds an actor of its own alive. A link is for good: a
+//! while its actor works on a request from here is wrong. The others' changes do not kick this
+//! runtime's monitor: while its actors all look dead and a linked runtime runs an actor, it
+//! looks again each sample; while a quiet linked runtime holds the report back (a timer, an
+//! actor alive), after a wait that doubles from `PEER_WAIT_FIRST` to `PEER_WAIT_MOST` while
+//! nothing there changes (a report of the group's deadlock may come that late after a change
+//! no stamp shows: a plain thread dropping an address). A link is for good: a
 //! deadlock within this runtime alone goes unreported while a linked runtime has an actor that
 //! does not look dead (a supervisor's select, a socket, an address held by a plain thread), and
 //! so does a cycle of joins across two runtimes (a join that names another runtime's actor is
@@ -74,10 +77,10 @@
 //! 2. Otherwise it walks the live actors (`dump::inspect`, one shard lock at a time) and
 //!    applies the rules above. The first actor that breaks one ends the walk: alive. If all
 //!    look dead and the runtime is linked to others, the monitor looks at those (see "Linked
-//!    runtimes"): while one may still wake an actor here, it looks again at the next sample,
-//!    walking neither its own actors again while their stamp stands, nor the others' while
-//!    theirs does and an earlier walk found one of theirs alive. Else the stamp of step 3 is
-//!    the sum of the group's.
+//!    runtimes"), once their stamps have stood for a whole sample: while one may still wake an
+//!    actor here, it looks again later (at the next sample, or after a growing wait), without
+//!    walking its own actors again while their stamp stands. Else the stamps of step 3 are the
+//!    group's.
 //! 3. All dead: the monitor remembers the stamp as suspect and looks again one sample period
 //!    later (a quarter of a time slice). Only when the second look finds the same stamp and
 //!    still all dead is it reported: the walk is not atomic, and an actor woken between two
@@ -95,7 +98,7 @@ use std::fmt;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -185,7 +188,8 @@ pub(crate) enum Recheck {
     /// At the next sample, one sample period from now (steps 1 and 3).
     NextSample,
     /// Once this instant has passed: the last timer on the process-wide heap, which holds the
-    /// check away (it may still wake an actor), is due then, and its firing tells no runtime.
+    /// check away (it may still wake an actor), is due then, and its firing tells no runtime;
+    /// or a quiet linked runtime held the report back, and is looked at again then.
     After(Instant),
 }
 
@@ -216,6 +220,17 @@ pub(crate) fn link(a: &Arc<Shared>, b: &Arc<Shared>) {
     b.deadlock.add_peer(a);
 }
 
+/// The first wait before a quiet linked runtime that held a report back (a timer pending, an
+/// actor that looks alive) is looked at again: a few sample periods, since a reply on its way
+/// is the common case.
+const PEER_WAIT_FIRST: Duration = Duration::from_millis(10);
+
+/// The longest such wait, reached by doubling while nothing there changes: an idle runtime
+/// linked to a server that waits on a socket wakes its monitor once a second for it, not four
+/// hundred times. It bounds how late a deadlock of the group is reported after a change that
+/// no stamp shows (a plain thread dropping an address, a timer cancelled).
+const PEER_WAIT_MOST: Duration = Duration::from_secs(1);
+
 /// Each linked runtime (by address: held, it is not reused) with its activity stamp.
 type PeerStamps = Vec<(usize, u64)>;
 
@@ -241,9 +256,10 @@ struct WatchState {
     /// The linked runtimes' stamps at the previous sample: they are walked once a whole
     /// sample has been quiet for them too, as ours are (step 1).
     peers_quiet_since: Option<PeerStamps>,
-    /// The linked runtimes' stamps at which a walk of theirs found an actor alive: not walked
-    /// again while they stand.
-    peers_alive_at: Option<PeerStamps>,
+    /// The linked runtimes' stamps when they last held the report back while quiet (a timer
+    /// pending, an actor alive), with the wait before they are looked at again: doubled while
+    /// the stamps stand (`PEER_WAIT_FIRST` to `PEER_WAIT_MOST`).
+    peers_held: Option<(PeerStamps, Duration)>,
     /// Root actors of `block_on` calls in flight, each with the report that killed it, if one
     /// did (step 4).
     roots: Vec<(ActorId, Option<Arc<Deadlock>>)>,
@@ -402,11 +418,11 @@ impl DeadlockWatch {
         // ("Linked runtimes"); its changes do not kick this monitor, so it samples meanwhile.
         let peers = Self::group(shared);
         let peers_stamp = peer_stamps(&peers);
-        if !peers.is_empty() && self.peers_may_wake(&peers, &peers_stamp) {
+        if let Some(recheck) = self.peers_may_wake(&peers, &peers_stamp) {
             let mut st = self.state.lock();
             st.waiting_on_peers = true;
             st.suspect = None;
-            return Recheck::NextSample;
+            return recheck;
         }
         let Some(found) = found.or_else(|| find(shared)) else {
             // Walked at an earlier sample; one of ours was woken since and has not run yet.
@@ -450,38 +466,41 @@ impl DeadlockWatch {
         Recheck::OnKick
     }
 
-    /// Whether a runtime linked to this one may still wake one of its actors: it runs an
-    /// actor, has a timer pending, or has an actor that does not look dead. They are walked
-    /// once their stamps (`stamps`) have stood for a whole sample, and not again while they
-    /// stand after a walk found one of their actors alive.
-    fn peers_may_wake(&self, peers: &[Arc<Shared>], stamps: &PeerStamps) -> bool {
-        if peers
-            .iter()
-            .any(|p| a_worker_runs(p) || timers_pending_for(p))
-        {
+    /// When to look again if a runtime linked to this one may still wake one of its actors:
+    /// it runs an actor (next sample), has a timer pending, or has an actor that does not look
+    /// dead (a wait that grows while their stamps stand: `peers_held`); `None` if none may.
+    /// They are walked once their stamps (`stamps`) have stood for a whole sample.
+    fn peers_may_wake(&self, peers: &[Arc<Shared>], stamps: &PeerStamps) -> Option<Recheck> {
+        if peers.is_empty() {
+            return None;
+        }
+        if peers.iter().any(|p| a_worker_runs(p)) {
             self.state.lock().peers_quiet_since = None;
-            return true;
+            return Some(Recheck::NextSample);
         }
         {
             let mut st = self.state.lock();
             if st.peers_quiet_since.as_ref() != Some(stamps) {
                 st.peers_quiet_since = Some(stamps.clone());
-                return true;
-            }
-            if st.peers_alive_at.as_ref() == Some(stamps) {
-                return true;
+                return Some(Recheck::NextSample);
             }
         }
-        let alive = peers.iter().any(|p| !all_dead(p));
+        let held = peers.iter().any(|p| timers_pending_for(p) || !all_dead(p));
         // The walks are not atomic either: one that a peer's run overlapped counts for nothing.
         if peer_stamps(peers) != *stamps {
             self.state.lock().peers_quiet_since = None;
-            return true;
+            return Some(Recheck::NextSample);
         }
-        if alive {
-            self.state.lock().peers_alive_at = Some(stamps.clone());
+        if !held {
+            return None;
         }
-        alive
+        let mut st = self.state.lock();
+        let wait = match &st.peers_held {
+            Some((at, wait)) if at == stamps => (*wait * 2).min(PEER_WAIT_MOST),
+            _ => PEER_WAIT_FIRST,
+        };
+        st.peers_held = Some((stamps.clone(), wait));
+        Some(Recheck::After(Instant::now() + wait))
     }
 }
 
