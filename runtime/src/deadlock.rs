@@ -57,8 +57,8 @@
 //! no stamp shows: a plain thread dropping an address). A link is for good: a
 //! deadlock within this runtime alone goes unreported while a linked runtime has an actor that
 //! does not look dead (a supervisor's select, a socket, an address held by a plain thread), and
-//! so does a cycle of joins across two runtimes (a join that names another runtime's actor is
-//! not judged).
+//! so does a cycle of waits across two runtimes (a join, a reply or room that names another
+//! runtime's actor is not judged: such an actor looks alive).
 //!
 //! # Protocol (the monitor thread, `monitor.rs`)
 //!
