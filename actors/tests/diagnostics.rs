@@ -840,6 +840,40 @@ fn one_worker_reporting_deadlocks() -> (Runtime, mpsc::Receiver<()>) {
     (rt, reported)
 }
 
+/// A one-worker runtime whose deadlock reports send the ids of the actors they name.
+fn one_worker_reporting_ids() -> (Runtime, mpsc::Receiver<Vec<threadlet::ActorId>>) {
+    let (reports, reported) = mpsc::channel();
+    let rt = Runtime::builder()
+        .workers(1)
+        .on_deadlock(move |d: &Deadlock| {
+            let _ = reports.send(d.actors.iter().map(|a| a.id).collect::<Vec<_>>());
+        })
+        .build()
+        .unwrap();
+    (rt, reported)
+}
+
+/// On `rt`, an actor that waits for a message while it holds an address of `keeper` (an actor
+/// of another runtime, parked), whose own address an actor of `rt` sends to the keeper: the
+/// send wakes the keeper, which links the two runtimes. Then `keeper`, an address made on the
+/// main thread, is dropped: the keeper's addresses left are made inside actors.
+fn wait_on_keeper(
+    rt: &Runtime,
+    keeper: threadlet::Addr<threadlet::Addr<u32>>,
+) -> JoinHandle<Option<u32>> {
+    rt.block_on(move || {
+        let inside = keeper.clone();
+        let to_keeper = inside.clone();
+        let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
+            let _keeps_the_keeper_waiting = inside;
+            mb.recv()
+        });
+        to_keeper.send(me).unwrap();
+        drop(keeper);
+        waiter
+    })
+}
+
 /// A timer pending on the process-wide heap (armed from a plain thread) holds every runtime's
 /// check away while it waits: it may still wake an actor. Once it has fired, the check must look
 /// again. Before, a monitor asleep with nothing of its own pending never did: a deadlock that
@@ -955,20 +989,7 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each_once_it_is_one() {
         let keeper_id = keeper_h.id();
         // The keeper parked first, so that the send below wakes it: a wake links the runtimes.
         parked(&other, &keeper_h);
-        let waiter = rt.block_on(move || {
-            let inside = keeper.clone();
-            let to_keeper = inside.clone();
-            let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
-                let _keeps_the_keeper_waiting = inside;
-                mb.recv()
-            });
-            // From an actor of this runtime, waking the keeper: the runtimes are linked.
-            to_keeper.send(me).unwrap();
-            // Then main's address goes (it was made outside, and would keep the keeper
-            // alive): the addresses left are made inside actors.
-            drop(keeper);
-            waiter
-        });
+        let waiter = wait_on_keeper(&rt, keeper);
         let (named, when) = reported
             .recv_timeout(Duration::from_secs(10))
             .expect("no deadlock reported");
@@ -995,32 +1016,14 @@ fn a_deadlock_across_linked_runtimes_is_reported_by_each_once_it_is_one() {
 fn a_linked_runtime_that_dies_without_running_is_looked_at_again() {
     within_watchdog("a linked runtime that dies without running", || {
         let other = Runtime::builder().workers(1).build().unwrap();
-        let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |d: &Deadlock| {
-                let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
-            })
-            .build()
-            .unwrap();
+        let (rt, reported) = one_worker_reporting_ids();
         let (keeper, keeper_h) = other.spawn_actor(|mb: Mailbox<threadlet::Addr<u32>>| {
             // Keeps every address it gets, and answers none.
             mb.iter().collect::<Vec<_>>()
         });
         parked(&other, &keeper_h);
         let outside = keeper.clone();
-        let waiter = rt.block_on(move || {
-            let inside = keeper.clone();
-            drop(keeper);
-            let to_keeper = inside.clone();
-            let (me, waiter) = threadlet::spawn_actor(move |mb: Mailbox<u32>| {
-                let _keeps_the_keeper_waiting = inside;
-                mb.recv()
-            });
-            // Wakes the keeper: the runtimes are linked.
-            to_keeper.send(me).unwrap();
-            waiter
-        });
+        let waiter = wait_on_keeper(&rt, keeper);
         // The keeper is alive while main holds an address of it: no report.
         std::thread::sleep(QUIET);
         assert!(
@@ -1109,14 +1112,7 @@ fn a_deadlock_left_by_a_timer_on_another_runtime_is_reported() {
             // main thread, so it is no deadlock of its runtime's).
             mb.iter().collect::<Vec<_>>()
         });
-        let (reports, reported) = mpsc::channel::<Vec<threadlet::ActorId>>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |d: &Deadlock| {
-                let _ = reports.send(d.actors.iter().map(|a| a.id).collect());
-            })
-            .build()
-            .unwrap();
+        let (rt, reported) = one_worker_reporting_ids();
         let waiter = rt.block_on(move || {
             let (me, waiter) = threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv());
             let _timer = keeper.send_after(Duration::from_millis(50), me);

@@ -629,14 +629,14 @@ pub fn call_at_for(
     f: impl FnOnce() + Send + 'static,
 ) {
     let target = actor.map(|a| &a.shared);
-    let elsewhere_of = |shared: &Arc<Shared>| {
-        if let Some(t) = target {
-            // No-op for one runtime; else the two are linked (`deadlock.rs`, "Linked
-            // runtimes"): the timer's message may lead to a reply.
+    let elsewhere_of = |shared: &Arc<Shared>| match target {
+        Some(t) if Arc::ptr_eq(shared, t) => None,
+        Some(t) => {
+            // The timer's message may lead to a reply: `deadlock.rs`, "Linked runtimes".
             crate::deadlock::link(shared, t);
+            Some(TimerElsewhere::arm(shared))
         }
-        (!target.is_some_and(|t| std::ptr::eq(Arc::as_ptr(shared), Arc::as_ptr(t))))
-            .then(|| TimerElsewhere::arm(shared))
+        None => Some(TimerElsewhere::arm(shared)),
     };
     let elsewhere = match TimerElsewhere::counting_now() {
         Some(counting) => elsewhere_of(&counting),
