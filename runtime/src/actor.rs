@@ -21,14 +21,15 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::num::NonZeroU64;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use corosensei::{Coroutine, Yielder};
 use parking_lot::Mutex;
 
 use crate::handler::Step;
 use crate::home::Home;
+use crate::join::ExitSource;
 use crate::program::{Lent, Program};
 use crate::runtime::Shared;
 use crate::stack::{GuardSpan, OwnedStack, Stack};
@@ -436,6 +437,10 @@ pub struct ActorCell {
     /// Touched only by the worker running the actor; see the module docs.
     pub(crate) body: UnsafeCell<Body>,
     pub(crate) shared: Arc<Shared>,
+    /// Its join packet, weakly (the packet holds the result, which no cell keeps alive): how a
+    /// bare id reaches the actor's end, for `monitor(id)` and `kill(id)` through the table of
+    /// live actors (`live.rs`), and its mailbox, for the diagnostics (`dump.rs`).
+    pub(crate) exit: Weak<dyn ExitSource>,
 }
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`).
@@ -461,6 +466,7 @@ impl ActorCell {
         id: ActorId,
         opts: SpawnOptions,
         f: StartFn,
+        exit: Weak<dyn ExitSource>,
         stack: Option<OwnedStack>,
         reserved: bool,
     ) -> Runnable {
@@ -469,6 +475,7 @@ impl ActorCell {
             id,
             opts,
             Body::Unstarted(f, stack),
+            exit,
             reserved,
         ))
     }
@@ -481,6 +488,7 @@ impl ActorCell {
         id: ActorId,
         mut opts: SpawnOptions,
         program: Program,
+        exit: Weak<dyn ExitSource>,
     ) -> Runnable {
         opts.stack_size = None;
         // A handler actor moves between activations anyway, and an activation suspended in
@@ -492,6 +500,7 @@ impl ActorCell {
             id,
             opts,
             Body::Idle(program),
+            exit,
             false,
         ))
     }
@@ -501,6 +510,7 @@ impl ActorCell {
         id: ActorId,
         opts: SpawnOptions,
         body: Body,
+        exit: Weak<dyn ExitSource>,
         reserved: bool,
     ) -> Arc<ActorCell> {
         let handler = matches!(body, Body::Idle(_));
@@ -528,6 +538,7 @@ impl ActorCell {
             life: AtomicU8::new(0),
             body: UnsafeCell::new(body),
             shared,
+            exit,
         })
     }
 
@@ -803,6 +814,13 @@ impl Drop for ActorCell {
     /// references into the dead worker's thread-locals): undefined behaviour. Leaking the
     /// stack is safe, so that is what happens, with a line on stderr.
     fn drop(&mut self) {
+        // Every actor leaves the table of live actors in `end`, before its last reference can
+        // go (what `live::id_of` relies on first).
+        debug_assert!(
+            !self.shared.live.holds(self),
+            "actor {} dropped while in the table of live actors",
+            self.id
+        );
         if let Body::Running(c) = self.body.get_mut()
             && c.started()
             && !c.done()
@@ -822,8 +840,11 @@ impl Drop for ActorCell {
 }
 
 /// What one actor's cell costs: `ActorCell` plus the `Arc`'s two counts, in the allocator's
-/// 128-byte class (glibc: a 16-byte multiple with 8 bytes of header). It was in the 144-byte
-/// class until the yielder and the stack's guard moved to the root of the coroutine's own
+/// 144-byte class (glibc: a 16-byte multiple with 8 bytes of header). It was in the 128-byte
+/// class until it took the weak reference to the join packet (`exit`) that the table of live
+/// actors kept in each entry, which made that entry one word (`live.rs`): 16 bytes more here,
+/// about 57 fewer in the table for an idle handler actor. It was in the 144-byte class before,
+/// until the yielder and the stack's guard moved to the root of the coroutine's own
 /// stack (`ActorFrame`), 16 bytes an actor that only a running actor needs. The diagnostic fields
 /// (the wait word, runs, CPU time and age, `dump.rs`) took it to 176 until the name left the
 /// cell for the runtime's table of names; it was 136 bytes (the 160-byte class) until its
@@ -834,7 +855,7 @@ impl Drop for ActorCell {
 #[cfg(all(test, target_pointer_width = "64", not(feature = "tracing")))]
 #[test]
 fn actor_cell_size() {
-    assert!(std::mem::size_of::<ActorCell>() <= 104);
+    assert!(std::mem::size_of::<ActorCell>() <= 120);
     assert_eq!(std::mem::size_of::<Body>(), 48);
 }
 

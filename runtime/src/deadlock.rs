@@ -105,7 +105,6 @@ use parking_lot::Mutex;
 use crate::actor::{ActorCell, ActorId};
 use crate::dump::{self, ActorDump, coarse_now_ms};
 use crate::fault;
-use crate::live::LiveEntry;
 use crate::runtime::Shared;
 use crate::wait::Wait;
 use crate::wake::Phase;
@@ -536,7 +535,7 @@ fn activity_stamp(shared: &Shared) -> u64 {
 /// Whether this actor, as far as one look can tell, waits on something only another actor of
 /// this runtime could provide (the rules in the module docs). Reads the wake state and the
 /// wait word; the mailbox only for a wait on one.
-fn looks_dead(cell: &ActorCell, entry: &LiveEntry, shared: &Shared) -> bool {
+fn looks_dead(cell: &ActorCell, shared: &Shared) -> bool {
     if cell.state.phase() != Phase::Idle {
         return false;
     }
@@ -555,15 +554,15 @@ fn looks_dead(cell: &ActorCell, entry: &LiveEntry, shared: &Shared) -> bool {
     }
     // A message already queued, or an address held by a plain thread: it may run.
     !(on == Wait::Message
-        && dump::mailbox_of(cell.id, entry).is_some_and(|m| m.len > 0 || m.held_outside > 0))
+        && dump::mailbox_of(cell).is_some_and(|m| m.len > 0 || m.held_outside > 0))
 }
 
 /// Whether every live actor of a linked runtime looks dead (step 2), by its own runtime's
 /// rules: the walk stops at the first that does not.
 fn all_dead(peer: &Shared) -> bool {
     peer.live
-        .try_for_each(|cell, entry| {
-            if looks_dead(cell, entry, peer) {
+        .try_for_each(|cell| {
+            if looks_dead(cell, peer) {
                 ControlFlow::Continue(())
             } else {
                 ControlFlow::Break(())
@@ -576,21 +575,18 @@ fn all_dead(peer: &Shared) -> bool {
 /// first actor that does not; the report's details are gathered only when none does.
 fn find(shared: &Shared) -> Option<Deadlock> {
     let mut dead = Vec::new();
-    let walk = shared.live.try_for_each(|cell, entry| {
-        if !looks_dead(cell, entry, shared) {
+    let walk = shared.live.try_for_each(|cell| {
+        if !looks_dead(cell, shared) {
             return ControlFlow::Break(());
         }
-        dead.push((cell.clone(), entry.clone()));
+        dead.push(cell.clone());
         ControlFlow::Continue(())
     });
     if walk.is_break() || dead.is_empty() {
         return None;
     }
     let now = coarse_now_ms();
-    let mut actors: Vec<ActorDump> = dead
-        .iter()
-        .map(|(cell, entry)| dump::inspect(cell, entry, now))
-        .collect();
+    let mut actors: Vec<ActorDump> = dead.iter().map(|cell| dump::inspect(cell, now)).collect();
     actors.sort_unstable_by_key(|a| a.id);
     let cycle = find_cycle(&actors);
     Some(Deadlock { actors, cycle })

@@ -36,7 +36,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::actor::{ActorCell, ActorId};
-use crate::live::LiveEntry;
 use crate::runtime::Shared;
 use crate::wait::Wait;
 use crate::wake::Phase;
@@ -339,9 +338,9 @@ pub fn stats(id: ActorId) -> Option<ActorStats> {
 }
 
 pub(crate) fn actor_stats(shared: &Shared, id: ActorId) -> Option<ActorStats> {
-    let (cell, entry) = shared.live.get(id)?;
+    let cell = shared.live.get(id)?;
     let now = coarse_now_ms();
-    let a = inspect(&cell, &entry, now);
+    let a = inspect(&cell, now);
     Some(ActorStats {
         runs: a.runs,
         preemptions: a.preemptions,
@@ -371,8 +370,8 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
         .collect::<Vec<_>>();
     let now = coarse_now_ms();
     let mut actors = Vec::new();
-    shared.live.for_each(|cell, entry| {
-        let mut a = inspect(cell, entry, now);
+    shared.live.for_each(|cell| {
+        let mut a = inspect(cell, now);
         if let ActorState::Running { worker } = &mut a.state {
             *worker = workers
                 .iter()
@@ -390,7 +389,7 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
 }
 
 /// Step 3 for one actor.
-pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> ActorDump {
+pub(crate) fn inspect(cell: &ActorCell, now_ms: u32) -> ActorDump {
     let kind = if cell.is_handler() {
         ActorKind::Handler
     } else {
@@ -414,7 +413,7 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
         name: cell.name().map(|n| n.to_string()),
         kind,
         state,
-        mailbox: mailbox_of(cell.id, entry),
+        mailbox: mailbox_of(cell),
         runs: u64::from(cell.runs.load(Ordering::Relaxed)),
         preemptions: u64::from(cell.preemptions.load(Ordering::Relaxed)),
         cpu_time: CPU_TICK * cell.cpu_ticks.load(Ordering::Relaxed),
@@ -427,10 +426,11 @@ pub(crate) fn inspect(cell: &ActorCell, entry: &LiveEntry, now_ms: u32) -> Actor
 /// dropped meanwhile, the last reference (and the result or messages it owns) drops here, on
 /// the looking thread. So that user code there can never take down the monitor, the look runs
 /// contained, as the monitor's timer callbacks do (`fault::contain`).
-pub(crate) fn mailbox_of(id: ActorId, entry: &LiveEntry) -> Option<MailboxStats> {
-    crate::fault::contain(format_args!("a diagnostic look at actor {id}"), || {
-        entry.exit.upgrade().and_then(|p| p.mailbox())
-    })
+pub(crate) fn mailbox_of(cell: &ActorCell) -> Option<MailboxStats> {
+    crate::fault::contain(
+        format_args!("a diagnostic look at actor {}", cell.id),
+        || cell.exit.upgrade().and_then(|p| p.mailbox()),
+    )
     .flatten()
 }
 
@@ -445,7 +445,7 @@ pub(crate) fn charge_cpu(shared: &Shared, id: ActorId, elapsed: Duration) {
     if ticks == 0 {
         return;
     }
-    if let Some((cell, _)) = shared.live.get(id) {
+    if let Some(cell) = shared.live.get(id) {
         // One writer (the monitor); relaxed: a counter.
         let v = cell.cpu_ticks.load(Ordering::Relaxed);
         cell.cpu_ticks

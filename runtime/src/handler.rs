@@ -226,7 +226,7 @@ where
     let id = ActorId::next();
     let (completer, mut handle) = join::packet(id, opts.name.as_deref().map(Arc::from));
     let program = Program::new(make(id, Completion(completer)));
-    let entry = ActorCell::new_handler(shared.clone(), id, opts, program);
+    let entry = ActorCell::new_handler(shared.clone(), id, opts, program, handle.exit_source());
     handle.set_actor(entry.actor());
     Built { entry, handle }
 }
@@ -242,9 +242,7 @@ pub(crate) fn launch<R: Send + 'static>(
     }
     let Built { entry, handle } = built;
     let actor = entry.actor();
-    shared
-        .live
-        .insert(actor.id, handle.live_entry(), Some(actor.clone()));
+    shared.live.insert(actor);
     shared.spawn_cell(entry);
     Ok(handle)
 }

@@ -310,8 +310,9 @@ struct PacketState<R> {
     sink: Option<Weak<dyn ExitSink>>,
 }
 
-/// A join packet without its result type, for the table of live actors (`live.rs`), which
-/// holds it weakly.
+/// A join packet without its result type, for the actor's cell, which holds it weakly
+/// (`ActorCell::exit`): how a bare id reaches the actor's end through the table of live actors
+/// (`live.rs`).
 pub(crate) trait ExitSource: Send + Sync {
     fn exit_watch(&self) -> ExitWatch;
     /// Whether the result (or why there is none) is recorded.
@@ -933,16 +934,13 @@ impl<R> JoinHandle<R> {
         ExitWatch(self.packet.exit())
     }
 
-    /// The table entry of the actor (`live.rs`): weak references to it and to this packet.
-    pub(crate) fn live_entry(&self) -> crate::live::LiveEntry
+    /// This packet, weakly and without its result type, for the actor's cell
+    /// (`ActorCell::exit`).
+    pub(crate) fn exit_source(&self) -> Weak<dyn ExitSource>
     where
         R: Send + 'static,
     {
-        let exit: Weak<dyn ExitSource> = Arc::downgrade(&self.packet) as Weak<dyn ExitSource>;
-        crate::live::LiveEntry {
-            actor: self.actor.clone(),
-            exit,
-        }
+        Arc::downgrade(&self.packet) as Weak<dyn ExitSource>
     }
 
     /// Gives the handle the actor it waits for (spawning code, once the actor exists).

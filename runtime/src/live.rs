@@ -2,8 +2,9 @@
 //! without which a bare id leads nowhere.
 //!
 //! Every actor enters its runtime's table when it is spawned or started and leaves it in
-//! `ActorCell::end`, which runs exactly once per actor, however it ends. An entry holds only
-//! weak references (the actor's cell, and its join packet for monitors), so the table keeps
+//! `ActorCell::end`, which runs exactly once per actor, however it ends. An entry is one word,
+//! a weak reference to the actor's cell, found by the id in that cell (`id_of`): the cell
+//! reaches the actor's join packet, for monitors (`ActorCell::exit`), so the table keeps
 //! neither an ended actor nor its result alive, and dropping an entry runs no user code.
 //!
 //! The table also holds its handler actors, from their start to their end: an idle one may be
@@ -21,18 +22,21 @@
 //!
 //! Cost: one insert and one remove per actor under one of `SHARDS` locks, with a hash that keeps
 //! consecutive ids in neighbouring buckets (`IdHasher`) and no allocation but the table's own
-//! growth.
+//! growth. An entry with its key beside it (the id, and weak references to the cell and the
+//! packet: 32 bytes, in a table kept between seven sixteenths and seven eighths full) cost an
+//! idle handler actor about 57 bytes more than one word an entry and 16 more bytes in the cell
+//! (`docs/benchmarks.md`, "Session 20").
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
+use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use crate::actor::{ActorCell, ActorId, HELD, NO_SLOT};
-use crate::join::{ExitSource, ExitWatch};
+use crate::join::ExitWatch;
 
 /// Shards: enough that workers spawning at once seldom take the same lock.
 const SHARDS: usize = 64;
@@ -52,8 +56,8 @@ const SHARDS: usize = 64;
 #[derive(Default)]
 struct IdHasher(u64);
 
-/// Consecutive ranks that share a run of neighbouring buckets: 8 entries of 32 bytes are 4
-/// cache lines, half of one of hashbrown's 16-byte groups of control bytes.
+/// Consecutive ranks that share a run of neighbouring buckets: 8 entries of a word are one
+/// cache line, half of one of hashbrown's 16-byte groups of control bytes.
 ///
 /// The price of keeping neighbours together is paid under steady churn (actors ending as
 /// others start): a bucket removed from a crowded stretch is marked deleted, not empty, and
@@ -95,20 +99,14 @@ impl Hasher for IdHasher {
     }
 }
 
-/// What the table knows of one live actor.
-#[derive(Clone)]
-pub(crate) struct LiveEntry {
-    pub(crate) actor: Weak<ActorCell>,
-    pub(crate) exit: Weak<dyn ExitSource>,
-}
-
 /// One shard: its entries, and how many it has taken in and let go (for `Runtime::metrics`:
 /// spawned = ended + live holds shard by shard).
 #[derive(Default)]
 struct ShardState {
-    /// Every live actor's entry; a handler actor's cell is also held, by a strong count the
-    /// table owns (module docs).
-    entries: HashMap<ActorId, LiveEntry, BuildHasherDefault<IdHasher>>,
+    /// Every live actor's cell, weakly, one word an entry: found by the id in the cell it
+    /// points at (`id_of`), hashed as [`IdHasher`] hashes it. A handler actor's cell is also
+    /// held, by a strong count the table owns (module docs).
+    entries: HashTable<Weak<ActorCell>>,
     /// How many of the entries are handler actors' (for `Runtime::metrics`).
     handler_entries: usize,
     inserted: u64,
@@ -144,25 +142,32 @@ impl LiveTable {
         &self.shards[(id.as_u64() as usize) % SHARDS]
     }
 
-    /// Enters a new actor; `handler`: a handler actor's cell, which the table holds until the
-    /// actor ends.
-    pub(crate) fn insert(&self, id: ActorId, entry: LiveEntry, handler: Option<Arc<ActorCell>>) {
-        let old = {
-            let mut shard = self.shard(id).lock();
-            shard.inserted += 1;
-            if let Some(cell) = handler {
-                shard.handler_entries += 1;
-                // Relaxed, here and at every access of the flag: each happens under this
-                // shard's lock, which orders them.
-                cell.held_by_live_table().store(HELD, Ordering::Relaxed);
-                // The table's strong count, given back once: by `remove` or by a sweep, which
-                // each first take the flag back under this lock.
-                let _ = Arc::into_raw(cell);
-            }
-            shard.entries.insert(id, entry)
-        };
-        debug_assert!(old.is_none(), "ids are never reused");
-        drop(old);
+    /// Enters a new actor; a handler actor's cell is also held, until the actor ends.
+    pub(crate) fn insert(&self, actor: &Arc<ActorCell>) {
+        let id = actor.id;
+        let entry = Arc::downgrade(actor);
+        let held = actor.is_handler().then(|| actor.clone());
+        let mut shard = self.shard(id).lock();
+        shard.inserted += 1;
+        if let Some(cell) = held {
+            shard.handler_entries += 1;
+            // Relaxed, here and at every access of the flag: each happens under this shard's
+            // lock, which orders them.
+            cell.held_by_live_table().store(HELD, Ordering::Relaxed);
+            // The table's strong count, given back once: by `remove` or by a sweep, which each
+            // first take the flag back under this lock.
+            let _ = Arc::into_raw(cell);
+        }
+        debug_assert!(
+            shard
+                .entries
+                .find(hash_of(id), |e| id_of(e) == id)
+                .is_none(),
+            "ids are never reused"
+        );
+        shard
+            .entries
+            .insert_unique(hash_of(id), entry, |e| hash_of(id_of(e)));
     }
 
     /// Lets an ended actor go (a no-op if it is not in the table).
@@ -170,7 +175,14 @@ impl LiveTable {
         let mut held = None;
         let gone = {
             let mut shard = self.shard(actor.id).lock();
-            let gone = shard.entries.remove(&actor.id);
+            // Found by address: the caller's cell is the entry's.
+            let gone = match shard
+                .entries
+                .find_entry(hash_of(actor.id), |e| std::ptr::eq(Weak::as_ptr(e), actor))
+            {
+                Ok(entry) => Some(entry.remove().0),
+                Err(_) => None,
+            };
             shard.removed += u64::from(gone.is_some());
             if actor.is_handler()
                 && let Some(entry) = &gone
@@ -178,13 +190,22 @@ impl LiveTable {
                 shard.handler_entries -= 1;
                 // SAFETY: `as_ptr` of the entry's `Weak` may reach the whole allocation, and the
                 // caller's `actor` keeps the cell alive; the shard is locked.
-                held = unsafe { take_held(Weak::as_ptr(&entry.actor)) };
+                held = unsafe { take_held(Weak::as_ptr(entry)) };
             }
             gone
         };
-        // Weak references, and an ended actor's cell (its body is gone: the caller ended it),
+        // A weak reference, and an ended actor's cell (its body is gone: the caller ended it),
         // dropped with no lock held: nothing of the user's runs here.
         drop((gone, held));
+    }
+
+    /// Whether `actor`'s entry is in the table (for a debug check in `Drop for ActorCell`).
+    pub(crate) fn holds(&self, actor: &ActorCell) -> bool {
+        let shard = self.shard(actor.id).lock();
+        shard
+            .entries
+            .find(hash_of(actor.id), |e| std::ptr::eq(Weak::as_ptr(e), actor))
+            .is_some()
     }
 
     /// Live, inserted and removed entries, summed shard by shard (each shard's three figures
@@ -227,22 +248,21 @@ impl LiveTable {
         }
     }
 
-    /// The entry of actor `id`, copied out of its shard.
-    fn entry(&self, id: ActorId) -> Option<LiveEntry> {
-        self.shard(id).lock().entries.get(&id).cloned()
-    }
-
-    /// The live actor `id`, with its entry.
-    pub(crate) fn get(&self, id: ActorId) -> Option<(Arc<ActorCell>, LiveEntry)> {
-        let entry = self.entry(id)?;
-        Some((entry.actor.upgrade()?, entry))
+    /// The live actor `id`.
+    pub(crate) fn get(&self, id: ActorId) -> Option<Arc<ActorCell>> {
+        let shard = self.shard(id).lock();
+        // Upgraded under the lock, dropped by the caller with no lock held.
+        shard
+            .entries
+            .find(hash_of(id), |e| id_of(e) == id)
+            .and_then(Weak::upgrade)
     }
 
     /// Calls `f` on every live actor, one shard at a time: each shard's entries are copied
     /// out under its lock, and `f` runs with no lock held (`dump.rs`, step 2).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<ActorCell>, &LiveEntry)) {
-        let _ = self.try_for_each(|cell, entry| {
-            f(cell, entry);
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<ActorCell>)) {
+        let _ = self.try_for_each(|cell| {
+            f(cell);
             ControlFlow::Continue(())
         });
     }
@@ -251,14 +271,14 @@ impl LiveTable {
     /// first actor that proves the runtime alive).
     pub(crate) fn try_for_each(
         &self,
-        mut f: impl FnMut(&Arc<ActorCell>, &LiveEntry) -> ControlFlow<()>,
+        mut f: impl FnMut(&Arc<ActorCell>) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
-        let mut batch: Vec<LiveEntry> = Vec::new();
+        let mut batch: Vec<Weak<ActorCell>> = Vec::new();
         for shard in self.shards.iter() {
-            batch.extend(shard.lock().entries.values().cloned());
+            batch.extend(shard.lock().entries.iter().cloned());
             for entry in batch.drain(..) {
-                if let Some(cell) = entry.actor.upgrade() {
-                    f(&cell, &entry)?;
+                if let Some(cell) = entry.upgrade() {
+                    f(&cell)?;
                 }
             }
         }
@@ -268,20 +288,39 @@ impl LiveTable {
     /// Kills the live actor `id` (`ActorCell::kill`); `false` if there is none, or if its end
     /// is recorded already (its worker may still be tidying up after it).
     pub(crate) fn kill(&self, id: ActorId) -> bool {
-        let Some(LiveEntry { actor, exit }) = self.entry(id) else {
+        let Some(actor) = self.get(id) else {
             return false;
         };
-        if exit.upgrade().is_none_or(|p| p.is_ended()) {
+        if actor.exit.upgrade().is_none_or(|p| p.is_ended()) {
             return false;
         }
-        actor.upgrade().is_some_and(|a: Arc<ActorCell>| a.kill())
+        actor.kill()
     }
 
     /// The exit watch of the live actor `id`, if there is one.
     pub(crate) fn exit_watch(&self, id: ActorId) -> Option<ExitWatch> {
-        let exit = self.entry(id)?.exit;
-        exit.upgrade().map(|p| p.exit_watch())
+        self.get(id)?.exit.upgrade().map(|p| p.exit_watch())
     }
+}
+
+/// Where an id's entry lies in its shard's table.
+fn hash_of(id: ActorId) -> u64 {
+    let mut h = IdHasher::default();
+    h.write_u64(id.as_u64());
+    h.finish()
+}
+
+/// The id of the cell an entry points at: what the table finds an entry by, and rehashes it by
+/// when it grows.
+fn id_of(entry: &Weak<ActorCell>) -> ActorId {
+    // SAFETY: every entry is made by `Arc::downgrade` (`insert`), so its pointer is into the
+    // cell's allocation, which the `Weak` keeps allocated. The cell is alive too: an entry
+    // leaves the table in `ActorCell::end` (`remove`), whose caller holds the cell. And were a
+    // cell's last strong count ever dropped first, the read would still be sound: the field is
+    // a `Copy` value written once, when the cell was made, and dropping a cell (whose own
+    // `Drop` touches only its body) leaves the bytes of its `Copy` fields as they were, in
+    // memory the `Weak` keeps. Only the id is read: no reference to the cell is made.
+    unsafe { (*Weak::as_ptr(entry)).id }
 }
 
 /// Takes back the table's strong count of a handler actor's cell, if the table still holds it.
@@ -315,11 +354,7 @@ fn take_shards_handlers(shard: &Shard) -> Vec<Arc<ActorCell>> {
         // Every live actor's cell, upgraded to look at it: a handler actor's is alive while
         // the table holds it. All of them are dropped below, with no lock held (one may be
         // the last reference to a cell whose actor ended meanwhile).
-        let seen: Vec<Arc<ActorCell>> = shard
-            .entries
-            .values()
-            .filter_map(|e| e.actor.upgrade())
-            .collect();
+        let seen: Vec<Arc<ActorCell>> = shard.entries.iter().filter_map(Weak::upgrade).collect();
         let held: Vec<Arc<ActorCell>> = seen
             .iter()
             .filter(|a| a.is_handler())
@@ -398,7 +433,7 @@ mod tests {
         let idle = rt
             .start_handler(SpawnOptions::new(), |_, c| Idle(c))
             .unwrap();
-        let cell_of = |id| Arc::downgrade(&rt.shared().live.get(id).expect("live").0);
+        let cell_of = |id| Arc::downgrade(&rt.shared().live.get(id).expect("live"));
         let (killed_cell, idle_cell) = (cell_of(killed.id()), cell_of(idle.id()));
         assert_eq!(rt.shared().live.counts().handlers, 2);
 
@@ -420,10 +455,49 @@ mod tests {
         );
     }
 
+    /// The table finds every live actor by its id, and only live ones, after its shards have
+    /// grown many times over (each growth rehashes every entry by the id in its cell), and
+    /// after half of the actors have ended (their entries removed by address).
+    #[test]
+    fn every_live_actor_is_found_by_its_id_as_the_table_grows_and_shrinks() {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let handles: Vec<_> = (0..5_000)
+            .map(|_| {
+                rt.start_handler(SpawnOptions::new(), |_, c| Idle(c))
+                    .unwrap()
+            })
+            .collect();
+        let live = &rt.shared().live;
+        for h in &handles {
+            assert_eq!(live.get(h.id()).map(|c| c.id), Some(h.id()));
+        }
+        let (ended, kept): (Vec<_>, Vec<_>) = handles
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
+        let ended: Vec<ActorId> = ended
+            .into_iter()
+            .map(|(_, h)| {
+                let id = h.id();
+                assert!(h.abort());
+                assert!(h.join().unwrap_err().is_killed());
+                id
+            })
+            .collect();
+        for id in &ended {
+            assert!(live.get(*id).is_none(), "ended actor {id} is still found");
+            assert!(live.exit_watch(*id).is_none());
+        }
+        for (_, h) in &kept {
+            assert_eq!(live.get(h.id()).map(|c| c.id), Some(h.id()));
+            assert!(live.exit_watch(h.id()).is_some());
+        }
+        assert_eq!(live.counts().live, kept.len());
+        assert!(live.kill(kept[0].1.id()));
+    }
+
     fn hash(id: u64) -> u64 {
-        let mut h = IdHasher::default();
-        h.write_u64(id);
-        h.finish()
+        hash_of(ActorId(std::num::NonZeroU64::new(id).unwrap()))
     }
 
     /// A shard's consecutive ids take neighbouring buckets, run by run, with filters that
@@ -454,15 +528,13 @@ mod tests {
         // here) would put every one of these ids in the first.
         let runs: HashSet<u64> = ids.iter().map(|&id| (hash(id) & 1023) / RUN).collect();
         assert!(runs.len() > 112, "{} runs of 128", runs.len());
-        let mut map: HashMap<ActorId, u64, BuildHasherDefault<IdHasher>> = HashMap::default();
+        // A table that grows as the live table's shards do, rehashing by the same hash.
+        let mut table: HashTable<u64> = HashTable::new();
         for &id in &ids {
-            map.insert(ActorId(std::num::NonZeroU64::new(id).unwrap()), id);
+            table.insert_unique(hash(id), id, |&e| hash(e));
         }
         for &id in &ids {
-            assert_eq!(
-                map.get(&ActorId(std::num::NonZeroU64::new(id).unwrap())),
-                Some(&id)
-            );
+            assert_eq!(table.find(hash(id), |&e| e == id), Some(&id));
         }
     }
 }

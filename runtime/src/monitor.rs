@@ -281,7 +281,7 @@ pub(crate) fn blocked_now(remote: &Remote) -> bool {
 /// shard lock at a time: a long-run report is rare.
 fn stopped_on(shared: &Shared, index: usize, running: ActorId) -> Vec<(ActorId, Option<String>)> {
     let mut found = Vec::new();
-    shared.live.for_each(|cell, _| {
+    shared.live.for_each(|cell| {
         if cell.id != running
             && cell.home() == Some(index)
             && cell.state.phase() == crate::wake::Phase::Scheduled

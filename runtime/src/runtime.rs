@@ -1472,9 +1472,10 @@ where
 {
     let id = crate::actor::ActorId::next();
     let (start, mut handle) = join::entry(id, opts.name.as_deref().map(Arc::from), f);
-    let entry = ActorCell::new_process(shared.clone(), id, opts, start, stack, reserved);
+    let exit = handle.exit_source();
+    let entry = ActorCell::new_process(shared.clone(), id, opts, start, exit, stack, reserved);
     handle.set_actor(entry.actor());
-    shared.live.insert(id, handle.live_entry(), None);
+    shared.live.insert(entry.actor());
     shared.spawn_cell(entry);
     handle
 }

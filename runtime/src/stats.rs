@@ -257,8 +257,8 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     let counts = shared.live.counts();
     let live_handler = counts.handlers;
     let (mut messages, mut high_water) = (0, 0);
-    shared.live.for_each(|cell, entry| {
-        if let Some(m) = crate::dump::mailbox_of(cell.id, entry) {
+    shared.live.for_each(|cell| {
+        if let Some(m) = crate::dump::mailbox_of(cell) {
             messages += m.received;
             high_water = high_water.max(m.high_water);
         }
