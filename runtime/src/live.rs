@@ -22,10 +22,12 @@
 //!
 //! Cost: one insert and one remove per actor under one of `SHARDS` locks, with a hash that keeps
 //! consecutive ids in neighbouring buckets (`IdHasher`) and no allocation but the table's own
-//! growth. An entry with its key beside it (the id, and weak references to the cell and the
-//! packet: 32 bytes, in a table kept between seven sixteenths and seven eighths full) cost an
-//! idle handler actor about 57 bytes more than one word an entry and 16 more bytes in the cell
-//! (`docs/benchmarks.md`, "Session 20").
+//! growth. One word an entry, against the 32 bytes of an entry that kept its key and both weak
+//! references beside it, saves 24 bytes a bucket: 27 to 55 bytes an actor across the load the
+//! table keeps (between seven sixteenths and seven eighths full), about 50 at 1M actors, for 16
+//! more in each cell (`docs/benchmarks.md`, "Session 20"). The price: growing a shard rehashes
+//! each entry by the id in its cell, a read of every cell of the shard (a cache miss each, in
+//! a burst) under its lock, where the old entries held their keys.
 
 use std::hash::Hasher;
 use std::ops::ControlFlow;
@@ -36,7 +38,7 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use crate::actor::{ActorCell, ActorId, HELD, NO_SLOT};
-use crate::join::ExitWatch;
+use crate::join::{ExitSource, ExitWatch};
 
 /// Shards: enough that workers spawning at once seldom take the same lock.
 const SHARDS: usize = 64;
@@ -291,7 +293,7 @@ impl LiveTable {
         let Some(actor) = self.get(id) else {
             return false;
         };
-        if actor.exit.upgrade().is_none_or(|p| p.is_ended()) {
+        if look_at_packet(&actor, |p| p.is_ended()).is_none_or(|ended| ended) {
             return false;
         }
         actor.kill()
@@ -299,8 +301,23 @@ impl LiveTable {
 
     /// The exit watch of the live actor `id`, if there is one.
     pub(crate) fn exit_watch(&self, id: ActorId) -> Option<ExitWatch> {
-        self.get(id)?.exit.upgrade().map(|p| p.exit_watch())
+        let actor = self.get(id)?;
+        look_at_packet(&actor, |p| p.exit_watch())
     }
+}
+
+/// `f` of the actor's join packet, if it is still there. The packet is upgraded for the look:
+/// if the actor's join handle is dropped meanwhile and its result recorded, the last reference
+/// (and the result, user code) drops here, contained, as the monitor thread calls this too (a
+/// deadlock report's kill).
+fn look_at_packet<T>(actor: &ActorCell, f: impl FnOnce(&dyn ExitSource) -> T) -> Option<T> {
+    let packet = actor.exit.upgrade()?;
+    let seen = f(&*packet);
+    crate::fault::contain(
+        format_args!("the result of actor {}, dropped by a look at it", actor.id),
+        move || drop(packet),
+    );
+    Some(seen)
 }
 
 /// Where an id's entry lies in its shard's table.
@@ -314,12 +331,12 @@ fn hash_of(id: ActorId) -> u64 {
 /// when it grows.
 fn id_of(entry: &Weak<ActorCell>) -> ActorId {
     // SAFETY: every entry is made by `Arc::downgrade` (`insert`), so its pointer is into the
-    // cell's allocation, which the `Weak` keeps allocated. The cell is alive too: an entry
-    // leaves the table in `ActorCell::end` (`remove`), whose caller holds the cell. And were a
-    // cell's last strong count ever dropped first, the read would still be sound: the field is
-    // a `Copy` value written once, when the cell was made, and dropping a cell (whose own
-    // `Drop` touches only its body) leaves the bytes of its `Copy` fields as they were, in
-    // memory the `Weak` keeps. Only the id is read: no reference to the cell is made.
+    // cell's allocation, which the `Weak` keeps allocated. The cell's fields are all there:
+    // an entry leaves the table in `ActorCell::end` (`remove`), whose caller holds the cell,
+    // and a cell dropped without ending leaves it at the start of its `Drop`, before any of
+    // its fields is dropped; both under the shard's lock, which every caller of this holds
+    // (`insert`'s rehash and check, `get`). The field is a `Copy` value written once, when
+    // the cell was made. Only the id is read: no reference to the cell is made.
     unsafe { (*Weak::as_ptr(entry)).id }
 }
 
