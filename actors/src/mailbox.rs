@@ -1226,6 +1226,11 @@ impl<M> UncountedAddr<M> {
         }
     }
 
+    /// Whether messages are queued (accepted, not yet received).
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.shared.state.lock().queue.is_empty()
+    }
+
     /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
     pub(crate) fn is_open(&self) -> bool {
         !self.shared.state.lock().closed

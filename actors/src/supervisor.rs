@@ -36,7 +36,13 @@
 //!    reading them are.
 //! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
 //!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
-//!    child still running after its shutdown timeout is killed. Then the supervisor ends.
+//!    child still running after its shutdown timeout is killed (what it left queued is
+//!    dropped). A child that ends with messages still queued (it panicked on one while
+//!    draining, or it had ended and was waiting for its restart when the stop came: the one
+//!    `Select` takes the stop and a child's `Down` in either order) is started once more on the
+//!    closed mailbox to drain the rest, as its policy and the intensity allow. Then the
+//!    supervisor ends; past the intensity, the rest of that child's queue is dropped, the
+//!    other children are stopped all the same, and it ends abnormally, as in step 3.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
@@ -110,6 +116,8 @@ trait ChildMailbox: Send {
     /// Records the child's restart policy: an incarnation's end that the policy declines
     /// closes the mailbox at once (`mailbox.rs`, `Rare::restart`).
     fn set_restart(&self, restart: Restart);
+    /// Whether messages are queued, accepted and not yet received.
+    fn has_queued(&self) -> bool;
 }
 
 impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
@@ -121,6 +129,9 @@ impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
     }
     fn set_restart(&self, restart: Restart) {
         mailbox::UncountedAddr::set_restart(self, restart);
+    }
+    fn has_queued(&self) -> bool {
+        mailbox::UncountedAddr::has_queued(self)
     }
 }
 
@@ -389,7 +400,15 @@ impl Supervisor {
             };
             let (i, down) = match event {
                 Event::Msg(Some(SupervisorMsg::Stop)) | Event::Msg(None) => {
-                    self.stop_all(&mut running);
+                    // (A stop is taken only once every failed start has been: `failed` is
+                    // empty, and every child is running or finished.)
+                    let drain = Drain {
+                        handle: &handle,
+                        restarts: &mut restarts,
+                    };
+                    if let Some(down) = self.stop_all(&mut running, Some(drain)) {
+                        self.give_up(&down);
+                    }
                     return;
                 }
                 Event::Down(i, down) => (i, down),
@@ -402,20 +421,9 @@ impl Supervisor {
                 finished[i] = true;
                 continue;
             }
-            let now = Instant::now();
-            restarts.push_back(now);
-            while restarts
-                .front()
-                .is_some_and(|t| now.duration_since(*t) > self.period)
-            {
-                restarts.pop_front();
-            }
-            if restarts.len() > self.max_restarts {
-                self.stop_all(&mut running);
-                panic!(
-                    "supervisor: more than {} restarts in {:?} (last: {:?} ended: {:?})",
-                    self.max_restarts, self.period, down.name, down.reason
-                );
+            if !self.may_restart(&mut restarts) {
+                self.stop_all(&mut running, None);
+                self.give_up(&down);
             }
             let again: Vec<usize> = match self.strategy {
                 Strategy::OneForOne => vec![i],
@@ -475,20 +483,87 @@ impl Supervisor {
         }
     }
 
-    /// Stops every child in reverse start order (step 4), then closes their mailboxes.
-    fn stop_all(&mut self, running: &mut [Option<Running>]) {
-        for (i, slot) in running.iter_mut().enumerate().rev() {
-            let child = &self.children[i];
-            if let Some(r) = slot.take() {
+    /// One more restart now, if the intensity allows it (step 3): at most `max_restarts` in
+    /// any `period`.
+    fn may_restart(&self, restarts: &mut VecDeque<Instant>) -> bool {
+        let now = Instant::now();
+        restarts.push_back(now);
+        while restarts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > self.period)
+        {
+            restarts.pop_front();
+        }
+        restarts.len() <= self.max_restarts
+    }
+
+    /// Past the intensity: the supervisor ends abnormally, so that a supervisor above decides.
+    fn give_up(&self, last: &Down) -> ! {
+        panic!(
+            "supervisor: more than {} restarts in {:?} (last: {:?} ended: {:?})",
+            self.max_restarts, self.period, last.name, last.reason
+        );
+    }
+
+    /// Stops every child in reverse start order (step 4), then closes their mailboxes for
+    /// good. With `drain` (a `Stop`), what each mailbox accepted is handled first: each child's
+    /// mailbox is closed and its incarnation drains it and ends; one that ends with messages
+    /// still queued (it panicked on one, or had ended, waiting for its restart, when the stop
+    /// came) is followed by another on the closed mailbox, as its policy and the restart
+    /// intensity allow, as during the supervisor's life. Returns the end that went past the
+    /// intensity, if one did: the rest of that child's queue is dropped with its mailbox, the
+    /// other children are stopped all the same, and the caller gives up. Without `drain`
+    /// (giving up already), no child is started again. A child still running after its
+    /// shutdown timeout is killed, and what it left queued is dropped.
+    fn stop_all(
+        &mut self,
+        running: &mut [Option<Running>],
+        mut drain: Option<Drain<'_>>,
+    ) -> Option<Down> {
+        let mut past_intensity = None;
+        for i in (0..running.len()).rev() {
+            while let Some(r) = running[i].take() {
+                let child = &self.children[i];
                 child.mailbox.close();
-                if r.monitor.recv_timeout(child.shutdown).is_none() {
+                let Some(ended) = r.monitor.recv_timeout(child.shutdown) else {
                     r.abort.abort();
                     r.monitor.recv();
+                    break;
+                };
+                match &mut drain {
+                    Some(d) if child.mailbox.has_queued() && child.restart.wants(&ended.reason) => {
+                        running[i] = self.restart_to_drain(i, d, ended, &mut past_intensity);
+                    }
+                    _ => break,
                 }
             }
-            child.mailbox.close_for_good();
+            self.children[i].mailbox.close_for_good();
         }
+        past_intensity
     }
+
+    /// Starts child `i` once more, on its closed mailbox, to drain it (`stop_all`), if the
+    /// restart intensity allows; else keeps `last`, the end that went past it (the first such).
+    /// A start that fails leaves the queue to be dropped with the mailbox.
+    fn restart_to_drain(
+        &mut self,
+        i: usize,
+        d: &mut Drain<'_>,
+        last: Down,
+        past_intensity: &mut Option<Down>,
+    ) -> Option<Running> {
+        if !self.may_restart(d.restarts) {
+            past_intensity.get_or_insert(last);
+            return None;
+        }
+        self.start_child(d.handle, i, &mut VecDeque::new())
+    }
+}
+
+/// What a stop that drains the children's mailboxes needs from the loop (`stop_all`).
+struct Drain<'a> {
+    handle: &'a Handle,
+    restarts: &'a mut VecDeque<Instant>,
 }
 
 impl fmt::Debug for Supervisor {

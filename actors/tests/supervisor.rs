@@ -144,6 +144,112 @@ fn no_queued_message_is_lost_across_restarts() {
     });
 }
 
+/// A child that counts the messages it handles and panics on `PANIC`, under a supervisor
+/// that allows many restarts.
+fn counting_child(
+    workers: usize,
+) -> (
+    Runtime,
+    Arc<AtomicU64>,
+    threadlet::Addr<u32>,
+    threadlet::Addr<SupervisorMsg>,
+    threadlet::JoinHandle<()>,
+) {
+    const PANIC: u32 = 0;
+    let rt = Runtime::builder().workers(workers).build().unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = handled.clone();
+    let (child, addr) = Child::process("counter", move |mb: Mailbox<u32>| {
+        for n in &mb {
+            if n == PANIC {
+                panic!("told to fail");
+            }
+            h.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(1_000, Duration::from_secs(60));
+    sup.add(child);
+    let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+    (rt, handled, addr, sup_addr, sup_h)
+}
+
+/// `Stop` drains what each child's mailbox accepted, also for a child that had ended and was
+/// waiting for its restart when the stop came, and for one that panics on a message while it
+/// drains: messages queued behind are handled by another incarnation, as during the
+/// supervisor's life. (Its select took `Stop` before the child's `Down` about half the time,
+/// and the queue of ten was then dropped unread; a panic while draining dropped the rest.)
+#[test]
+fn a_stop_drains_the_queue_of_a_child_waiting_for_its_restart() {
+    for round in 0..40 {
+        let workers = 1 + round % 2;
+        // The child has ended (a panic) and is due to restart when the ten messages and the
+        // stop arrive.
+        let (rt, handled, addr, sup_addr, sup_h) = counting_child(workers);
+        while addr.actor_id().is_none() {
+            std::thread::yield_now();
+        }
+        let down = addr.monitor();
+        addr.send(0).unwrap();
+        within_watchdog("the child's end", move || down.recv());
+        for n in 1..=10 {
+            addr.send(n).unwrap();
+        }
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        within_watchdog("the stop", move || sup_h.join().unwrap());
+        assert_eq!(handled.load(Ordering::SeqCst), 10, "round {round}");
+        drop(rt);
+
+        // The child panics on the fifth of ten messages, as likely while it drains for the
+        // stop as before: the five behind it are handled either way.
+        let (rt, handled, addr, sup_addr, sup_h) = counting_child(workers);
+        for n in [1, 2, 3, 4, 0, 5, 6, 7, 8, 9] {
+            addr.send(n).unwrap();
+        }
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        within_watchdog("the stop", move || sup_h.join().unwrap());
+        assert_eq!(handled.load(Ordering::SeqCst), 9, "round {round}");
+        drop(rt);
+    }
+}
+
+/// A child that panics on every message it drains for a stop is started again for the rest
+/// only as far as the intensity allows: past it the supervisor fails (its queue dropped), and
+/// its other children are stopped all the same. (The stop ended normally before, dropping the
+/// queue at the first panic.)
+#[test]
+fn a_stop_that_goes_past_the_intensity_while_draining_fails() {
+    use std::sync::atomic::AtomicBool;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let open = Arc::new(AtomicBool::new(false));
+    let o = open.clone();
+    let (crasher, addr) = Child::process("crasher", move |mb: Mailbox<u32>| {
+        // The first incarnation waits until the stop has closed its mailbox.
+        while !o.load(Ordering::SeqCst) {
+            threadlet::sleep(Duration::from_millis(1));
+        }
+        if mb.recv().is_some() {
+            panic!("fails on every message");
+        }
+    });
+    let (sibling, sibling_addr) = Child::process("sibling", |mb: Mailbox<u32>| for _ in &mb {});
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(2, Duration::from_secs(60));
+    sup.add(sibling).add(crasher);
+    let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+    for n in 1..=5 {
+        addr.send(n).unwrap();
+    }
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("the stop closing the mailbox", move || {
+        while !addr.is_closed() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    open.store(true, Ordering::SeqCst);
+    let r = within_watchdog("the stop", move || sup_h.join());
+    assert!(r.as_ref().is_err_and(JoinError::is_panic), "{r:?}");
+    assert_eq!(sibling_addr.send(1).map_err(|e| e.into_inner()), Err(1));
+}
+
 #[test]
 fn past_its_intensity_a_supervisor_gives_up_and_fails() {
     let rt = Runtime::builder().workers(2).build().unwrap();
