@@ -183,6 +183,10 @@ struct Rare<M> {
     restart: Restart,
     /// `Addr::kill` (or a link's signal) came before the attach, which carries it out.
     killed: bool,
+    /// The supervisor is stopping the child (`UncountedAddr::close_for_stop`): a new loan
+    /// leaves the mailbox closed, so that an incarnation started to drain it takes no new
+    /// message and a refused sender is not accepted again.
+    stopping: bool,
     /// Exit hooks (monitors, links, the name registry) waiting for the actor's end.
     hooks: ExitHooks,
     /// The actor's end, when `link` is [`Link::Kept`].
@@ -203,6 +207,7 @@ impl<M> Rare<M> {
             loan: 0,
             restart: Restart::Permanent,
             killed: false,
+            stopping: false,
             hooks: ExitHooks::new(),
             down: None,
             trap: None,
@@ -1226,9 +1231,16 @@ impl<M> UncountedAddr<M> {
         }
     }
 
-    /// Whether messages are queued (accepted, not yet received).
-    pub(crate) fn has_queued(&self) -> bool {
-        !self.shared.state.lock().queue.is_empty()
+    /// How many messages are queued (accepted, not yet received).
+    pub(crate) fn queued(&self) -> usize {
+        self.shared.state.lock().queue.len()
+    }
+
+    /// Closes the mailbox for the child's stop, keeping the queue for it to drain, and for any
+    /// incarnation started after to drain it (`lend_next` leaves it closed).
+    pub(crate) fn close_for_stop(&self) {
+        self.shared.state.lock().rare().stopping = true;
+        self.close();
     }
 
     /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
@@ -1312,8 +1324,11 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>, Option<Trap<M>>) {
     st.actor = None;
     st.cell = Weak::new();
     // A mailbox the last incarnation closed ("close, then drain") opens again: the next one
-    // would find it closed at once, end, and be restarted, until the supervisor gave up.
-    st.closed = false;
+    // would find it closed at once, end, and be restarted, until the supervisor gave up. Not
+    // one its supervisor closed to stop the child: the new incarnation only drains it.
+    if !st.rare.as_ref().is_some_and(|r| r.stopping) {
+        st.closed = false;
+    }
     let rare = st.rare();
     rare.down = None;
     let trap = rare.trap.take();

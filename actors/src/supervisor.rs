@@ -35,14 +35,18 @@
 //!    intensity), they are dropped with the mailbox, as the messages of an actor that ends without
 //!    reading them are.
 //! 4. `Stop` (or the supervisor's last address going) stops the children in reverse start
-//!    order: each mailbox is closed, so the child drains what was accepted and ends, and a
-//!    child still running after its shutdown timeout is killed (what it left queued is
-//!    dropped). A child that ends with messages still queued (it panicked on one while
-//!    draining, or it had ended and was waiting for its restart when the stop came: the one
-//!    `Select` takes the stop and a child's `Down` in either order) is started once more on the
-//!    closed mailbox to drain the rest, as its policy and the intensity allow. Then the
-//!    supervisor ends; past the intensity, the rest of that child's queue is dropped, the
-//!    other children are stopped all the same, and it ends abnormally, as in step 3.
+//!    order: each mailbox is closed, so the child drains what was accepted and ends; an
+//!    incarnation still running after the child's shutdown timeout is killed (what it left
+//!    queued is dropped). A child that ends abnormally with messages still queued (it panicked
+//!    on one while draining, or it had ended so and was waiting for its restart when the stop
+//!    came: the one `Select` takes the stop and a child's `Down` in either order) is started
+//!    again to drain the rest, on its mailbox, which stays closed (no send is accepted again),
+//!    as its policy and the intensity allow, and for as long as each run takes a message; the
+//!    strategy does not apply, as the others are being stopped. One that ends normally leaves
+//!    what it did not read to be dropped, as any actor that ends without reading its mailbox.
+//!    Then the supervisor ends; if a restart its policy asked for could not be made (past the
+//!    intensity, or a failed start), the rest of that queue is dropped, the other children
+//!    are stopped all the same, and it ends abnormally, as in step 3.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
@@ -116,8 +120,11 @@ trait ChildMailbox: Send {
     /// Records the child's restart policy: an incarnation's end that the policy declines
     /// closes the mailbox at once (`mailbox.rs`, `Rare::restart`).
     fn set_restart(&self, restart: Restart);
-    /// Whether messages are queued, accepted and not yet received.
-    fn has_queued(&self) -> bool;
+    /// Closes the mailbox for a stop, keeping the queue, and keeps it closed for an
+    /// incarnation started to drain it.
+    fn close_for_stop(&self);
+    /// How many messages are queued, accepted and not yet received.
+    fn queued(&self) -> usize;
 }
 
 impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
@@ -130,8 +137,11 @@ impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
     fn set_restart(&self, restart: Restart) {
         mailbox::UncountedAddr::set_restart(self, restart);
     }
-    fn has_queued(&self) -> bool {
-        mailbox::UncountedAddr::has_queued(self)
+    fn close_for_stop(&self) {
+        mailbox::UncountedAddr::close_for_stop(self);
+    }
+    fn queued(&self) -> usize {
+        mailbox::UncountedAddr::queued(self)
     }
 }
 
@@ -406,8 +416,9 @@ impl Supervisor {
                         handle: &handle,
                         restarts: &mut restarts,
                     };
-                    if let Some(down) = self.stop_all(&mut running, Some(drain)) {
-                        self.give_up(&down);
+                    if let Some(why) = self.stop_all(&mut running, Some(drain)) {
+                        // The supervisor ends abnormally, so that a supervisor above decides.
+                        panic!("{why}");
                     }
                     return;
                 }
@@ -423,7 +434,7 @@ impl Supervisor {
             }
             if !self.may_restart(&mut restarts) {
                 self.stop_all(&mut running, None);
-                self.give_up(&down);
+                panic!("{}", self.past_intensity(&down));
             }
             let again: Vec<usize> = match self.strategy {
                 Strategy::OneForOne => vec![i],
@@ -497,66 +508,78 @@ impl Supervisor {
         restarts.len() <= self.max_restarts
     }
 
-    /// Past the intensity: the supervisor ends abnormally, so that a supervisor above decides.
-    fn give_up(&self, last: &Down) -> ! {
-        panic!(
+    /// Why the supervisor gives up past the intensity, `last` being the end that went past it.
+    fn past_intensity(&self, last: &Down) -> String {
+        format!(
             "supervisor: more than {} restarts in {:?} (last: {:?} ended: {:?})",
             self.max_restarts, self.period, last.name, last.reason
-        );
+        )
     }
 
     /// Stops every child in reverse start order (step 4), then closes their mailboxes for
-    /// good. With `drain` (a `Stop`), what each mailbox accepted is handled first: each child's
-    /// mailbox is closed and its incarnation drains it and ends; one that ends with messages
-    /// still queued (it panicked on one, or had ended, waiting for its restart, when the stop
-    /// came) is followed by another on the closed mailbox, as its policy and the restart
-    /// intensity allow, as during the supervisor's life. Returns the end that went past the
-    /// intensity, if one did: the rest of that child's queue is dropped with its mailbox, the
-    /// other children are stopped all the same, and the caller gives up. Without `drain`
-    /// (giving up already), no child is started again. A child still running after its
-    /// shutdown timeout is killed, and what it left queued is dropped.
+    /// good. With `drain` (a `Stop`), what each mailbox accepted is handled first: the mailbox
+    /// is closed (and stays closed for any later incarnation), its incarnation drains it and
+    /// ends, and one that ends abnormally with messages still queued (it panicked on one, or
+    /// had ended so, waiting for its restart, when the stop came) is followed by another on
+    /// the closed mailbox, as its policy and the restart intensity allow, as during the
+    /// supervisor's life; the strategy does not apply (the others are being stopped). A run
+    /// after the first such restart must have taken a message for another to follow, so the
+    /// restarts end with the queue. An incarnation that ends normally leaves what it did not
+    /// read to be dropped, as an actor that ends without reading its mailbox does. Returns why
+    /// a queue was left undrained, if a restart the policy asked for could not be made (past
+    /// the intensity, or a start that failed): the other children are stopped all the same,
+    /// and the caller gives up. Without `drain` (giving up already), no child is started
+    /// again. Each incarnation has the child's shutdown timeout to end before it is killed,
+    /// and what it left queued is dropped.
     fn stop_all(
         &mut self,
         running: &mut [Option<Running>],
         mut drain: Option<Drain<'_>>,
-    ) -> Option<Down> {
-        let mut past_intensity = None;
+    ) -> Option<String> {
+        let mut undrained = None;
         for i in (0..running.len()).rev() {
+            // Queued when the last restart was made (none yet: `None`).
+            let mut left_at_restart = None;
+            if drain.is_some() {
+                self.children[i].mailbox.close_for_stop();
+            } else {
+                self.children[i].mailbox.close();
+            }
             while let Some(r) = running[i].take() {
                 let child = &self.children[i];
-                child.mailbox.close();
                 let Some(ended) = r.monitor.recv_timeout(child.shutdown) else {
                     r.abort.abort();
                     r.monitor.recv();
                     break;
                 };
-                match &mut drain {
-                    Some(d) if child.mailbox.has_queued() && child.restart.wants(&ended.reason) => {
-                        running[i] = self.restart_to_drain(i, d, ended, &mut past_intensity);
-                    }
-                    _ => break,
+                let left = child.mailbox.queued();
+                let Some(d) = &mut drain else { break };
+                if left == 0
+                    || ended.reason.is_normal()
+                    || !child.restart.wants(&ended.reason)
+                    || left_at_restart.is_some_and(|before| left >= before)
+                {
+                    break;
+                }
+                left_at_restart = Some(left);
+                if !self.may_restart(d.restarts) {
+                    undrained.get_or_insert_with(|| self.past_intensity(&ended));
+                    break;
+                }
+                let mut failed = VecDeque::new();
+                running[i] = self.start_child(d.handle, i, &mut failed);
+                if let Some((_, down)) = failed.pop_front() {
+                    undrained.get_or_insert_with(|| {
+                        format!(
+                            "supervisor: the queue of {:?} was left undrained at its stop: {:?}",
+                            down.name, down.reason
+                        )
+                    });
                 }
             }
             self.children[i].mailbox.close_for_good();
         }
-        past_intensity
-    }
-
-    /// Starts child `i` once more, on its closed mailbox, to drain it (`stop_all`), if the
-    /// restart intensity allows; else keeps `last`, the end that went past it (the first such).
-    /// A start that fails leaves the queue to be dropped with the mailbox.
-    fn restart_to_drain(
-        &mut self,
-        i: usize,
-        d: &mut Drain<'_>,
-        last: Down,
-        past_intensity: &mut Option<Down>,
-    ) -> Option<Running> {
-        if !self.may_restart(d.restarts) {
-            past_intensity.get_or_insert(last);
-            return None;
-        }
-        self.start_child(d.handle, i, &mut VecDeque::new())
+        undrained
     }
 }
 

@@ -212,6 +212,76 @@ fn a_stop_drains_the_queue_of_a_child_waiting_for_its_restart() {
     }
 }
 
+/// A stop's drain restart keeps the mailbox closed: once a send is refused, none is accepted
+/// again (a loan reopened it, so a sender refused at the close was accepted again by the
+/// incarnation started to drain it, and a steady sender kept the stop from ending); and every
+/// send accepted is handled but the ones the child panics on.
+#[test]
+fn a_stop_keeps_the_mailbox_closed_while_a_restart_drains_it() {
+    use std::sync::atomic::AtomicBool;
+    for round in 0..20 {
+        let (rt, handled, addr, sup_addr, sup_h) = counting_child(1 + round % 2);
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        // Every 50th message makes the child panic, before the stop and while it drains.
+        let sender = std::thread::spawn(move || {
+            let (mut accepted, mut refused_then_accepted, mut refused) = (0u64, false, false);
+            for i in 0..2_000u32 {
+                if d.load(Ordering::SeqCst) {
+                    break;
+                }
+                let n = u32::from(i % 50 != 49);
+                match addr.send(n) {
+                    Ok(()) if refused => refused_then_accepted = true,
+                    Ok(()) => accepted += u64::from(n),
+                    Err(_) => refused = true,
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            (accepted, refused_then_accepted)
+        });
+        std::thread::sleep(Duration::from_millis(5));
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        within_watchdog("the stop", move || sup_h.join().unwrap());
+        done.store(true, Ordering::SeqCst);
+        let (accepted, refused_then_accepted) = sender.join().unwrap();
+        assert!(
+            !refused_then_accepted,
+            "round {round}: a refused sender was accepted again"
+        );
+        assert_eq!(handled.load(Ordering::SeqCst), accepted, "round {round}");
+        drop(rt);
+    }
+}
+
+/// An incarnation that ends normally on a stop, leaving messages it did not read, is not
+/// started again to read them (its leftovers are dropped, as an actor's that ends without
+/// reading its mailbox), and the stop ends normally: restarting it ran into the intensity and
+/// failed a graceful stop.
+#[test]
+fn a_child_that_ends_normally_on_a_stop_is_not_started_again() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let s = starts.clone();
+    let (child, addr) = Child::process("quitter", move |mb: Mailbox<u32>| {
+        s.fetch_add(1, Ordering::SeqCst);
+        // Reads nothing; ends once its mailbox is closed.
+        while !mb.is_closed() {
+            threadlet::sleep(Duration::from_millis(1));
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child);
+    let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+    for n in 1..=50 {
+        addr.send(n).unwrap();
+    }
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    let r = within_watchdog("the stop", move || sup_h.join());
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+}
+
 /// A child that panics on every message it drains for a stop is started again for the rest
 /// only as far as the intensity allows: past it the supervisor fails (its queue dropped), and
 /// its other children are stopped all the same. (The stop ended normally before, dropping the
