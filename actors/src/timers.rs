@@ -9,13 +9,21 @@
 //! not lose it. (A mailbox with no live actor attached, such as a supervised child's between
 //! incarnations, has no runtime to name yet: its delayed messages wait on the process-wide
 //! timer thread, which outlives every runtime, not on the caller's runtime, whose shutdown
-//! would drop them.) The handle shares one small state with the timer closure:
+//! would drop them.) The handle shares one small state with the timer closure, which holds
+//! nothing else, so that a cancel lets go of the address (a counted one: while a timer is
+//! pending, its actor does not end for want of addresses, as with a sender about to send):
 //!
-//! * `send_after`: the message itself, in a slot. Whoever takes it out first wins: the timer
-//!   (which sends it) or `cancel` (which drops it at once and reports `true`).
-//! * `send_interval`: a flag. Each tick checks it, sends a new message, and arms the next tick;
-//!   `cancel` raises it, and the next tick does nothing more. The ticks also stop when a send
+//! * `send_after`: the message itself and its address, in a slot. Whoever takes them out first
+//!   wins: the timer (which sends the message) or `cancel` (which drops both at once and
+//!   reports `true`).
+//! * `send_interval`: a flag, and the address. Each tick checks the flag, takes the address out
+//!   while it sends a new message, puts it back and arms the next tick; `cancel` raises the
+//!   flag and drops the address (or leaves it to the tick that has it out, which drops it on
+//!   seeing the flag), and the next tick does nothing more. The ticks also stop when a send
 //!   fails (the actor has ended or closed its mailbox) or when the runtime shuts down.
+//!
+//! The heap entry of a cancelled timer stays until its deadline (the runtime's heap cancels
+//! lazily, and `call_at_for` gives no handle), holding only the emptied state.
 //!
 //! Timer callbacks run on the thread that fires the timers (the runtime's monitor), which must
 //! never wait: a full bounded mailbox would stall every timer of the runtime. So they send with
@@ -47,25 +55,38 @@ trait Cancel: Send + Sync {
     fn cancel(&self) -> bool;
 }
 
-/// A message waiting for its deadline (`send_after`).
-struct Delayed<M>(Mutex<Option<M>>);
+/// A message waiting for its deadline (`send_after`), with the address it goes to: the timer's
+/// closure holds only this, so that a cancel lets go of the address too (held until the
+/// deadline, it kept an actor whose last other address was gone from ending).
+struct Delayed<M>(Mutex<Option<(Addr<M>, M)>>);
 
 impl<M: Send> Cancel for Delayed<M> {
     fn cancel(&self) -> bool {
-        let msg = self.0.lock().take();
-        let pending = msg.is_some();
-        drop(msg); // after unlocking: a destructor may use the timer again
+        let taken = self.0.lock().take();
+        let pending = taken.is_some();
+        // After unlocking: a destructor may use the timer again, and the address may be the
+        // mailbox's last.
+        drop(taken);
         pending
     }
 }
 
-/// A running interval (`send_interval`).
-struct Interval(AtomicBool);
+/// A running interval (`send_interval`): its flag, and the address its ticks send to, which a
+/// cancel lets go of (as `Delayed`'s).
+struct Interval<M> {
+    stopped: AtomicBool,
+    /// Taken by a tick while it sends, put back for the next unless the flag went up meanwhile.
+    addr: Mutex<Option<Addr<M>>>,
+}
 
-impl Cancel for Interval {
+impl<M: Send> Cancel for Interval<M> {
     fn cancel(&self) -> bool {
-        // Relaxed: the flag is the whole state; a tick that reads it late sends once more.
-        !self.0.swap(true, Ordering::Relaxed)
+        // Relaxed: a tick reads the flag under `addr`'s lock, after this store's lock below or
+        // before it (then this takes the address); a tick that reads it late sends once more.
+        let was_stopped = self.stopped.swap(true, Ordering::Relaxed);
+        let addr = self.addr.lock().take();
+        drop(addr); // after unlocking: it may be the mailbox's last address
+        !was_stopped
     }
 }
 
@@ -94,13 +115,13 @@ pub(crate) fn send_after<M: Send + 'static>(
     delay: Duration,
     msg: M,
 ) -> TimerHandle {
-    let delayed = Arc::new(Delayed(Mutex::new(Some(msg))));
+    let delayed = Arc::new(Delayed(Mutex::new(Some((addr.clone(), msg)))));
     // A delay too long to represent as an `Instant` never comes: drop the message now.
     let Some(deadline) = Instant::now().checked_add(delay) else {
         delayed.cancel();
         return TimerHandle(delayed);
     };
-    deliver(addr.clone(), delayed.clone(), deadline);
+    deliver(addr.attached_actor(), delayed.clone(), deadline);
     TimerHandle(delayed)
 }
 
@@ -114,30 +135,39 @@ fn call_at_receiver(
     threadlet_runtime::__private::call_at_for(receiver.as_deref(), deadline, f);
 }
 
-/// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full).
+/// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full), on
+/// the timers of `receiver`'s runtime.
 ///
 /// The slot stays locked across the try, so that a `cancel` meanwhile waits for its outcome: a
 /// message sent is gone from the slot (`cancel` reports `false`), and one refused for a full
 /// mailbox is back in it (`cancel` takes it and reports `true`), never the other way round.
-fn deliver<M: Send + 'static>(addr: Addr<M>, slot: Arc<Delayed<M>>, deadline: Instant) {
-    let receiver = addr.attached_actor();
+fn deliver<M: Send + 'static>(
+    receiver: Option<Arc<ActorCell>>,
+    slot: Arc<Delayed<M>>,
+    deadline: Instant,
+) {
     call_at_receiver(receiver, deadline, move || {
         let mut held = slot.0.lock();
-        let Some(msg) = held.take() else {
+        let Some((addr, msg)) = held.take() else {
             return; // cancelled
         };
         match addr.try_send_now(msg, true) {
-            Ok(()) => {}
+            // The address after unlocking: it may be the mailbox's last.
+            Ok(()) => {
+                drop(held);
+                drop(addr);
+            }
             // The actor has ended: there is nobody to hand the message back to. Dropped after
             // unlocking: its destructor may use the timer again.
             Err(TrySendError::Disconnected(msg)) => {
                 drop(held);
-                drop(msg);
+                drop((addr, msg));
             }
             Err(TrySendError::Full(msg)) => {
-                *held = Some(msg);
+                let receiver = addr.attached_actor();
+                *held = Some((addr, msg));
                 drop(held);
-                deliver(addr, slot, Instant::now() + FULL_RETRY);
+                deliver(receiver, slot, Instant::now() + FULL_RETRY);
             }
         }
     });
@@ -153,17 +183,28 @@ where
         !period.is_zero(),
         "send_interval: the period must not be zero"
     );
-    let interval = Arc::new(Interval(AtomicBool::new(false)));
-    if let Some(first) = Instant::now().checked_add(period) {
-        tick(addr.clone(), interval.clone(), first, period, make_msg);
+    let armed = Instant::now().checked_add(period);
+    let interval = Arc::new(Interval {
+        stopped: AtomicBool::new(false),
+        addr: Mutex::new(armed.map(|_| addr.clone())),
+    });
+    if let Some(first) = armed {
+        tick(
+            addr.attached_actor(),
+            interval.clone(),
+            first,
+            period,
+            make_msg,
+        );
     }
     TimerHandle(interval)
 }
 
-/// Arms the tick due at `deadline`; each tick arms the next.
+/// Arms the tick due at `deadline`, on the timers of `receiver`'s runtime; each tick arms the
+/// next.
 fn tick<M, F>(
-    addr: Addr<M>,
-    interval: Arc<Interval>,
+    receiver: Option<Arc<ActorCell>>,
+    interval: Arc<Interval<M>>,
     deadline: Instant,
     period: Duration,
     mut make_msg: F,
@@ -171,19 +212,35 @@ fn tick<M, F>(
     M: Send + 'static,
     F: FnMut() -> M + Send + 'static,
 {
-    let receiver = addr.attached_actor();
     call_at_receiver(receiver, deadline, move || {
         // Relaxed: see `Interval::cancel`.
-        if interval.0.load(Ordering::Relaxed) {
+        if interval.stopped.load(Ordering::Relaxed) {
             return; // cancelled
         }
+        // Out of the lock while the message is made and sent (`make_msg` is user code, which
+        // may cancel this very interval).
+        let Some(addr) = interval.addr.lock().take() else {
+            return; // cancelled
+        };
         if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg(), true) {
             return; // the actor is gone
         }
         // (A full bounded mailbox skips this tick.)
         // Fixed rate: the next tick is one period after this one was due, not after it ran.
-        if let Some(next) = deadline.checked_add(period) {
-            tick(addr, interval, next, period, make_msg);
+        let Some(next) = deadline.checked_add(period) else {
+            return;
+        };
+        let receiver = addr.attached_actor();
+        {
+            let mut slot = interval.addr.lock();
+            // Cancelled while the address was out: it goes now, with no next tick.
+            if interval.stopped.load(Ordering::Relaxed) {
+                drop(slot);
+                drop(addr);
+                return;
+            }
+            *slot = Some(addr);
         }
+        tick(receiver, interval, next, period, make_msg);
     });
 }

@@ -429,3 +429,76 @@ fn a_send_after_from_a_thread_locals_destructor_is_delivered() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// A cancelled delayed message or interval lets go of its address: an actor whose other
+/// addresses are gone ends once its mailbox is empty, as if the timer had never been armed
+/// (the timer kept a counted address until its deadline, an hour here, so `join` hung).
+#[test]
+fn a_cancelled_timer_does_not_keep_its_actor_alive() {
+    struct Counter(u32);
+    impl threadlet::Actor for Counter {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, _: &mut threadlet::Context<Self>) {
+            self.0 += n;
+        }
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let hour = Duration::from_secs(3600);
+
+    let (addr, h) = rt.start(Counter(0));
+    addr.send(1).unwrap();
+    let timer = addr.send_after(hour, 100);
+    assert!(timer.cancel());
+    drop(addr);
+    assert_eq!(
+        within_watchdog("handler, send_after", move || h.join().unwrap().0),
+        1
+    );
+
+    let (addr, h) = rt.start(Counter(0));
+    addr.send(1).unwrap();
+    let timer = addr.send_interval(hour, || 100);
+    assert!(timer.cancel());
+    drop(addr);
+    assert_eq!(
+        within_watchdog("handler, send_interval", move || h.join().unwrap().0),
+        1
+    );
+
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().sum::<u32>());
+    addr.send(1).unwrap();
+    let (after, every) = (addr.send_after(hour, 100), addr.send_interval(hour, || 100));
+    assert!(after.cancel() && every.cancel());
+    drop(addr);
+    assert_eq!(
+        within_watchdog("process, both", move || h.join().unwrap()),
+        1
+    );
+}
+
+/// An interval cancelled by its own message maker (user code that runs in the tick) stops and
+/// lets go of its address, without deadlocking on its own state.
+#[test]
+fn an_interval_cancelled_from_its_own_tick_stops() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().count());
+    let me: Arc<std::sync::OnceLock<threadlet::TimerHandle>> = Arc::default();
+    let m = me.clone();
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = ticks.clone();
+    let timer = addr.send_interval(Duration::from_millis(1), move || {
+        if t.fetch_add(1, Ordering::SeqCst) == 2 {
+            assert!(m.get().expect("set before the third tick").cancel());
+        }
+        7
+    });
+    me.set(timer).unwrap();
+    drop(addr);
+    // Three ticks sent (the third made while cancelling); then the interval's address goes,
+    // and with it the mailbox's last one.
+    assert_eq!(
+        within_watchdog("the interval's end", move || h.join().unwrap()),
+        3
+    );
+    assert_eq!(ticks.load(Ordering::SeqCst), 3);
+}
