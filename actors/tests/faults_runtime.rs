@@ -845,3 +845,86 @@ fn a_destructor_may_drain_a_join_set_while_its_actor_is_killed() {
         &[(DRAIN_CHILD, "1")],
     );
 }
+
+// F14: an actor whose destructor reached a safe point or blocked while its own panic unwound
+// it suspended there, mid-unwind. Std keeps the panic count per thread, so the worker's other
+// actors then ran with `std::thread::panicking()` true (a lock they dropped was poisoned), and
+// a kill or shutdown that reached the suspended actor forced a new unwind out of a destructor
+// already running for the panic: the process aborted. An actor no longer suspends while it
+// unwinds a panic: safe points do not yield, and parks fail as in shutdown's unwind.
+
+/// A guard that, dropped during its actor's panic, spins past the time slice and then passes
+/// a safe point (a send on an unbounded channel), then blocks on a receive.
+struct SlowGuard {
+    tx: Sender<()>,
+    rx: channel::Receiver<()>,
+}
+
+impl Drop for SlowGuard {
+    fn drop(&mut self) {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        let _ = self.tx.send(());
+        // Nothing is ever sent: this fails at once (it used to park mid-unwind).
+        assert!(self.rx.recv().is_err());
+    }
+}
+
+const F14_CHILD: &str = "THREADLET_TEST_F14_CHILD";
+
+#[test]
+fn f14_a_kill_or_shutdown_during_a_panics_unwind_does_not_abort() {
+    if std::env::var_os(F14_CHILD).is_none() {
+        return passes_in_child(
+            "f14_a_kill_or_shutdown_during_a_panics_unwind_does_not_abort",
+            &[(F14_CHILD, "1")],
+        );
+    }
+    for shutdown in [false, true] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .time_slice(Duration::from_millis(5))
+            .build()
+            .unwrap();
+        let (tx, _keep_rx) = channel::unbounded::<()>();
+        let (_keep_tx, rx) = channel::unbounded::<()>();
+        let a = rt.spawn(move || {
+            let _guard = SlowGuard { tx, rx };
+            panic!("A fails");
+        });
+        let abort = a.abort_handle();
+        // Runs once A has yielded (or has ended): on one worker, A runs first.
+        rt.spawn(move || abort.abort()).join().unwrap();
+        if shutdown {
+            within_watchdog("drop(rt)", move || drop(rt));
+        }
+        let err = within_watchdog("join", move || a.join()).unwrap_err();
+        assert!(err.is_panic(), "{err}");
+    }
+}
+
+#[test]
+fn f14_other_actors_never_see_a_panic_that_is_not_theirs() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (_keep_tx, rx) = channel::unbounded::<()>();
+    let (tx, _keep_rx) = channel::unbounded::<()>();
+    let a = rt.spawn(move || {
+        let _guard = SlowGuard { tx, rx };
+        panic!("A fails");
+    });
+    let poisoned = Arc::new(Mutex::new(()));
+    let p = poisoned.clone();
+    let b = rt.spawn(move || {
+        let _held = p.lock().unwrap();
+        std::thread::panicking()
+    });
+    assert!(!within_watchdog("B", move || b.join().unwrap()));
+    assert!(!poisoned.is_poisoned());
+    assert!(
+        within_watchdog("A", move || a.join())
+            .unwrap_err()
+            .is_panic()
+    );
+}

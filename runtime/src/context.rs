@@ -305,9 +305,9 @@ fn park_recording(wait: u64) -> Result<(), Cancelled> {
         #[inline(always)]
         |caller| match caller {
             Caller::Actor(ctx, actor) => {
-                if ctx.cancelling.get() || ctx.exit_hooks.get() > 0 {
-                    // Shutdown unwinding the actor, or an exit hook (which must not block; see
-                    // `WorkerContext::exit_hooks`).
+                if !may_suspend(ctx) {
+                    // Shutdown or a kill unwinding the actor, an exit hook (which must not
+                    // block; see `WorkerContext::exit_hooks`), or a panic's unwind.
                     return Err(Cancelled);
                 }
                 if actor.is_killed() {
@@ -380,23 +380,34 @@ fn with_caller<R>(f: impl FnOnce(Caller<'_>) -> R) -> R {
 /// ```
 pub fn yield_now() {
     with_current(|cur| match cur {
-        Some((ctx, actor)) if !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 => {
-            suspend(ctx, actor, Suspend::Yield)
-        }
+        Some((ctx, actor)) if may_suspend(ctx) => suspend(ctx, actor, Suspend::Yield),
         Some(_) => {}
         None => std::thread::yield_now(),
     })
 }
 
+/// Whether the running actor may suspend now (park, yield, be preempted). Not while its
+/// worker unwinds it (shutdown, a kill: `cancelling`), nor while it tells its watchers of its
+/// end (`exit_hooks`), nor while a panic of its own unwinds it: a coroutine that suspended
+/// there would leave the thread's panic count raised for the other actors of this worker (std
+/// keeps it per thread, and `std::thread::panicking` would be true in them: a lock they drop
+/// poisoned, a kill's unwind taken for a panic), and a kill or shutdown would then force an
+/// unwind out of a destructor already running for the panic, which aborts the process
+/// (`docs/safety.md`, "Why parks fail during shutdown"). Parks fail then, as in shutdown's
+/// unwind.
+#[inline]
+fn may_suspend(ctx: &WorkerContext) -> bool {
+    !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 && !std::thread::panicking()
+}
+
 /// A preemption is due at a safe point (`safepoint.rs`): yield, unless this is not an actor
-/// or shutdown is unwinding it.
+/// or it may not suspend now (`may_suspend`: then the preemption waits for a later safe point).
 #[cold]
 #[inline(never)]
 pub(crate) fn preempt_current() {
     with_current(|cur| {
         if let Some((ctx, actor)) = cur
-            && !ctx.cancelling.get()
-            && ctx.exit_hooks.get() == 0
+            && may_suspend(ctx)
         {
             ctx.shared.remotes[ctx.index].safe_point.clear_preempt();
             suspend(ctx, actor, Suspend::Preempted);
