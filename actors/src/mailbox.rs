@@ -99,6 +99,7 @@
 //! The queue keeps a lone message inline, and allocates a buffer only once it holds two
 //! (`queue.rs`): most mailboxes hold at most one at a time, and never allocate for it.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
@@ -544,6 +545,9 @@ trait ExitSignal: Send + Sync {
     /// `linked`: the incarnation of this mailbox's actor that made the link, if one was
     /// attached then.
     fn exit_signal(&self, down: &Down, linked: Option<ActorId>);
+    /// The linked actor `peer` (its mailbox's key and incarnation) has ended: the record of
+    /// the link goes (`Rare::links`).
+    fn forget_link(&self, peer: (usize, Option<ActorId>));
 }
 
 impl<M: Send> ExitSignal for Shared<M> {
@@ -571,6 +575,12 @@ impl<M: Send> ExitSignal for Shared<M> {
             None => {
                 self.kill_if(linked);
             }
+        }
+    }
+
+    fn forget_link(&self, peer: (usize, Option<ActorId>)) {
+        if let Some(r) = &mut self.state.lock().rare {
+            r.links.retain(|&l| l != peer);
         }
     }
 }
@@ -2183,6 +2193,17 @@ impl<M> Addr<M> {
             .map_or(0, |r| r.hooks.len())
     }
 
+    /// How many links the actor's mailbox records (for tests of their release).
+    #[cfg(test)]
+    pub(crate) fn links(&self) -> usize {
+        self.shared
+            .state
+            .lock()
+            .rare
+            .as_ref()
+            .map_or(0, |r| r.links.len())
+    }
+
     /// An address that does not count as one (the actor still ends when every counted
     /// address is gone), for the name registry.
     pub(crate) fn uncounted(&self) -> UncountedAddr<M> {
@@ -2266,22 +2287,47 @@ impl<M> Addr<M> {
         // Each side's end signals the other, unless the other has ended (a hook that would only
         // wait, useless, for as long as the side that is still alive lives). A hook hears the
         // end of the incarnation linked only: one that a lend (a supervised child's restart)
-        // put there in between is another's.
+        // put there in between is another's. Either end, normal too, also takes the record of
+        // the link out of the other side's list.
+        //
+        // Each hook holds the other side's mailbox, and is wanted only until the other side
+        // ends: it names as its listener a token that the other side's hook holds, which goes
+        // when that hook has run (or was dropped), so that the hook may then be pruned
+        // (`exit_hooks.rs`). Without it, an actor that lives on and links to actor after actor
+        // that ends kept every one's hook, and with it its mailbox, until its own end.
+        let (token_mine, token_theirs): (Arc<dyn Any + Send + Sync>, Arc<dyn Any + Send + Sync>) =
+            (Arc::new(()), Arc::new(()));
+        let (wants_mine, wants_theirs) =
+            (Arc::downgrade(&token_mine), Arc::downgrade(&token_theirs));
         if !mine_ended {
             let me: Arc<dyn ExitSignal> = self.shared.arc();
-            other.on_exit(Box::new(move |down| {
-                if !down.reason.is_normal() && their_actor.is_none_or(|id| id == down.id) {
-                    me.exit_signal(down, my_actor);
-                }
-            }));
+            other.on_exit_for(
+                Some(wants_mine),
+                Box::new(move |down| {
+                    let _token = token_theirs;
+                    if their_actor.is_none_or(|id| id == down.id) {
+                        me.forget_link((their_key, their_actor));
+                        if !down.reason.is_normal() {
+                            me.exit_signal(down, my_actor);
+                        }
+                    }
+                }),
+            );
         }
         if !theirs_ended {
             let them: Arc<dyn ExitSignal> = other.shared.arc();
-            self.on_exit(Box::new(move |down| {
-                if !down.reason.is_normal() && my_actor.is_none_or(|id| id == down.id) {
-                    them.exit_signal(down, their_actor);
-                }
-            }));
+            self.on_exit_for(
+                Some(wants_theirs),
+                Box::new(move |down| {
+                    let _token = token_mine;
+                    if my_actor.is_none_or(|id| id == down.id) {
+                        them.forget_link((my_key, my_actor));
+                        if !down.reason.is_normal() {
+                            them.exit_signal(down, their_actor);
+                        }
+                    }
+                }),
+            );
         }
     }
 
@@ -2413,4 +2459,39 @@ fn a_pruned_hook_is_dropped_outside_the_mailbox_lock() {
     assert!(dropped.load(Ordering::Relaxed) > 0);
     addr.send(()).unwrap();
     assert_eq!(h.join().unwrap(), Some(()));
+}
+
+/// An actor that lives on and links to actor after actor that ends (normally, or not, with
+/// exits trapped) keeps neither their links' records nor their hooks, and with them their
+/// mailboxes: each link's hook on it is pruned once the peer has ended. They piled up, about
+/// 500 bytes a link, until its own end.
+#[cfg(test)]
+#[test]
+fn links_to_actors_that_ended_do_not_pile_up() {
+    use crate::RuntimeExt;
+    let rt = crate::Runtime::builder().workers(1).build().unwrap();
+    let (server, h) = rt.spawn_actor(|mb: Mailbox<u8>| {
+        let downs = mb.trap_exits();
+        let got = mb.recv();
+        (got, std::iter::from_fn(|| downs.try_recv().ok()).count())
+    });
+    for i in 0..2_000u32 {
+        let (peer, hp) = rt.spawn_actor(|mb: Mailbox<u8>| {
+            if mb.recv() == Some(1) {
+                panic!("an abnormal end, trapped by the server");
+            }
+        });
+        server.link(&peer);
+        peer.send(u8::from(i % 2 == 1)).unwrap();
+        let _ = hp.join();
+        assert!(server.links() <= 1, "{} links recorded", server.links());
+        assert!(
+            server.exit_hooks() <= 16,
+            "{} hooks kept",
+            server.exit_hooks()
+        );
+    }
+    // The links still worked: the server heard the 1,000 abnormal ends.
+    server.send(0).unwrap();
+    assert_eq!(h.join().unwrap(), (Some(0), 1_000));
 }
