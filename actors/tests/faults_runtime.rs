@@ -928,3 +928,30 @@ fn f14_other_actors_never_see_a_panic_that_is_not_theirs() {
             .is_panic()
     );
 }
+
+/// A `blocking` call from a destructor during the actor's panic runs there, on the actor's own
+/// thread, as it does during shutdown's unwind: handed to the pool, its wait could not park
+/// (the actor may not suspend then) and spun the worker until the pool thread was done.
+#[test]
+fn f14_blocking_during_a_panics_unwind_runs_in_place() {
+    struct BlockingGuard(mpsc::Sender<bool>);
+    impl Drop for BlockingGuard {
+        fn drop(&mut self) {
+            let here = thread::current().id();
+            let ran_here = threadlet::blocking(move || thread::current().id() == here);
+            let _ = self.0.send(ran_here);
+        }
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let a = rt.spawn(move || {
+        let _guard = BlockingGuard(tx);
+        panic!("A fails");
+    });
+    assert!(
+        within_watchdog("A", move || a.join())
+            .unwrap_err()
+            .is_panic()
+    );
+    assert_eq!(rx.recv_timeout(WATCHDOG), Ok(true));
+}

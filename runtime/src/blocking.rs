@@ -204,15 +204,9 @@ where
     R: Send + 'static,
 {
     let pool = match context::current_blocking_pool() {
-        // An actor that is being unwound, or runs exit hooks, may not suspend: it runs `f`
-        // itself.
-        Some(pool)
-            if context::current().is_some()
-                && !context::is_cancelling()
-                && !context::in_exit_hooks() =>
-        {
-            pool
-        }
+        // An actor that is being unwound (a kill, shutdown, or its own panic), or runs exit
+        // hooks, may not suspend: it runs `f` itself.
+        Some(pool) if context::actor_may_suspend() => pool,
         _ => return f(),
     };
     let call = Arc::new(Call {
@@ -247,9 +241,8 @@ where
             None => {}
         }
         if context::park_on(crate::Wait::Blocking).is_err() {
-            // Only while this actor is being cancelled or runs exit hooks (both checked above,
-            // so not reached in practice): it may not suspend; wait for the pool thread on
-            // this OS thread.
+            // Only while this actor may not suspend (checked above, so not reached in
+            // practice): wait for the pool thread on this OS thread.
             thread::yield_now();
         }
     }

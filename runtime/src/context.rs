@@ -400,6 +400,12 @@ fn may_suspend(ctx: &WorkerContext) -> bool {
     !ctx.cancelling.get() && ctx.exit_hooks.get() == 0 && !std::thread::panicking()
 }
 
+/// Whether the caller is an actor that may suspend now (`may_suspend`): `false` on a plain
+/// thread or a worker's own stack too.
+pub(crate) fn actor_may_suspend() -> bool {
+    with_current(|cur| cur.is_some_and(|(ctx, _)| may_suspend(ctx)))
+}
+
 /// A preemption is due at a safe point (`safepoint.rs`): yield, unless this is not an actor
 /// or it may not suspend now (`may_suspend`: then the preemption waits for a later safe point).
 #[cold]
@@ -825,11 +831,6 @@ pub(crate) fn current_runtime_for(api: &str) -> io::Result<Arc<Shared>> {
 /// Whether the current actor is being unwound by shutdown or by a kill.
 pub(crate) fn is_cancelling() -> bool {
     with_worker(|ctx| ctx.is_some_and(|c| c.cancelling.get()))
-}
-
-/// Whether this worker runs an actor's exit hooks now (see `WorkerContext::exit_hooks`).
-pub(crate) fn in_exit_hooks() -> bool {
-    with_worker(|ctx| ctx.is_some_and(|c| c.exit_hooks.get() > 0))
 }
 
 /// Whether this worker is killing an actor now.

@@ -841,8 +841,9 @@ impl<R> JoinHandle<R> {
             })
             .is_err()
             {
-                // The joiner itself is being cancelled (shutdown): reported as `Cancelled`, the
-                // actor's result left unjoined.
+                // The joiner may not suspend (shutdown or a kill unwinds it, or its own panic
+                // does: `context::may_suspend`): reported as `Cancelled`, the actor's result
+                // left unjoined.
                 return Err(self.error(JoinErrorKind::Cancelled));
             }
         }
