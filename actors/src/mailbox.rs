@@ -2469,6 +2469,8 @@ fn a_pruned_hook_is_dropped_outside_the_mailbox_lock() {
 #[test]
 fn links_to_actors_that_ended_do_not_pile_up() {
     use crate::RuntimeExt;
+    // One worker: each peer's hooks (and the server's trapped `Down`) have run before the next
+    // peer runs, so at most the last peer's record and hook are left at each check.
     let rt = crate::Runtime::builder().workers(1).build().unwrap();
     let (server, h) = rt.spawn_actor(|mb: Mailbox<u8>| {
         let downs = mb.trap_exits();
