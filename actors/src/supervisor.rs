@@ -44,9 +44,10 @@
 //!    as its policy and the intensity allow, and for as long as each run takes a message; the
 //!    strategy does not apply, as the others are being stopped. One that ends normally leaves
 //!    what it did not read to be dropped, as any actor that ends without reading its mailbox.
-//!    Then the supervisor ends; if a restart its policy asked for could not be made (past the
-//!    intensity, or a failed start), the rest of that queue is dropped, the other children
-//!    are stopped all the same, and it ends abnormally, as in step 3.
+//!    Then the supervisor ends; if a restart its policy asked for was not made (past the
+//!    intensity, a failed start, or a run that took no message), the rest of that queue is
+//!    dropped, the other children are stopped all the same, and it ends abnormally, as in
+//!    step 3.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
@@ -526,9 +527,9 @@ impl Supervisor {
     /// after the first such restart must have taken a message for another to follow, so the
     /// restarts end with the queue. An incarnation that ends normally leaves what it did not
     /// read to be dropped, as an actor that ends without reading its mailbox does. Returns why
-    /// a queue was left undrained, if a restart the policy asked for could not be made (past
-    /// the intensity, or a start that failed): the other children are stopped all the same,
-    /// and the caller gives up. Without `drain` (giving up already), no child is started
+    /// a queue was left undrained, if a restart the policy asked for was not made (past the
+    /// intensity, a start that failed, or a run that took no message): the other children are
+    /// stopped all the same, and the caller gives up. Without `drain` (giving up already), no child is started
     /// again. Each incarnation has the child's shutdown timeout to end before it is killed,
     /// and what it left queued is dropped.
     fn stop_all(
@@ -554,11 +555,17 @@ impl Supervisor {
                 };
                 let left = child.mailbox.queued();
                 let Some(d) = &mut drain else { break };
-                if left == 0
-                    || ended.reason.is_normal()
-                    || !child.restart.wants(&ended.reason)
-                    || left_at_restart.is_some_and(|before| left >= before)
-                {
+                if left == 0 || ended.reason.is_normal() || !child.restart.wants(&ended.reason) {
+                    break;
+                }
+                if left_at_restart.is_some_and(|before| left >= before) {
+                    undrained.get_or_insert_with(|| {
+                        format!(
+                            "supervisor: {:?} ended ({:?}) in its stop without taking a message; \
+                             its queue was left undrained",
+                            ended.name, ended.reason
+                        )
+                    });
                     break;
                 }
                 left_at_restart = Some(left);

@@ -320,6 +320,46 @@ fn a_stop_that_goes_past_the_intensity_while_draining_fails() {
     assert_eq!(sibling_addr.send(1).map_err(|e| e.into_inner()), Err(1));
 }
 
+/// A child restarted to drain its queue for a stop that ends again without taking a message
+/// (here, it fails as it starts) is not restarted for ever: the stop gives up on its queue, and
+/// the supervisor fails, rather than drop the queue unseen.
+#[test]
+fn a_stop_gives_up_on_a_child_that_drains_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (open, started) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (o, st) = (open.clone(), started.clone());
+    let (child, addr) = Child::process("starter", move |mb: Mailbox<u32>| {
+        if st.swap(true, Ordering::SeqCst) {
+            panic!("fails as it starts, every time after the first");
+        }
+        while !o.load(Ordering::SeqCst) {
+            threadlet::sleep(Duration::from_millis(1));
+        }
+        if mb.recv().is_some() {
+            panic!("fails on its first message");
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(100, Duration::from_secs(60));
+    sup.add(child);
+    let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+    for n in 1..=3 {
+        addr.send(n).unwrap();
+    }
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("the stop closing the mailbox", move || {
+        while !addr.is_closed() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    open.store(true, Ordering::SeqCst);
+    let r = within_watchdog("the stop", move || sup_h.join());
+    assert!(r.as_ref().is_err_and(JoinError::is_panic), "{r:?}");
+}
+
 #[test]
 fn past_its_intensity_a_supervisor_gives_up_and_fails() {
     let rt = Runtime::builder().workers(2).build().unwrap();
