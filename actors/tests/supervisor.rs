@@ -282,6 +282,25 @@ fn a_child_that_ends_normally_on_a_stop_is_not_started_again() {
     assert_eq!(starts.load(Ordering::SeqCst), 1);
 }
 
+/// Sends the supervisor `Stop`, waits until the stop has closed the child's mailbox (`addr`),
+/// then opens the child's gate (`open`: its first incarnation waits on it, so that it drains
+/// for the stop, not before) and joins the supervisor.
+fn stop_then_open(
+    sup_addr: &threadlet::Addr<SupervisorMsg>,
+    sup_h: threadlet::JoinHandle<()>,
+    addr: threadlet::Addr<u32>,
+    open: &std::sync::atomic::AtomicBool,
+) -> Result<(), JoinError> {
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("the stop closing the mailbox", move || {
+        while !addr.is_closed() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    open.store(true, Ordering::SeqCst);
+    within_watchdog("the stop", move || sup_h.join())
+}
+
 /// A child that panics on every message it drains for a stop is started again for the rest
 /// only as far as the intensity allows: past it the supervisor fails (its queue dropped), and
 /// its other children are stopped all the same. (The stop ended normally before, dropping the
@@ -308,14 +327,7 @@ fn a_stop_that_goes_past_the_intensity_while_draining_fails() {
     for n in 1..=5 {
         addr.send(n).unwrap();
     }
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("the stop closing the mailbox", move || {
-        while !addr.is_closed() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    open.store(true, Ordering::SeqCst);
-    let r = within_watchdog("the stop", move || sup_h.join());
+    let r = stop_then_open(&sup_addr, sup_h, addr, &open);
     assert!(r.as_ref().is_err_and(JoinError::is_panic), "{r:?}");
     assert_eq!(sibling_addr.send(1).map_err(|e| e.into_inner()), Err(1));
 }
@@ -349,14 +361,7 @@ fn a_stop_gives_up_on_a_child_that_drains_nothing() {
     for n in 1..=3 {
         addr.send(n).unwrap();
     }
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("the stop closing the mailbox", move || {
-        while !addr.is_closed() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    open.store(true, Ordering::SeqCst);
-    let r = within_watchdog("the stop", move || sup_h.join());
+    let r = stop_then_open(&sup_addr, sup_h, addr, &open);
     assert!(r.as_ref().is_err_and(JoinError::is_panic), "{r:?}");
 }
 
