@@ -827,7 +827,7 @@ impl Drop for ActorCell {
                 "actor {} dropped while in the table of live actors",
                 self.id
             );
-            self.shared.live.remove(self);
+            self.shared.live.forget_dropped(self);
         }
         if let Body::Running(c) = self.body.get_mut()
             && c.started()

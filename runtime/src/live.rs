@@ -177,28 +177,35 @@ impl LiveTable {
         let mut held = None;
         let gone = {
             let mut shard = self.shard(actor.id).lock();
-            // Found by address: the caller's cell is the entry's.
-            let gone = match shard
-                .entries
-                .find_entry(hash_of(actor.id), |e| std::ptr::eq(Weak::as_ptr(e), actor))
-            {
-                Ok(entry) => Some(entry.remove().0),
-                Err(_) => None,
-            };
-            shard.removed += u64::from(gone.is_some());
-            if actor.is_handler()
-                && let Some(entry) = &gone
-            {
-                shard.handler_entries -= 1;
+            let gone = take_entry(&mut shard, actor);
+            if actor.is_handler() && gone.is_some() {
                 // SAFETY: `as_ptr` of the entry's `Weak` may reach the whole allocation, and the
-                // caller's `actor` keeps the cell alive; the shard is locked.
-                held = unsafe { take_held(Weak::as_ptr(entry)) };
+                // caller's `actor` keeps the cell alive (it ends the actor, holding it); the
+                // shard is locked.
+                held = gone
+                    .as_ref()
+                    .and_then(|e| unsafe { take_held(Weak::as_ptr(e)) });
             }
             gone
         };
         // A weak reference, and an ended actor's cell (its body is gone: the caller ended it),
         // dropped with no lock held: nothing of the user's runs here.
         drop((gone, held));
+    }
+
+    /// Takes out the entry of a cell that is being dropped without having ended (`Drop for
+    /// ActorCell`), so that no entry outlives its cell. The table holds no strong count of it
+    /// (the count would have kept it), so there is none to give back.
+    pub(crate) fn forget_dropped(&self, actor: &ActorCell) {
+        let gone = {
+            let mut shard = self.shard(actor.id).lock();
+            debug_assert!(
+                !actor.is_handler() || actor.held_by_live_table().load(Ordering::Relaxed) != HELD,
+                "the table held a count of a cell that is being dropped"
+            );
+            take_entry(&mut shard, actor)
+        };
+        drop(gone);
     }
 
     /// Whether `actor`'s entry is in the table (for a debug check in `Drop for ActorCell`).
@@ -320,6 +327,24 @@ fn look_at_packet<T>(actor: &ActorCell, f: impl FnOnce(&dyn ExitSource) -> T) ->
     Some(seen)
 }
 
+/// Takes `actor`'s entry out of its (locked) shard, found by address, counting it out.
+fn take_entry(shard: &mut ShardState, actor: &ActorCell) -> Option<Weak<ActorCell>> {
+    let gone = match shard
+        .entries
+        .find_entry(hash_of(actor.id), |e| std::ptr::eq(Weak::as_ptr(e), actor))
+    {
+        Ok(entry) => Some(entry.remove().0),
+        Err(_) => None,
+    };
+    if gone.is_some() {
+        shard.removed += 1;
+        if actor.is_handler() {
+            shard.handler_entries -= 1;
+        }
+    }
+    gone
+}
+
 /// Where an id's entry lies in its shard's table.
 fn hash_of(id: ActorId) -> u64 {
     let mut h = IdHasher::default();
@@ -334,9 +359,12 @@ fn id_of(entry: &Weak<ActorCell>) -> ActorId {
     // cell's allocation, which the `Weak` keeps allocated. The cell's fields are all there:
     // an entry leaves the table in `ActorCell::end` (`remove`), whose caller holds the cell,
     // and a cell dropped without ending leaves it at the start of its `Drop`, before any of
-    // its fields is dropped; both under the shard's lock, which every caller of this holds
-    // (`insert`'s rehash and check, `get`). The field is a `Copy` value written once, when
-    // the cell was made. Only the id is read: no reference to the cell is made.
+    // its fields is dropped (`forget_dropped`); both under the shard's lock, which every
+    // caller of this holds (`insert`'s rehash and check, `get`). (That second way out is for a
+    // cell that was never in the table, in practice: a debug check in `Drop for ActorCell`
+    // finds none in the table in any test, so no read here overlaps a cell's `Drop`.) The
+    // field is a `Copy` value written once, when the cell was made. Only the id is read: no
+    // reference to the cell is made.
     unsafe { (*Weak::as_ptr(entry)).id }
 }
 
