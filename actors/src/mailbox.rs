@@ -2300,34 +2300,22 @@ impl<M> Addr<M> {
         let (wants_mine, wants_theirs) =
             (Arc::downgrade(&token_mine), Arc::downgrade(&token_theirs));
         if !mine_ended {
-            let me: Arc<dyn ExitSignal> = self.shared.arc();
-            other.on_exit_for(
-                Some(wants_mine),
-                Box::new(move |down| {
-                    let _token = token_theirs;
-                    if their_actor.is_none_or(|id| id == down.id) {
-                        me.forget_link((their_key, their_actor));
-                        if !down.reason.is_normal() {
-                            me.exit_signal(down, my_actor);
-                        }
-                    }
-                }),
+            let hook = link_hook(
+                self.shared.arc(),
+                my_actor,
+                (their_key, their_actor),
+                token_theirs,
             );
+            other.on_exit_for(Some(wants_mine), hook);
         }
         if !theirs_ended {
-            let them: Arc<dyn ExitSignal> = other.shared.arc();
-            self.on_exit_for(
-                Some(wants_theirs),
-                Box::new(move |down| {
-                    let _token = token_mine;
-                    if my_actor.is_none_or(|id| id == down.id) {
-                        them.forget_link((my_key, my_actor));
-                        if !down.reason.is_normal() {
-                            them.exit_signal(down, their_actor);
-                        }
-                    }
-                }),
+            let hook = link_hook(
+                other.shared.arc(),
+                their_actor,
+                (my_key, my_actor),
+                token_mine,
             );
+            self.on_exit_for(Some(wants_theirs), hook);
         }
     }
 
@@ -2367,6 +2355,27 @@ impl<M> Addr<M> {
     pub fn same_mailbox(&self, other: &Addr<M>) -> bool {
         self.shared.ptr_eq(&other.shared)
     }
+}
+
+/// One side of a link (`Addr::link`): the hook on the `ended` side (its mailbox's key and the
+/// incarnation linked) that tells the other side, `to` (incarnation `linked`), of that end:
+/// the record of the link goes, and an abnormal end signals. `token` is what the hook on the
+/// other side names as its listener: it goes with this hook.
+fn link_hook(
+    to: Arc<dyn ExitSignal>,
+    linked: Option<ActorId>,
+    ended: (usize, Option<ActorId>),
+    token: Arc<dyn Any + Send + Sync>,
+) -> ExitHook {
+    Box::new(move |down| {
+        let _token = token;
+        if ended.1.is_none_or(|id| id == down.id) {
+            to.forget_link(ended);
+            if !down.reason.is_normal() {
+                to.exit_signal(down, linked);
+            }
+        }
+    })
 }
 
 impl<M> Clone for Addr<M> {
