@@ -197,8 +197,19 @@ struct Rare<M> {
     trap: Option<Trap<M>>,
     /// The mailboxes (`Addr::mailbox_key`) of the actors the attached one is linked with, each
     /// with the incarnation linked (`Addr::link`): a link already there is not made twice.
-    links: Vec<(usize, Option<ActorId>)>,
+    links: Vec<(usize, Incarnation)>,
+    /// Ends recorded since this block was made, wrapping: which incarnation is the mailbox's
+    /// current one, or the next to attach (`State::incarnation`).
+    ends: u32,
 }
+
+/// An incarnation of a mailbox's actor, as a link names it (`Addr::link`): the number of ends
+/// the mailbox had recorded before it (`Rare::ends`). A supervised child's later incarnation
+/// has another number, and so does the first one of an unattached mailbox once it has ended;
+/// an actor id could not name one that has not attached yet. A link makes the block if there
+/// is none (a missing block counts 0, as a new one starts), and a block stays, so every end
+/// after a link is counted.
+type Incarnation = u32;
 
 impl<M> Rare<M> {
     fn new() -> Rare<M> {
@@ -213,6 +224,7 @@ impl<M> Rare<M> {
             down: None,
             trap: None,
             links: Vec::new(),
+            ends: 0,
         }
     }
 }
@@ -280,6 +292,19 @@ impl<M> State<M> {
             high_water: self.high_water as usize,
             received: self.received,
             held_outside: self.outside as usize,
+        }
+    }
+
+    /// The incarnation attached now, or the next one to attach if none is (see
+    /// [`Incarnation`]); asked only while no end is recorded for it.
+    fn incarnation(&self) -> Incarnation {
+        self.rare.as_ref().map_or(0, |r| r.ends)
+    }
+
+    /// An end is recorded: the next incarnation has another number (see [`Incarnation`]).
+    fn count_end(&mut self) {
+        if let Some(r) = &mut self.rare {
+            r.ends = r.ends.wrapping_add(1);
         }
     }
 
@@ -425,6 +450,7 @@ impl<M> State<M> {
                 Link::Kept
             }
         };
+        self.count_end();
     }
 }
 
@@ -441,10 +467,10 @@ impl<M> Shared<M> {
     /// `kill`, of incarnation `linked` only when one is named (a link's signal): checked under
     /// the same lock as the kill, so that a lend in between cannot turn the signal into a kill
     /// kept for the next incarnation.
-    fn kill_if(&self, linked: Option<ActorId>) -> bool {
+    fn kill_if(&self, linked: Option<Incarnation>) -> bool {
         let actor = {
             let mut st = self.state.lock();
-            if linked.is_some_and(|id| st.actor != Some(id)) {
+            if linked.is_some_and(|inc| st.incarnation() != inc) {
                 return false;
             }
             match st.link {
@@ -542,22 +568,21 @@ impl<M> Clone for Trap<M> {
 
 /// The receiving side of a link: what happens to an actor when a linked one ends abnormally.
 trait ExitSignal: Send + Sync {
-    /// `linked`: the incarnation of this mailbox's actor that made the link, if one was
-    /// attached then.
-    fn exit_signal(&self, down: &Down, linked: Option<ActorId>);
+    /// `linked`: the incarnation of this mailbox's actor that the link was made with.
+    fn exit_signal(&self, down: &Down, linked: Incarnation);
     /// The linked actor `peer` (its mailbox's key and incarnation) has ended: the record of
     /// the link goes (`Rare::links`).
-    fn forget_link(&self, peer: (usize, Option<ActorId>));
+    fn forget_link(&self, peer: (usize, Incarnation));
 }
 
 impl<M: Send> ExitSignal for Shared<M> {
     /// Erlang's rule: a trapping actor gets the `Down` as a message, on its trap channel or in
     /// its mailbox; any other is killed. A link is the linked incarnation's: a supervised
     /// child's later incarnation (another actor on the same mailbox) hears nothing of it.
-    fn exit_signal(&self, down: &Down, linked: Option<ActorId>) {
+    fn exit_signal(&self, down: &Down, linked: Incarnation) {
         let trap = {
             let st = self.state.lock();
-            if linked.is_some_and(|id| st.actor != Some(id)) {
+            if st.incarnation() != linked {
                 return;
             }
             st.rare.as_ref().and_then(|r| r.trap.clone())
@@ -573,12 +598,12 @@ impl<M: Send> ExitSignal for Shared<M> {
                 self.deliver_signal(msg, linked);
             }
             None => {
-                self.kill_if(linked);
+                self.kill_if(Some(linked));
             }
         }
     }
 
-    fn forget_link(&self, peer: (usize, Option<ActorId>)) {
+    fn forget_link(&self, peer: (usize, Incarnation)) {
         if let Some(r) = &mut self.state.lock().rare {
             r.links.retain(|&l| l != peer);
         }
@@ -586,14 +611,14 @@ impl<M: Send> ExitSignal for Shared<M> {
 }
 
 impl<M> Shared<M> {
-    /// Queues an exit signal made into a message (`Trap::Message`), for incarnation `linked`
-    /// if one is named, whatever the mailbox's capacity: a signal comes from a hook that
+    /// Queues an exit signal made into a message (`Trap::Message`), for incarnation `linked`,
+    /// whatever the mailbox's capacity: a signal comes from a hook that
     /// cannot wait for room, and is not refused for want of it (Erlang's mailboxes have no
     /// bound). A closed mailbox (the actor is ending) drops it, after unlocking.
-    fn deliver_signal(&self, msg: M, linked: Option<ActorId>) {
+    fn deliver_signal(&self, msg: M, linked: Incarnation) {
         let waiter = {
             let mut st = self.state.lock();
-            if st.closed || linked.is_some_and(|id| st.actor != Some(id)) {
+            if st.closed || st.incarnation() != linked {
                 drop(st);
                 drop(msg);
                 return;
@@ -1218,6 +1243,7 @@ impl<M> UncountedAddr<M> {
                 let rare = st.rare();
                 rare.down = Some(down.clone());
                 rare.links.clear();
+                rare.ends = rare.ends.wrapping_add(1);
                 Some((std::mem::take(&mut rare.hooks), down))
             } else {
                 None
@@ -2223,7 +2249,8 @@ impl<M> Addr<M> {
     /// [`Down`] on its trap channel. A normal end signals nothing. Linking to an actor that
     /// has already ended abnormally signals at once. Linking again while linked does nothing,
     /// as does linking to oneself. Through a supervised child's address, the link is its
-    /// current incarnation's: a later one neither signals nor hears of it. A
+    /// current incarnation's, or the next one's if none is attached (the child not started
+    /// yet, or between two incarnations): a later one neither signals nor hears of it. A
     /// process actor links itself with `mb.addr().link(&other)`, a handler actor with
     /// `ctx.addr().link(&other)`.
     ///
@@ -2250,7 +2277,20 @@ impl<M> Addr<M> {
         if my_key == their_key {
             return; // as in Erlang, linking to oneself does nothing
         }
-        let (my_actor, their_actor, mine_ended, theirs_ended) = {
+        // Each side's end signals the other, unless the other has ended (a hook that would only
+        // wait, useless, for as long as the side that is still alive lives). Either end, normal
+        // too, also takes the record of the link out of the other side's list.
+        //
+        // Each hook holds the other side's mailbox, and is wanted only until the other side
+        // ends: it names as its listener a token that the other side's hook holds, which goes
+        // when that hook has run (or was dropped), so that the hook may then be pruned
+        // (`exit_hooks.rs`). Without it, an actor that lives on and links to actor after actor
+        // that ends kept every one's hook, and with it its mailbox, until its own end.
+        let (token_mine, token_theirs): (Arc<dyn Any + Send + Sync>, Arc<dyn Any + Send + Sync>) =
+            (Arc::new(()), Arc::new(()));
+        let (wants_mine, wants_theirs) =
+            (Arc::downgrade(&token_mine), Arc::downgrade(&token_theirs));
+        let (run_now, pruned) = {
             // Both locks, in the order of their addresses, so that two links made at once
             // between the same pair (each side linking to the other) see each other.
             let (mut mine, mut theirs);
@@ -2261,13 +2301,18 @@ impl<M> Addr<M> {
                 theirs = other.shared.state.lock();
                 mine = self.shared.state.lock();
             }
-            let (my_actor, their_actor) = (mine.actor, theirs.actor);
-            let linked = (their_key, their_actor);
+            // The incarnations linked: the ones attached now, or the next to attach where none
+            // is (a supervised child between incarnations, an actor not attached yet). Each
+            // hook is kept, or run, under the same locks as these are read: a lend in between
+            // (an end, then a supervised child's restart) would have it wait for a later
+            // incarnation's end, which is not the one linked.
+            let (my_inc, their_inc) = (mine.incarnation(), theirs.incarnation());
+            let linked = (their_key, their_inc);
             // With either end recorded, a link signals at once (its hooks run now), again
             // each time it is made, as Erlang's link to a process that is gone does; and the
             // ended one's record is no longer needed.
-            let (mine_ended, theirs_ended) = (mine.down().is_some(), theirs.down().is_some());
-            let ended = mine_ended || theirs_ended;
+            let (my_down, their_down) = (mine.down(), theirs.down());
+            let ended = my_down.is_some() || their_down.is_some();
             if !ended
                 && mine
                     .rare
@@ -2280,42 +2325,30 @@ impl<M> Addr<M> {
             theirs.rare().links.retain(|&(key, _)| key != my_key);
             if !ended {
                 mine.rare().links.push(linked);
-                theirs.rare().links.push((my_key, my_actor));
+                theirs.rare().links.push((my_key, my_inc));
             }
-            (my_actor, their_actor, mine_ended, theirs_ended)
+            let mut run_now = Vec::new();
+            let mut pruned = Vec::new();
+            if my_down.is_none() {
+                let hook = link_hook(self.shared.arc(), my_inc, linked, token_theirs);
+                match their_down.clone() {
+                    Some(down) => run_now.push((hook, down)),
+                    None => pruned.push(theirs.rare().hooks.push(Some(wants_mine), hook)),
+                }
+            }
+            if their_down.is_none() {
+                let hook = link_hook(other.shared.arc(), their_inc, (my_key, my_inc), token_mine);
+                match my_down {
+                    Some(down) => run_now.push((hook, down)),
+                    None => pruned.push(mine.rare().hooks.push(Some(wants_theirs), hook)),
+                }
+            }
+            (run_now, pruned)
         };
-        // Each side's end signals the other, unless the other has ended (a hook that would only
-        // wait, useless, for as long as the side that is still alive lives). A hook hears the
-        // end of the incarnation linked only: one that a lend (a supervised child's restart)
-        // put there in between is another's. Either end, normal too, also takes the record of
-        // the link out of the other side's list.
-        //
-        // Each hook holds the other side's mailbox, and is wanted only until the other side
-        // ends: it names as its listener a token that the other side's hook holds, which goes
-        // when that hook has run (or was dropped), so that the hook may then be pruned
-        // (`exit_hooks.rs`). Without it, an actor that lives on and links to actor after actor
-        // that ends kept every one's hook, and with it its mailbox, until its own end.
-        let (token_mine, token_theirs): (Arc<dyn Any + Send + Sync>, Arc<dyn Any + Send + Sync>) =
-            (Arc::new(()), Arc::new(()));
-        let (wants_mine, wants_theirs) =
-            (Arc::downgrade(&token_mine), Arc::downgrade(&token_theirs));
-        if !mine_ended {
-            let hook = link_hook(
-                self.shared.arc(),
-                my_actor,
-                (their_key, their_actor),
-                token_theirs,
-            );
-            other.on_exit_for(Some(wants_mine), hook);
-        }
-        if !theirs_ended {
-            let hook = link_hook(
-                other.shared.arc(),
-                their_actor,
-                (my_key, my_actor),
-                token_mine,
-            );
-            self.on_exit_for(Some(wants_theirs), hook);
+        // Hooks nobody wants any more go outside the locks, and so do those that run now.
+        drop(pruned);
+        for (hook, down) in run_now {
+            call_exit_hook(hook, &down);
         }
     }
 
@@ -2360,20 +2393,19 @@ impl<M> Addr<M> {
 /// One side of a link (`Addr::link`): the hook on the `ended` side (its mailbox's key and the
 /// incarnation linked) that tells the other side, `to` (incarnation `linked`), of that end:
 /// the record of the link goes, and an abnormal end signals. `token` is what the hook on the
-/// other side names as its listener: it goes with this hook.
+/// other side names as its listener: it goes with this hook. The hook is kept, or run, for the
+/// end of the incarnation linked (`link` takes care of it), so it does not look at the id.
 fn link_hook(
     to: Arc<dyn ExitSignal>,
-    linked: Option<ActorId>,
-    ended: (usize, Option<ActorId>),
+    linked: Incarnation,
+    ended: (usize, Incarnation),
     token: Arc<dyn Any + Send + Sync>,
 ) -> ExitHook {
     Box::new(move |down| {
         let _token = token;
-        if ended.1.is_none_or(|id| id == down.id) {
-            to.forget_link(ended);
-            if !down.reason.is_normal() {
-                to.exit_signal(down, linked);
-            }
+        to.forget_link(ended);
+        if !down.reason.is_normal() {
+            to.exit_signal(down, linked);
         }
     })
 }

@@ -1110,3 +1110,113 @@ fn a_child_trapping_exits_as_messages_with_its_own_address_is_restarted() {
         },
     );
 }
+
+/// A link through a supervised child's address names the incarnation attached when it is
+/// made. Made just as that incarnation ends, and the child is started again, the link was
+/// read against one incarnation and its hook kept for the next one, which it then ignored as
+/// not its own: the actor that linked was never taken down. Here the child fails within a
+/// moment of each start, and every actor that links to it must be killed.
+#[test]
+fn a_link_made_as_a_supervised_child_fails_always_takes_the_linker_down() {
+    use threadlet::RuntimeExt;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (child, addr) = Child::process("flaky", |_mb: Mailbox<()>| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_micros(50) {
+            std::hint::spin_loop();
+        }
+        panic!("fails soon after each start");
+    });
+    let mut sup =
+        Supervisor::new(Strategy::OneForOne).intensity(usize::MAX, Duration::from_secs(1));
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let linkers: Vec<_> = (0..4)
+        .map(|_| {
+            let (handle, addr) = (rt.handle(), addr.clone());
+            std::thread::spawn(move || {
+                let mut spared = 0;
+                for _ in 0..250 {
+                    let (linker, done) = handle.spawn_actor(|mb: Mailbox<()>| mb.recv());
+                    linker.link(&addr);
+                    let down = threadlet::Monitor::of(&done).recv_timeout(Duration::from_secs(5));
+                    if down.is_none_or(|d| d.reason != threadlet::ExitReason::Killed) {
+                        spared += 1;
+                        linker.kill();
+                    }
+                }
+                spared
+            })
+        })
+        .collect();
+    let spared: u32 = linkers.into_iter().map(|t| t.join().unwrap()).sum();
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    drop(within_watchdog("stop", move || h.join()));
+    assert_eq!(
+        spared, 0,
+        "actors linked to a failing child and never killed, of 1,000"
+    );
+}
+
+/// A link made through a supervised child's address before its first incarnation attaches
+/// (the supervisor not started yet) is that first incarnation's, as one made later is the
+/// incarnation's attached then: it must neither kill the incarnations after it nor count
+/// against the restart intensity twice for one failure.
+#[test]
+fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
+    use threadlet::RuntimeExt;
+    // The child ends normally on 1 and fails on 0; the partner fails on 0.
+    let setup = |intensity: usize| {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let starts = Arc::new(AtomicU64::new(0));
+        let s = starts.clone();
+        let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
+            s.fetch_add(1, Ordering::SeqCst);
+            if mb.recv() == Some(0) {
+                panic!("the child fails");
+            }
+        });
+        let (partner, partner_done) = rt.spawn_actor(|mb: Mailbox<u8>| {
+            if mb.recv() == Some(0) {
+                panic!("the partner fails");
+            }
+        });
+        partner.link(&addr); // before the supervisor starts the child
+        let mut sup =
+            Supervisor::new(Strategy::OneForOne).intensity(intensity, Duration::from_secs(60));
+        sup.add(child);
+        let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+        until_attached(&starts, 1, &addr);
+        (rt, starts, addr, partner, partner_done, sup_addr, h)
+    };
+
+    // The first incarnation ends normally, and is started again; then the partner fails.
+    let (_rt, starts, addr, partner, partner_done, sup_addr, h) = setup(10);
+    addr.send(1).unwrap();
+    until_attached(&starts, 2, &addr);
+    let second = addr.monitor();
+    partner.send(0).unwrap();
+    assert!(partner_done.join().unwrap_err().is_panic());
+    assert_eq!(
+        second.recv_timeout(Duration::from_millis(300)),
+        None,
+        "the second incarnation was never linked"
+    );
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+
+    // The first incarnation fails, which takes the partner down; the partner's end must not
+    // take the second incarnation down too (two restarts, past an intensity of one).
+    let (_rt, starts, addr, _partner, partner_done, sup_addr, h) = setup(1);
+    addr.send(0).unwrap();
+    assert!(partner_done.join().unwrap_err().is_killed());
+    until_attached(&starts, 2, &addr);
+    let second = addr.monitor();
+    assert_eq!(
+        second.recv_timeout(Duration::from_millis(300)),
+        None,
+        "the second incarnation was never linked"
+    );
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
