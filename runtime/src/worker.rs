@@ -369,9 +369,25 @@ fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
         .and_then(Steal::success)
 }
 
-/// Steals one actor from `from`.
+/// Steals one actor from `from`, unless it looks empty (see [`steal_half_from`]).
 fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
+    if from.is_empty() {
+        return None;
+    }
     settle(|| from.steal())
+}
+
+/// [`steal_half`] from another worker's deque, unless it looks empty. A crossbeam steal pins
+/// the memory-reclamation epoch before it looks (a thread-local count and a full fence), and
+/// an idle worker's search looks at every other worker's queues dozens of times before it
+/// parks, mostly finding them empty; `is_empty` is two loads. A deque that fills just after
+/// the look is found by the next round, or by the re-check before parking (`idle.rs`, step 3),
+/// as one that fills just after a steal found it empty would be.
+fn steal_half_from(into: &Deque<Runnable>, from: &Stealer<Runnable>) -> Option<(Runnable, usize)> {
+    if from.is_empty() {
+        return None;
+    }
+    steal_half(into, |d| from.steal_batch_and_pop(d))
 }
 
 /// Steals about half of a queue into `into` with `steal` (a crossbeam `steal_batch_and_pop`
@@ -1255,7 +1271,7 @@ impl WorkerLoop<'_> {
     /// those placed there; as `fresh` says), else its free FIFO.
     fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
-        let (a, queued) = steal_half(&mine.deque, |d| theirs.stealer.steal_batch_and_pop(d))
+        let (a, queued) = steal_half_from(&mine.deque, &theirs.stealer)
             .or_else(|| {
                 let open = theirs.has_unstarted()
                     && match fresh {
@@ -1265,9 +1281,7 @@ impl WorkerLoop<'_> {
                 open.then(|| self.steal_unstarted(theirs)).flatten()
             })
             .or_else(|| {
-                let (a, stolen) = steal_half(&mine.free_fifo, |d| {
-                    theirs.free_stealer.steal_batch_and_pop(d)
-                })?;
+                let (a, stolen) = steal_half_from(&mine.free_fifo, &theirs.free_stealer)?;
                 // Their turns, after what waits here already.
                 mine.local
                     .borrow_mut()
@@ -1284,7 +1298,7 @@ impl WorkerLoop<'_> {
         let mine = self.core();
         // Into this worker's own fresh queue: a push.
         self.remote().before_unstarted_push();
-        steal_half(&mine.fresh, |d| theirs.fresh_stealer.steal_batch_and_pop(d))
+        steal_half_from(&mine.fresh, &theirs.fresh_stealer)
             .or_else(|| steal_half(&mine.fresh, |d| theirs.placed_actors.steal_batch_and_pop(d)))
     }
 
