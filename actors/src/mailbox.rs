@@ -1368,7 +1368,9 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>, Option<Trap<M>>) {
     let rare = st.rare();
     rare.down = None;
     let trap = rare.trap.take();
-    rare.links.clear();
+    // The last incarnation's links went at its end (`exited`); what is recorded now are links
+    // made since, while none was attached (the child not started yet, or a start that failed),
+    // which are the next incarnation's, as their hooks are (`Addr::link`): kept.
     // Wrapping past u32::MAX (4 billion restarts) skips 0, which means "never lent".
     rare.loan = rare.loan.wrapping_add(1).max(1);
     (rare.loan, st.waiter.take(), trap)
@@ -2249,8 +2251,10 @@ impl<M> Addr<M> {
     /// [`Down`] on its trap channel. A normal end signals nothing. Linking to an actor that
     /// has already ended abnormally signals at once. Linking again while linked does nothing,
     /// as does linking to oneself. Through a supervised child's address, the link is its
-    /// current incarnation's, or the next one's if none is attached (the child not started
-    /// yet, or between two incarnations): a later one neither signals nor hears of it. A
+    /// current incarnation's, or, while a new one has not attached yet (the child not started,
+    /// or restarted an instant ago), that one's: a later one neither signals nor hears of it.
+    /// Made after an incarnation's end and before its restart, it is a link to an actor that
+    /// has ended, as above. A
     /// process actor links itself with `mb.addr().link(&other)`, a handler actor with
     /// `ctx.addr().link(&other)`.
     ///

@@ -1220,3 +1220,44 @@ fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("stop", move || h.join().unwrap());
 }
+
+/// A link made before a supervised child's first start is the first incarnation's, record and
+/// all: made again once that incarnation runs, from either side, it adds nothing. The first
+/// start threw the child's record away and kept the hooks, so a second link was made, and a
+/// trapping partner heard the one failure twice.
+#[test]
+fn a_link_made_before_the_first_start_is_not_made_again_after_it() {
+    use threadlet::RuntimeExt;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let s = starts.clone();
+    let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
+        s.fetch_add(1, Ordering::SeqCst);
+        if mb.recv() == Some(0) {
+            panic!("the child fails");
+        }
+    });
+    let (trapping_tx, trapping) = std::sync::mpsc::channel();
+    let (partner, heard) = rt.spawn_actor(move |mb: Mailbox<u8>| {
+        let exits = mb.trap_exits();
+        trapping_tx.send(()).unwrap();
+        let _ = mb.recv(); // told once the child has failed
+        std::iter::from_fn(|| exits.recv_timeout(Duration::from_millis(300)).ok()).count()
+    });
+    trapping.recv().unwrap();
+    partner.link(&addr); // before the supervisor starts the child
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(10, Duration::from_secs(60));
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    until_attached(&starts, 1, &addr);
+    addr.link(&partner); // the same link, from the child's side
+    let first = addr.monitor();
+    addr.send(0).unwrap();
+    let failed = within_watchdog("the failure", move || first.recv());
+    assert!(matches!(failed.reason, threadlet::ExitReason::Panicked(_)));
+    partner.send(0).unwrap();
+    let heard = within_watchdog("the partner", move || heard.join().unwrap());
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+    assert_eq!(heard, 1, "one link, one failure");
+}
