@@ -1565,6 +1565,10 @@ pub enum AskError {
     Dropped,
     /// No answer within the timeout of [`Addr::ask_timeout`].
     Timeout,
+    /// A handler actor asked its own mailbox: it takes its next message only once the
+    /// current one is handled, so the request could never be answered (Erlang's
+    /// `calling_self`). The request was not made.
+    CallingSelf,
 }
 
 impl fmt::Display for AskError {
@@ -1573,6 +1577,7 @@ impl fmt::Display for AskError {
             AskError::Closed => "the actor's mailbox is closed",
             AskError::Dropped => "the request was dropped without an answer",
             AskError::Timeout => "no answer within the timeout",
+            AskError::CallingSelf => "a handler actor asked its own mailbox",
         })
     }
 }
@@ -1948,8 +1953,9 @@ impl<M> Addr<M> {
     /// actor, blocks a plain thread (gen_server's `call`).
     ///
     /// Fails with [`AskError::Closed`] if the actor has ended or closed its mailbox (the
-    /// request, with its `Reply`, is dropped), and with [`AskError::Dropped`] as soon as the
-    /// `Reply` is dropped unsent (the actor dropped the request, ended, or panicked).
+    /// request, with its `Reply`, is dropped), with [`AskError::Dropped`] as soon as the
+    /// `Reply` is dropped unsent (the actor dropped the request, ended, or panicked), and at
+    /// once with [`AskError::CallingSelf`] when a handler actor asks its own mailbox.
     ///
     /// ```
     /// use threadlet::{Actor, Context, Reply, RuntimeExt};
@@ -2028,6 +2034,15 @@ impl<M> Addr<M> {
         make: impl FnOnce(Reply<R>) -> M,
         deadline: Option<Instant>,
     ) -> Result<oneshot::Receiver<R>, AskError> {
+        // A handler actor's mailbox is received from only between its messages (the program
+        // that polls it is private), so an ask to it from its own `handle` (or `started`)
+        // would wait for ever, or for its whole timeout. A process actor may have handed its
+        // `Mailbox` to another actor that answers, so its own asks are left alone.
+        if threadlet_runtime::__private::current_handler()
+            .is_some_and(|me| self.shared.state.lock().actor == Some(me))
+        {
+            return Err(AskError::CallingSelf);
+        }
         let (tx, rx) = crate::channel::oneshot();
         let request = make(Reply(tx));
         let sent = match deadline {

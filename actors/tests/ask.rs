@@ -202,3 +202,57 @@ fn ask_timeout_gives_up_on_a_full_bounded_mailbox() {
     drop(addr);
     assert_eq!(h.join().unwrap(), 1);
 }
+
+/// A handler actor that asks its own mailbox could never be answered (it takes its next
+/// message only once `handle` returns): the ask fails at once, with or without a timeout,
+/// and makes no request. Asks to it from others, and its own asks to others, still work.
+#[test]
+fn a_handler_actor_that_asks_itself_fails_at_once() {
+    enum Msg {
+        AskSelf(Reply<Vec<Result<u64, AskError>>>),
+        Get(Reply<u64>),
+    }
+    struct Selfish {
+        requests_seen: u64,
+    }
+    impl Actor for Selfish {
+        type Msg = Msg;
+        fn handle(&mut self, msg: Msg, ctx: &mut Context<Self>) {
+            match msg {
+                Msg::AskSelf(reply) => {
+                    let me = ctx.addr();
+                    reply.send(vec![
+                        me.ask(Msg::Get),
+                        me.ask_timeout(Duration::from_secs(3600), Msg::Get),
+                    ]);
+                }
+                Msg::Get(reply) => {
+                    self.requests_seen += 1;
+                    reply.send(self.requests_seen);
+                }
+            }
+        }
+    }
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (selfish, _h) = rt.start(Selfish { requests_seen: 0 });
+    let asked = within_watchdog("asks to itself", {
+        let selfish = selfish.clone();
+        move || selfish.ask(Msg::AskSelf)
+    });
+    assert_eq!(
+        asked,
+        Ok(vec![Err(AskError::CallingSelf), Err(AskError::CallingSelf)])
+    );
+    // No request was made: the first one it sees is this.
+    assert_eq!(selfish.ask(Msg::Get), Ok(1));
+    // Another handler actor asks it from its own `handle`: answered.
+    struct Relay(threadlet::Addr<Msg>);
+    impl Actor for Relay {
+        type Msg = Reply<Result<u64, AskError>>;
+        fn handle(&mut self, reply: Self::Msg, _ctx: &mut Context<Self>) {
+            reply.send(self.0.ask(Msg::Get));
+        }
+    }
+    let (relay, _r) = rt.start(Relay(selfish));
+    assert_eq!(relay.ask(|r| r), Ok(Ok(2)));
+}

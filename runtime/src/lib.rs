@@ -141,6 +141,12 @@ pub mod __private {
         crate::stats::MailboxTotals::add(&actor.shared, received, high_water);
     }
 
+    /// The calling actor's id if it is a handler actor (`None` for a process actor or a
+    /// plain thread): an `ask` to its own mailbox could never be answered.
+    pub fn current_handler() -> Option<crate::ActorId> {
+        crate::context::with_current(|cur| cur.and_then(|(_, a)| a.is_handler().then_some(a.id)))
+    }
+
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any
     /// runtime). Lets tests hold a worker until shutdown has begun, deterministically.
     pub fn shutting_down() -> bool {
