@@ -10,14 +10,13 @@ mod common;
 
 use std::cell::{RefCell, RefMut};
 use std::io::ErrorKind;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{WATCHDOG, within_watchdog};
+use common::{WATCHDOG, in_child, passes_in_child, within_watchdog};
 use threadlet::channel::{self, Sender};
 use threadlet::{
     ActorBuilder, BuildError, JoinHandle, MAX_STACK_SIZE, MAX_WORKERS, Mailbox, Runtime,
@@ -433,26 +432,6 @@ fn f13_many_workers_build_run_and_stop() {
     });
     assert_eq!(sum, 999 * 1000 / 2);
     within_watchdog("drop(rt)", move || drop(rt));
-}
-
-/// Runs test `name` of this binary again in a child process, with `env` set (which the test
-/// reads to play the child's part), and returns what the child did.
-fn in_child(name: &str, env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-/// [`in_child`], for a child that must pass: it exited cleanly, and ran the test (a filter
-/// that matched nothing would pass too).
-fn passes_in_child(name: &str, env: &[(&str, &str)]) {
-    let out = in_child(name, env);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {stderr}", out.status);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
 
 // F12: under mprotect guards, custom-size stacks were not counted against the cap on kernel

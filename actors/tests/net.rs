@@ -798,3 +798,52 @@ fn a_moved_socket_wakes_its_actor_while_the_first_runtime_is_busy_with_slices_of
     busy.join().unwrap();
     assert_eq!(got.unwrap(), b'2');
 }
+
+const FD_SHORTAGE_CHILD: &str = "THREADLET_TEST_FD_SHORTAGE_CHILD";
+
+/// A socket's first wait in an actor registers it with the runtime's poller. When that failed
+/// (no descriptor left to make the poller with, for a moment), the failure was kept: every
+/// later wait of that socket, in any runtime, failed at once with it, long after descriptors
+/// were free again; and the error had lost its cause. Run in a child process, since it lowers
+/// the open-file limit of the whole process.
+#[test]
+fn a_socket_whose_first_wait_met_a_descriptor_shortage_waits_once_it_is_over() {
+    if std::env::var_os(FD_SHORTAGE_CHILD).is_none() {
+        return common::passes_in_child(
+            "a_socket_whose_first_wait_met_a_descriptor_shortage_waits_once_it_is_over",
+            &[(FD_SHORTAGE_CHILD, "1")],
+        );
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let conn = Arc::new(listener.accept().unwrap().0); // on this thread: no poller yet
+    let rt = Runtime::builder().workers(1).build().unwrap();
+
+    // Every descriptor taken, under a lowered limit: the runtime cannot make its poller.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill and setrlimit to read.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_cur.min(256);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    let filler: Vec<_> = std::iter::from_fn(|| std::fs::File::open("/dev/null").ok()).collect();
+    let c = conn.clone();
+    let during = rt.block_on(move || (&*c).read(&mut [0u8; 8]));
+    drop(filler);
+    let err = during.expect_err("nothing to read, and no poller to wait in");
+    assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
+
+    // Descriptors are free again: a read that has to wait waits, and gets the data.
+    let c = conn.clone();
+    let reader = rt.spawn(move || (&*c).read(&mut [0u8; 8]));
+    std::thread::sleep(Duration::from_millis(50));
+    peer.write_all(b"hi").unwrap();
+    let read = within_watchdog("the read after the shortage", move || {
+        reader.join().unwrap()
+    });
+    assert_eq!(read.unwrap(), 2);
+}

@@ -491,11 +491,13 @@ impl Registration {
 /// A non-blocking socket and its registration (module docs).
 pub(crate) struct PollSource<S: AsRawFd> {
     io: S,
-    /// Made on the first wait inside an actor, with that actor's runtime; an error if the
-    /// socket could not be registered (kept, so that every wait reports it).
-    registration: OnceLock<Result<Registration, io::ErrorKind>>,
+    /// Made on the first wait inside an actor, with that actor's runtime. A registration that
+    /// fails (no descriptor left for the poller, say) is not kept: that wait reports the error,
+    /// and the next one tries again.
+    registration: OnceLock<Registration>,
     /// A registration with a later runtime, made when an actor of that runtime waits on the
-    /// socket after the first one's poller stopped (module docs, "A socket that moves").
+    /// socket after the first one's poller stopped (module docs, "A socket that moves"). Its
+    /// lock also serialises the making of the first registration.
     moved: Mutex<Option<Registration>>,
     /// Raised (release) once `moved` has been set: until then, operations take the first
     /// registration without the lock.
@@ -599,10 +601,7 @@ impl<S: AsRawFd> PollSource<S> {
                 .as_ref()
                 .map(|r| Cow::Owned(r.state.clone()));
         }
-        match self.registration.get() {
-            Some(Ok(r)) => Some(Cow::Borrowed(&r.state)),
-            _ => None,
-        }
+        self.registration.get().map(|r| Cow::Borrowed(&r.state))
     }
 
     /// Step 3's registration, made now if this is the first wait in an actor, for an actor of
@@ -614,16 +613,24 @@ impl<S: AsRawFd> PollSource<S> {
     ) -> io::Result<(Cow<'_, Arc<IoState>>, bool)> {
         let fd = self.io.as_raw_fd();
         let mut driver = Some(driver);
-        let first = self.registration.get_or_init(|| {
-            let d = driver.take().expect("the first registration is made once");
-            d.and_then(|d| d.register(fd)).map_err(|e| e.kind())
-        });
-        let first = first.as_ref().map_err(|&kind| {
-            io::Error::new(
-                kind,
-                "the socket could not be registered with the I/O poller",
-            )
-        })?;
+        let first = match self.registration.get() {
+            Some(first) => first,
+            None => {
+                // Two first waits at once (from actors on two workers) must not both register:
+                // the second would fail (the descriptor is in the poller already).
+                let _first_wait = self.moved.lock();
+                if self.registration.get().is_none() {
+                    // A failure is this wait's error, with its cause (EMFILE, say), and is not
+                    // kept: a shortage of descriptors may pass, and the next wait tries again.
+                    let d = driver.take().expect("taken only here");
+                    let r = d?.register(fd)?;
+                    let _ = self.registration.set(r);
+                }
+                self.registration
+                    .get()
+                    .expect("set under the lock, now or by another first wait")
+            }
+        };
         // Just registered with this actor's runtime; or this actor's runtime has no poller to
         // offer (shutting down): the first registration answers.
         let Some(Ok(mine)) = driver else {
@@ -662,7 +669,7 @@ impl<S: AsRawFd> PollSource<S> {
 impl<S: AsRawFd> Drop for PollSource<S> {
     fn drop(&mut self) {
         let fd = self.io.as_raw_fd();
-        if let Some(Ok(r)) = self.registration.get() {
+        if let Some(r) = self.registration.get() {
             r.deregister(fd);
         }
         if let Some(r) = self.moved.get_mut().take() {

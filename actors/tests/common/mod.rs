@@ -41,3 +41,26 @@ pub fn within<T: Send + 'static>(
         }
     }
 }
+
+/// Runs test `name` of this binary again in a child process, with `env` set (which the test
+/// reads to play the child's part), and returns what the child did: for tests that change
+/// what is process-wide (a resource limit, a choice made once per process) or may abort it.
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn in_child(name: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// [`in_child`], for a child that must pass: it exited cleanly, and ran the test (a filter
+/// that matched nothing would pass too).
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn passes_in_child(name: &str, env: &[(&str, &str)]) {
+    let out = in_child(name, env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
