@@ -52,6 +52,12 @@ fn until_attached<M: Send + 'static>(starts: &Arc<AtomicU64>, n: u64, addr: &thr
     });
 }
 
+/// Stops a supervisor, which must end cleanly.
+fn stop(sup_addr: &threadlet::Addr<SupervisorMsg>, h: threadlet::JoinHandle<()>) {
+    sup_addr.send(SupervisorMsg::Stop).unwrap();
+    within_watchdog("stop", move || h.join().unwrap());
+}
+
 fn run_strategy(strategy: Strategy) -> Vec<String> {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let log: Log = Arc::default();
@@ -587,8 +593,7 @@ fn a_late_drop_of_an_old_incarnations_mailbox_does_not_take_the_new_ones_wake_up
     addr.send(7).unwrap();
     let got = within_watchdog("wake after a late drop", move || got_rx.recv().unwrap());
     assert_eq!(got, "woken with the message");
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 }
 
 #[test]
@@ -616,8 +621,7 @@ fn a_supervised_address_names_the_latest_incarnation() {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 }
 
 /// A supervisor dies with its children: a nested supervisor killed by its parent's group
@@ -694,8 +698,7 @@ fn a_temporary_child_taken_down_by_a_group_restart_is_not_started_again() {
     p_addr.send(0).unwrap();
     wait_for(&log, "start permanent", 2);
     assert_eq!(tmp_addr.send(5).map_err(|e| e.into_inner()), Err(5));
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
     let log = log.lock().clone();
     assert_eq!(
         log.iter().filter(|e| *e == "start temporary").count(),
@@ -758,8 +761,7 @@ fn links_and_traps_do_not_outlive_the_incarnation_that_made_them() {
     second_partner.send(0).unwrap(); // linked, not trapping: taken down with it
     let down = within_watchdog("the linked failure", move || third.recv());
     assert_eq!(down.reason, threadlet::ExitReason::Killed);
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 }
 
 /// A restarted incarnation may run before its spawner attaches it to the mailbox. Until then
@@ -790,8 +792,7 @@ fn a_restarted_incarnation_never_sees_its_predecessors_end_as_its_own() {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
     assert_eq!(seen_dead.load(Ordering::SeqCst), 0);
 }
 
@@ -829,8 +830,7 @@ fn a_child_that_closed_its_mailbox_is_restarted_with_it_open() {
         got_rx.recv_timeout(Duration::from_secs(20))
     });
     assert_eq!(sent, Ok(7));
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 }
 
 /// An incarnation that hands its mailbox on (here to a helper actor) and ends: the next one
@@ -871,8 +871,7 @@ fn a_mailbox_handed_on_by_an_ended_incarnation_receives_nothing_more() {
     }
     wait_for(&log, "new 19", 1);
     wait_for(&log, "old ended", 1);
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
     let log = log.lock().clone();
     assert!(
         !log.iter()
@@ -909,8 +908,7 @@ fn a_receiver_parked_on_a_finished_childs_mailbox_sees_it_closed() {
     sup.add(child.restart(Restart::Temporary));
     let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
     let got = ended.recv_timeout(Duration::from_secs(20));
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
     assert_eq!(got, Ok(None));
 }
 
@@ -1202,8 +1200,7 @@ fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
         None,
         "the second incarnation was never linked"
     );
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 
     // The first incarnation fails, which takes the partner down; the partner's end must not
     // take the second incarnation down too (two restarts, past an intensity of one).
@@ -1217,8 +1214,7 @@ fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
         None,
         "the second incarnation was never linked"
     );
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
 }
 
 /// A link made before a supervised child's first start is the first incarnation's, record and
@@ -1257,7 +1253,6 @@ fn a_link_made_before_the_first_start_is_not_made_again_after_it() {
     assert!(matches!(failed.reason, threadlet::ExitReason::Panicked(_)));
     partner.send(0).unwrap();
     let heard = within_watchdog("the partner", move || heard.join().unwrap());
-    sup_addr.send(SupervisorMsg::Stop).unwrap();
-    within_watchdog("stop", move || h.join().unwrap());
+    stop(&sup_addr, h);
     assert_eq!(heard, 1, "one link, one failure");
 }
