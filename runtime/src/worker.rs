@@ -380,9 +380,9 @@ fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
 /// [`steal_half`] from another worker's deque, unless it looks empty. A crossbeam steal pins
 /// the memory-reclamation epoch before it looks (a thread-local count and a full fence), and
 /// an idle worker's search looks at every other worker's queues dozens of times before it
-/// parks, mostly finding them empty; `is_empty` is two loads. A deque that fills just after
-/// the look is found by the next round, or by the re-check before parking (`idle.rs`, step 3),
-/// as one that fills just after a steal found it empty would be.
+/// parks, mostly finding them empty; `is_empty` is two loads and a fence, with no pin. A deque
+/// that fills just after the look is found by the next round, or by the re-check before
+/// parking (`idle.rs`, step 3), as one that fills just after a steal found it empty would be.
 fn steal_half_from(into: &Deque<Runnable>, from: &Stealer<Runnable>) -> Option<(Runnable, usize)> {
     if from.is_empty() {
         return None;
