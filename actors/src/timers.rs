@@ -9,7 +9,9 @@
 //! not lose it. (A mailbox with no live actor attached, such as a supervised child's between
 //! incarnations, has no runtime to name yet: its delayed messages wait on the process-wide
 //! timer thread, which outlives every runtime, not on the caller's runtime, whose shutdown
-//! would drop them.) The handle shares one small state with the timer closure, which holds
+//! would drop them. And a delayed message whose runtime's timers drop it unrun, because that
+//! runtime shut down while the mailbox lived on elsewhere, handed to an actor of another
+//! runtime, is armed again where the mailbox is then: `Delivery`.) The handle shares one small state with the timer closure, which holds
 //! nothing else, so that a cancel lets go of the address (a counted one: while a timer is
 //! pending, its actor does not end for want of addresses, as with a sender about to send):
 //!
@@ -146,7 +148,12 @@ fn deliver<M: Send + 'static>(
     slot: Arc<Delayed<M>>,
     deadline: Instant,
 ) {
+    let mut delivery = Delivery {
+        slot: Some(slot),
+        deadline,
+    };
     call_at_receiver(receiver, deadline, move || {
+        let slot = delivery.slot.take().expect("a delivery runs once");
         let mut held = slot.0.lock();
         let Some((addr, msg)) = held.take() else {
             return; // cancelled
@@ -171,6 +178,39 @@ fn deliver<M: Send + 'static>(
             }
         }
     });
+}
+
+/// A delayed message's delivery, as its timer holds it. Dropped unrun (the runtime whose timers
+/// held it shut down before the deadline: the mailbox was handed on to an actor of another
+/// runtime, or another incarnation attached elsewhere), it arms the delivery again for the same
+/// deadline, where the mailbox's actor now is, or on the process-wide timer thread if none is
+/// attached: the message lives as long as a receiver may take it. A message whose mailbox is
+/// closed goes now instead.
+struct Delivery<M: Send + 'static> {
+    /// Taken by the timer when it runs.
+    slot: Option<Arc<Delayed<M>>>,
+    deadline: Instant,
+}
+
+impl<M: Send + 'static> Drop for Delivery<M> {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else {
+            return; // it ran
+        };
+        let mut held = slot.0.lock();
+        let receiver = match held.as_ref() {
+            None => return, // cancelled
+            Some((addr, _)) if addr.is_closed() => {
+                let gone = held.take();
+                drop(held);
+                drop(gone); // after unlocking: its destructor may use the timer again
+                return;
+            }
+            Some((addr, _)) => addr.attached_actor(),
+        };
+        drop(held);
+        deliver(receiver, slot, self.deadline);
+    }
 }
 
 /// `Addr::send_interval`.

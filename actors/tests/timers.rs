@@ -509,3 +509,27 @@ fn an_interval_cancelled_from_its_own_tick_stops() {
     assert!(got >= 3, "{got} ticks");
     assert_eq!(got, ticks.load(Ordering::SeqCst));
 }
+
+/// A delayed message waits on the timers of the runtime whose actor is attached to the mailbox
+/// when it is sent. If that actor has handed its `Mailbox` to an actor of another runtime, and
+/// its own runtime shuts down before the deadline, the message was dropped with that runtime's
+/// timers while the new receiver waited for it (and `cancel` still found it pending): accepted,
+/// and neither delivered nor handed back. It must reach the receiver.
+#[test]
+fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_elsewhere() {
+    let first = Runtime::builder().workers(1).build().unwrap();
+    let second = Runtime::builder().workers(1).build().unwrap();
+    let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
+    let (addr, _sleeper) = first.spawn_actor(move |mb: Mailbox<u32>| {
+        hand_over.send(mb).unwrap();
+        threadlet::sleep(Duration::from_secs(3600));
+    });
+    let mb = handed.recv().unwrap();
+    let reader = second.spawn(move || mb.recv_timeout(Duration::from_secs(20)));
+    let timer = addr.send_after(Duration::from_millis(200), 42);
+    drop(addr);
+    drop(first); // before the deadline
+    let got = within_watchdog("the delayed message", move || reader.join().unwrap());
+    assert_eq!(got.ok(), Some(42));
+    assert!(!timer.cancel(), "delivered, so nothing left to cancel");
+}
