@@ -197,6 +197,12 @@ impl<M: Send + 'static> Drop for Delivery<M> {
         let Some(slot) = self.slot.take() else {
             return; // it ran
         };
+        if std::thread::panicking() {
+            // Dropped by the unwind of a failed arming (the process-wide timer thread could
+            // not start): arming again would fail again, inside this unwind. The message goes,
+            // as it did before the guard existed.
+            return;
+        }
         let mut held = slot.0.lock();
         let receiver = match held.as_ref() {
             None => return, // cancelled

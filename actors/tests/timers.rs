@@ -533,3 +533,46 @@ fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_el
     assert_eq!(got.ok(), Some(42));
     assert!(!timer.cancel(), "delivered, so nothing left to cancel");
 }
+
+const NO_TIMER_THREAD_CHILD: &str = "THREADLET_TEST_NO_TIMER_THREAD_CHILD";
+
+/// A `send_after` to a mailbox with no actor attached waits on the process-wide timer thread,
+/// started by the first such call; if the thread cannot be made, the call panics, and the
+/// caller may catch it. The delivery's guard, dropped by that unwind, armed the delivery again,
+/// which failed again inside the unwind, over and over, until the process aborted. Run in a
+/// child process, which caps its address space so that no thread can be made.
+#[test]
+fn a_send_after_that_cannot_start_the_timer_thread_panics_without_aborting() {
+    if std::env::var_os(NO_TIMER_THREAD_CHILD).is_none() {
+        return common::passes_in_child(
+            "a_send_after_that_cannot_start_the_timer_thread_panics_without_aborting",
+            &[(NO_TIMER_THREAD_CHILD, "1")],
+        );
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, ended) = rt.spawn_actor(|mb: Mailbox<u32>| mb);
+    let mb = ended.join().unwrap(); // no actor attached any more: the process-wide heap
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mapped_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let cap = libc::rlimit {
+        rlim_cur: (mapped_kib + 256) * 1024,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: `cap` is a valid rlimit for setrlimit to read.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) }, 0);
+    let armed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        addr.send_after(Duration::from_secs(1), 7)
+    }));
+    assert!(
+        armed.is_err(),
+        "no thread can be made, so the timer thread cannot start"
+    );
+    drop(mb);
+    // Its workers' stacks are mapped under the cap; it is not dropped in a process that ends.
+    std::mem::forget(rt);
+}
