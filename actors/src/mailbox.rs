@@ -1898,9 +1898,10 @@ impl<M> Addr<M> {
     }
 
     /// Sends `make_msg()` every `period` (the first one `period` from now), until the returned
-    /// handle is [cancelled](TimerHandle::cancel), the actor ends or closes its mailbox, or the
-    /// runtime shuts down. Ticks are at a fixed rate: each is due one period after the one
-    /// before was due. `make_msg` runs on the runtime's timer thread (each tick on the
+    /// handle is [cancelled](TimerHandle::cancel), or the mailbox is closed (its actor ended or
+    /// closed it; a mailbox handed on to an actor of another runtime keeps ticking when the
+    /// first runtime shuts down). Ticks are at a fixed rate: each is due one period after the
+    /// one before was due. `make_msg` runs on the runtime's timer thread (each tick on the
     /// receiving actor's runtime, as [`send_after`](Addr::send_after) says, or on the
     /// process-wide one while no actor is attached); a panic in it is reported and stops the
     /// interval.

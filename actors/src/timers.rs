@@ -22,7 +22,9 @@
 //!   while it sends a new message, puts it back and arms the next tick; `cancel` raises the
 //!   flag and drops the address (or leaves it to the tick that has it out, which drops it on
 //!   seeing the flag), and the next tick does nothing more. The ticks also stop when a send
-//!   fails (the actor has ended or closed its mailbox) or when the runtime shuts down.
+//!   fails (the actor has ended or closed its mailbox; a `cancel` then reports `false`). A
+//!   tick dropped unrun by a runtime's shutdown is armed again where the mailbox is then, as
+//!   a delayed message is (`Ticking`).
 //!
 //! The heap entry of a cancelled timer stays until its deadline (the runtime's heap cancels
 //! lazily, and `call_at_for` gives no handle), holding only the emptied state.
@@ -253,12 +255,19 @@ fn tick<M, F>(
     interval: Arc<Interval<M>>,
     deadline: Instant,
     period: Duration,
-    mut make_msg: F,
+    make_msg: F,
 ) where
     M: Send + 'static,
     F: FnMut() -> M + Send + 'static,
 {
+    let mut ticking = Ticking {
+        due: Some((interval, make_msg)),
+        deadline,
+        period,
+    };
     call_at_receiver(receiver, deadline, move || {
+        let (interval, mut make_msg) = ticking.due.take().expect("a tick runs once");
+        let (deadline, period) = (ticking.deadline, ticking.period);
         // Relaxed: see `Interval::cancel`.
         if interval.stopped.load(Ordering::Relaxed) {
             return; // cancelled
@@ -269,7 +278,8 @@ fn tick<M, F>(
             return; // cancelled
         };
         if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg(), true) {
-            return; // the actor is gone
+            interval.end(addr); // the actor is gone
+            return;
         }
         // (A full bounded mailbox skips this tick.)
         // Fixed rate: the next tick is one period after this one was due, not after it ran.
@@ -289,4 +299,53 @@ fn tick<M, F>(
         }
         tick(receiver, interval, next, period, make_msg);
     });
+}
+
+impl<M: Send> Interval<M> {
+    /// Ends the interval for want of a receiver (its mailbox closed): no tick follows, and a
+    /// later `cancel` reports that nothing was pending. `addr` is the address a tick took out,
+    /// dropped here after the lock (it may be the mailbox's last).
+    fn end(&self, addr: Addr<M>) {
+        // Relaxed: as in `cancel`, which reads it back with a read-modify-write.
+        self.stopped.store(true, Ordering::Relaxed);
+        drop(addr);
+    }
+}
+
+/// An interval's next tick, as its timer holds it; the interval's counterpart of `Delivery`.
+/// Dropped unrun (the runtime whose timers held it shut down before the deadline while the
+/// mailbox lived on, handed to an actor of another runtime), it arms the tick again for the
+/// same deadline where the mailbox's actor now is, or on the process-wide timer thread if none
+/// is attached: an interval ticks until it is cancelled or its mailbox is closed, whichever
+/// runtime's timers it was on. One whose mailbox is closed ends.
+struct Ticking<M: Send + 'static, F: FnMut() -> M + Send + 'static> {
+    /// Taken by the timer when it runs.
+    due: Option<(Arc<Interval<M>>, F)>,
+    deadline: Instant,
+    period: Duration,
+}
+
+impl<M: Send + 'static, F: FnMut() -> M + Send + 'static> Drop for Ticking<M, F> {
+    fn drop(&mut self) {
+        let Some((interval, make_msg)) = self.due.take() else {
+            return; // it ran
+        };
+        if std::thread::panicking() {
+            // As `Delivery`'s: arming again could fail again, inside this unwind.
+            return;
+        }
+        let mut slot = interval.addr.lock();
+        let receiver = match slot.as_ref() {
+            None => return, // cancelled
+            Some(addr) if addr.is_closed() => {
+                let addr = slot.take().expect("just seen");
+                drop(slot);
+                interval.end(addr);
+                return;
+            }
+            Some(addr) => addr.attached_actor(),
+        };
+        drop(slot);
+        tick(receiver, interval, self.deadline, self.period, make_msg);
+    }
 }

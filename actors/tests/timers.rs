@@ -534,6 +534,67 @@ fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_el
     assert!(!timer.cancel(), "delivered, so nothing left to cancel");
 }
 
+/// The same for an interval: its ticks went down with the runtime whose timers fired them,
+/// while the mailbox lived on with an actor of another runtime (and `cancel` still reported
+/// the interval running).
+#[test]
+fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewhere() {
+    let first = Runtime::builder().workers(1).build().unwrap();
+    let second = Runtime::builder().workers(1).build().unwrap();
+    let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
+    let (addr, _sleeper) = first.spawn_actor(move |mb: Mailbox<u32>| {
+        hand_over.send(mb).unwrap();
+        threadlet::sleep(Duration::from_secs(3600));
+    });
+    let mb = handed.recv().unwrap();
+    let reader = second.spawn(move || {
+        (0..3)
+            .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
+            .collect::<Vec<_>>()
+    });
+    // Armed on the first runtime's timers: its actor is the one attached.
+    let ticks = addr.send_interval(Duration::from_millis(100), || 5);
+    drop(addr);
+    drop(first); // before the first tick
+    let got = within_watchdog("three ticks", move || reader.join().unwrap());
+    assert_eq!(got, vec![Some(5); 3], "ticks were lost");
+    assert!(
+        ticks.cancel(),
+        "still ticking, into the second runtime's actor"
+    );
+}
+
+/// An interval whose actor has ended has stopped: `cancel` reports that nothing was pending
+/// (it reported `true`, as if the interval had still been running).
+#[test]
+fn cancelling_an_interval_whose_actor_ended_reports_nothing_pending() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|_: Mailbox<u32>| ());
+    h.join().unwrap(); // its mailbox is closed
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let ticks = addr.send_interval(Duration::from_millis(5), move || {
+        m.fetch_add(1, Ordering::SeqCst);
+        0
+    });
+    within_watchdog("the first tick", {
+        let made = made.clone();
+        move || {
+            while made.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    // That tick found the mailbox closed (the message it made is dropped) and ends the
+    // interval right after; settle, then look.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(made.load(Ordering::SeqCst), 1, "no tick after the first");
+    assert!(
+        !ticks.cancel(),
+        "the interval had stopped for want of a receiver"
+    );
+}
+
 const NO_TIMER_THREAD_CHILD: &str = "THREADLET_TEST_NO_TIMER_THREAD_CHILD";
 
 /// A `send_after` to a mailbox with no actor attached waits on the process-wide timer thread,
