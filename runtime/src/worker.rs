@@ -1642,6 +1642,13 @@ impl WorkerLoop<'_> {
     fn push_yielded(&self, actor: Runnable) {
         match &self.shared().policy {
             Policy::GlobalQueue(gq) => {
+                if self.shared().is_shutdown() {
+                    // Dropped, not queued, as `push_injector` does (step 1 of "Shutdown"): its
+                    // registry unwinds it. Queued, a free actor could be taken by a worker
+                    // that had not seen the flag yet, and resumed: `blocking` yields a caller
+                    // that found the pool closed on the promise that it never resumes.
+                    return;
+                }
                 let free = actor.home().is_none();
                 gq.push(actor);
                 if free {
