@@ -3,8 +3,10 @@
 //! are parsed with `httparse`; the connection loop is written once, over `Read + Write`, and
 //! runs unchanged on a `threadlet::net::TcpStream` and a `std::net::TcpStream`.
 //!
-//! Also the load generator the bench CLI and the example use: N keep-alive clients on OS
-//! threads, each sending GETs back to back for a while and timing every response.
+//! Also the load generator the bench CLI and the example use: N keep-alive clients, each
+//! sending GETs back to back for a while and timing every response, either on an OS thread
+//! each ([`load`]) or all on one thread that multiplexes them ([`load_multiplexed`], the shape
+//! of the NSPR experiment's `zeusbench`, which used `select`).
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -268,6 +270,205 @@ pub fn load(
     total
 }
 
+/// [`load`]'s measurement with every client on one OS thread, which multiplexes the
+/// non-blocking connections with `epoll` (through `mio`): each connection has at most one
+/// request outstanding, and gets its next as soon as its response is read in full.
+pub fn load_multiplexed(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+    path: &str,
+    expect_body: Option<usize>,
+) -> Load {
+    let request: Arc<[u8]> = get_request(addr, path).into();
+    let start = Instant::now();
+    let until = start + duration;
+    let (mut latencies, errors) = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || multiplexed_clients(addr, clients, &request, until, expect_body))
+        .expect("a load-generator thread")
+        .join()
+        .expect("a load-generator thread does not panic");
+    latencies.sort_unstable();
+    Load {
+        requests: latencies.len() as u64,
+        elapsed: start.elapsed(),
+        latencies,
+        errors,
+    }
+}
+
+/// [`load_multiplexed`]'s thread: opens `clients` connections, then serves their readiness
+/// until `until`. A connection that fails counts an error and is opened again.
+fn multiplexed_clients(
+    addr: SocketAddr,
+    clients: usize,
+    request: &[u8],
+    until: Instant,
+    expect_body: Option<usize>,
+) -> (Vec<Duration>, u64) {
+    lower_priority();
+    let mut poll = mio::Poll::new().expect("an epoll instance for the load generator");
+    let mut events = mio::Events::with_capacity(clients.clamp(16, 1024));
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    let mut conns: Vec<Option<Client>> = (0..clients).map(|_| None).collect();
+    while Instant::now() < until {
+        for (i, slot) in conns.iter_mut().enumerate() {
+            if slot.is_none() {
+                match Client::open(addr, &poll, i) {
+                    Ok(c) => *slot = Some(c),
+                    Err(_) => errors += 1,
+                }
+            }
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        match poll.poll(&mut events, Some(left)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!("the load generator's epoll_wait failed: {e}"),
+        }
+        for ev in events.iter() {
+            let i = ev.token().0;
+            let Some(c) = conns[i].as_mut() else { continue };
+            if c.advance(request, expect_body, until, &mut latencies)
+                .is_err()
+            {
+                errors += 1;
+                if let Some(mut c) = conns[i].take() {
+                    let _ = poll.registry().deregister(&mut c.stream);
+                }
+            }
+        }
+        if conns.iter().any(Option::is_none) {
+            std::thread::sleep(Duration::from_millis(1)); // as `client` after a failed connect
+        }
+    }
+    (latencies, errors)
+}
+
+/// One connection of [`load_multiplexed`]: its request in flight and the response read so far.
+struct Client {
+    stream: mio::net::TcpStream,
+    /// Bytes of the current request written.
+    sent: usize,
+    buf: Vec<u8>,
+    /// Bytes in `buf` while the head is incomplete.
+    filled: usize,
+    /// Once the head is in: the body's length, and how much of it has come.
+    body: Option<(usize, usize)>,
+    /// When the current request was started.
+    started: Instant,
+}
+
+impl Client {
+    /// Connects (blocking), then registers the connection for both directions, edge-triggered.
+    fn open(addr: SocketAddr, poll: &mio::Poll, token: usize) -> io::Result<Client> {
+        let conn = std::net::TcpStream::connect(addr)?;
+        conn.set_nodelay(true)?;
+        conn.set_nonblocking(true)?;
+        let mut stream = mio::net::TcpStream::from_std(conn);
+        poll.registry().register(
+            &mut stream,
+            mio::Token(token),
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        Ok(Client {
+            stream,
+            sent: 0,
+            buf: vec![0u8; 16 * 1024],
+            filled: 0,
+            body: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// Moves the connection on as far as it goes without blocking (the registration is
+    /// edge-triggered, so until an operation would block): writes the request, reads the
+    /// response, records its latency and, before `until`, starts the next request.
+    fn advance(
+        &mut self,
+        request: &[u8],
+        expect_body: Option<usize>,
+        until: Instant,
+        latencies: &mut Vec<Duration>,
+    ) -> io::Result<()> {
+        loop {
+            if self.sent < request.len() {
+                match self.stream.write(&request[self.sent..]) {
+                    Ok(n) => self.sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            let into = match self.body {
+                None => self.filled,
+                Some(_) => 0,
+            };
+            let n = match self.stream.read(&mut self.buf[into..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let (len, have) = match self.body {
+                Some((len, have)) => (len, have + n),
+                None => {
+                    self.filled += n;
+                    let Some((head, len)) = parse_head(&self.buf[..self.filled])? else {
+                        if self.filled == self.buf.len() {
+                            return Err(io::Error::other("a response head too long"));
+                        }
+                        continue;
+                    };
+                    (len, self.filled - head)
+                }
+            };
+            if have > len {
+                return Err(io::Error::other("more bytes than Content-Length"));
+            }
+            if have < len {
+                self.body = Some((len, have));
+                continue;
+            }
+            if expect_body.is_some_and(|b| b != len) {
+                return Err(io::Error::other("a body of the wrong length"));
+            }
+            latencies.push(self.started.elapsed());
+            (self.sent, self.filled, self.body) = (0, 0, None);
+            self.started = Instant::now();
+            if self.started >= until {
+                self.sent = request.len(); // no more requests: idle until the end
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A response's head in `buf`, if complete: its length and the body's (Content-Length). An
+/// error for anything but a 200 with a Content-Length.
+fn parse_head(buf: &[u8]) -> io::Result<Option<(usize, usize)>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(buf) {
+        Ok(httparse::Status::Complete(head)) => {
+            if resp.code != Some(200) {
+                return Err(io::Error::other("status not 200"));
+            }
+            let len: usize = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+                .ok_or_else(|| io::Error::other("no Content-Length"))?;
+            Ok(Some((head, len)))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(_) => Err(io::Error::other("a malformed response")),
+    }
+}
+
 /// Lowers the calling thread's priority to the least (nice 19), so that on a machine shared
 /// with the server the load generator takes only CPU time the server leaves: as if the
 /// clients ran on another machine. Best effort: a refusal leaves the priority as it was.
@@ -348,19 +549,8 @@ fn read_response(conn: &mut std::net::TcpStream, buf: &mut [u8]) -> io::Result<u
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         filled += n;
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&buf[..filled]) {
-            Ok(httparse::Status::Complete(head)) => {
-                if resp.code != Some(200) {
-                    return Err(io::Error::other("status not 200"));
-                }
-                let len: usize = resp
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-                    .ok_or_else(|| io::Error::other("no Content-Length"))?;
+        match parse_head(&buf[..filled])? {
+            Some((head, len)) => {
                 let mut have = filled - head;
                 while have < len {
                     let n = conn.read(&mut buf[..])?;
@@ -374,8 +564,8 @@ fn read_response(conn: &mut std::net::TcpStream, buf: &mut [u8]) -> io::Result<u
                 }
                 return Ok(len);
             }
-            Ok(httparse::Status::Partial) if filled < buf.len() => {}
-            _ => return Err(io::Error::other("a malformed response")),
+            None if filled < buf.len() => {}
+            None => return Err(io::Error::other("a response head too long")),
         }
     }
 }
@@ -397,5 +587,26 @@ mod tests {
         );
         assert_eq!(file_under(root, "/../etc/passwd"), None);
         assert_eq!(file_under(root, "/a/../../etc"), None);
+    }
+
+    /// The multiplexed load generator reads every response in full and checks it: against the
+    /// thread-per-connection server, several connections get answers and none fails; against a
+    /// server that answers with the wrong body length, every answer counts as an error.
+    #[test]
+    fn the_multiplexed_load_generator_checks_every_response() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || threads_server(listener, Content::generated()));
+        let load = load_multiplexed(addr, 3, Duration::from_millis(300), "/", Some(BODY_BYTES));
+        assert_eq!(load.errors, 0);
+        assert!(load.requests >= 3, "{} requests", load.requests);
+        assert_eq!(load.latencies.len() as u64, load.requests);
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || threads_server(listener, Content::generated()));
+        let load = load_multiplexed(addr, 2, Duration::from_millis(100), "/", Some(1));
+        assert_eq!(load.requests, 0);
+        assert!(load.errors >= 2, "{} errors", load.errors);
     }
 }

@@ -13,7 +13,10 @@
 //! body, and no connection failed.
 //!
 //! The load generator shares the machine with the server: on few cores the clients take CPU
-//! time that the server could have used, the same for every version.
+//! time that the server could have used, the same for every version. Its clients are OS
+//! threads (`--load threads`, the default) or one thread multiplexing every connection
+//! (`--load multiplexed`: the seed's `zeusbench` multiplexed its 10 clients with `select`).
+//! `--cpus N` runs the whole measurement on N CPUs (the seed ran on one).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -32,12 +35,37 @@ use crate::runtimes::{self, Rt, RtConfig};
 /// http's options.
 #[derive(Args, Clone, Debug)]
 pub struct Params {
-    /// Keep-alive clients, each an OS thread.
+    /// Keep-alive clients.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub clients: u64,
     /// How long the load runs, in seconds (fractions allowed).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// How the load generator runs its clients.
+    #[arg(long, value_enum, default_value_t = LoadShape::Threads)]
+    pub load: LoadShape,
+    /// Runs each measurement (server, runtime and load generator) on the first N CPUs that
+    /// the process may use, as the seed ran on one; pair it with `--workers`.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub cpus: Option<u64>,
+}
+
+/// How the load generator runs its clients.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadShape {
+    /// An OS thread per client, blocking I/O.
+    Threads,
+    /// Every client on one OS thread, non-blocking connections multiplexed with epoll.
+    Multiplexed,
+}
+
+impl LoadShape {
+    fn name(self) -> &'static str {
+        match self {
+            LoadShape::Threads => "threads",
+            LoadShape::Multiplexed => "multiplexed",
+        }
+    }
 }
 
 /// Whether http has a version for `rt`.
@@ -83,12 +111,59 @@ pub fn spec(rt: Rt, workers: Option<usize>, p: &Params) -> Spec<'static> {
             ("clients", json!(p.clients)),
             ("seconds", json!(p.seconds)),
             ("body_kib", json!(BODY_BYTES / 1024)),
+            ("load", json!(p.load.name())),
+            ("cpus", json!(p.cpus)),
         ],
     }
 }
 
-/// One run on `rt`.
+/// One run on `rt`, on `p.cpus` CPUs if given.
 pub fn run(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String> {
+    match p.cpus {
+        None => run_here(rt, workers, p),
+        Some(n) => on_cpus(n as usize, || run_here(rt, workers, p))?,
+    }
+}
+
+/// Runs `f` with the calling thread, and so every thread started meanwhile (a new thread
+/// inherits its creator's affinity), on the first `n` CPUs of the calling thread's affinity;
+/// then gives the thread its affinity back.
+fn on_cpus<T>(n: usize, f: impl FnOnce() -> T) -> Result<T, String> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: an all-zero `cpu_set_t` is the empty set; `sched_getaffinity` writes at most
+    // `size` bytes, the set's own size, into it.
+    let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::sched_getaffinity(0, size, &mut all) } != 0 {
+        return Err(format!("--cpus: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: as above.
+    let mut first: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let mut taken = 0;
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below `CPU_SETSIZE`, the sets' capacity.
+        if taken < n && unsafe { libc::CPU_ISSET(cpu, &all) } {
+            // SAFETY: as above.
+            unsafe { libc::CPU_SET(cpu, &mut first) };
+            taken += 1;
+        }
+    }
+    if taken < n {
+        return Err(format!("--cpus {n}: the process may use only {taken}"));
+    }
+    // SAFETY: `first` is a valid set of `size` bytes, read by the call.
+    if unsafe { libc::sched_setaffinity(0, size, &first) } != 0 {
+        return Err(format!("--cpus: {}", std::io::Error::last_os_error()));
+    }
+    let out = f();
+    // SAFETY: `all` is the valid set read above. A failure would leave this thread on fewer
+    // CPUs, which later measurements report through their own `--cpus`-less figures; it is
+    // not expected for a set the thread had.
+    unsafe { libc::sched_setaffinity(0, size, &all) };
+    Ok(out)
+}
+
+fn run_here(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let duration = Duration::from_secs_f64(p.seconds);
@@ -102,12 +177,12 @@ pub fn run(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String>
             // Ends when the runtime drops, after the load.
             let _server =
                 runtime.spawn(move || http::threadlet_server(listener, Content::generated()));
-            warm_up_and_load(addr, clients, duration)
+            warm_up_and_load(addr, clients, duration, p.load)
         }
         Rt::OsThreads => {
             // The accepting thread and its connection threads end when the process does.
             std::thread::spawn(move || http::threads_server(listener, Content::generated()));
-            warm_up_and_load(addr, clients, duration)
+            warm_up_and_load(addr, clients, duration, p.load)
         }
         Rt::Tokio => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -121,7 +196,7 @@ pub fn run(rt: Rt, workers: Option<usize>, p: &Params) -> Result<Sample, String>
                     .expect("a tokio listener from a non-blocking std one");
                 tokio_server(listener, http::generated_response()).await;
             });
-            let load = warm_up_and_load(addr, clients, duration);
+            let load = warm_up_and_load(addr, clients, duration, p.load);
             runtime.shutdown_background();
             load
         }
@@ -148,9 +223,18 @@ fn micros(d: Duration) -> f64 {
 const WARM_UP_DEADLINE: Duration = Duration::from_secs(10);
 
 /// One request first (the server is up, its first connection made), then the load.
-fn warm_up_and_load(addr: SocketAddr, clients: usize, duration: Duration) -> Result<Load, String> {
+fn warm_up_and_load(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+    shape: LoadShape,
+) -> Result<Load, String> {
     warm_up(addr)?;
-    Ok(http::load(addr, clients, duration, "/", Some(BODY_BYTES)))
+    let load = match shape {
+        LoadShape::Threads => http::load,
+        LoadShape::Multiplexed => http::load_multiplexed,
+    };
+    Ok(load(addr, clients, duration, "/", Some(BODY_BYTES)))
 }
 
 /// Sends one GET, retried (a refused or failed connection, a bad answer) until it gets a 200

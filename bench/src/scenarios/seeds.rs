@@ -10,7 +10,7 @@
 //! | 003 | count(100M) twice: sequential 17.4 s, two GIL threads 53.2 s, two tasklets preempted every 100 ticks 25.3 s (1000 ticks: 17.7 s) | sequential; gil, 2 workers; work-stealing, 1 worker, ticks 100 and 1000; work-stealing and os-threads in parallel (no seed figure) |
 //! | 003 | 500 tasklets computing factorial(1024): 0.5 s; 500 threads 0.77 s | work-stealing; os-threads |
 //! | 003 | factorial(512) and factorial(1024) under stackless.run(100): switched 13 and 26 times | 1 worker, ticks 100, one tick per multiplication |
-//! | 001 | NSPR HTTP server, a 6 KB file to 10 keep-alive clients for 10 s: user-level threads 1,024 req/s, pthreads 811 req/s | work-stealing (actor per connection); os-threads (thread per connection); tokio (task per connection, no seed figure) |
+//! | 001 | NSPR HTTP server, a 6 KB file to 10 keep-alive clients for 10 s (one CPU; zeusbench multiplexing the clients with select): user-level threads 1,024 req/s, pthreads 811 req/s | work-stealing (actor per connection); os-threads (thread per connection); tokio (task per connection, no seed figure): on 1 CPU with the clients multiplexed on one thread (the seed's shape), then on every CPU with a thread per client |
 //!
 //! `--quick` runs each at a stated fraction of its size (for smoke tests). `--runtime` is not
 //! used: each experiment names its runtimes.
@@ -286,31 +286,54 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
         );
     }
 
-    // 001: the NSPR HTTP server, 10 keep-alive clients for 10 s (0.1 s with --quick).
-    let params = http::Params {
-        clients: 10,
-        seconds: if q { 0.1 } else { 10.0 },
-    };
+    // 001: the NSPR HTTP server, 10 keep-alive clients for 10 s (0.1 s with --quick): first
+    // in the seed's shape (one CPU, one worker, the clients multiplexed on one thread, as
+    // zeusbench's were with select), then on every CPU with a thread per client.
+    let seconds = if q { 0.1 } else { 10.0 };
+    let shapes = [
+        (
+            "HTTP, 6 KB body, 10 keep-alive clients, 1 CPU, multiplexed clients",
+            http::Params {
+                clients: 10,
+                seconds,
+                load: http::LoadShape::Multiplexed,
+                cpus: Some(1),
+            },
+            1,
+        ),
+        (
+            "HTTP, 6 KB body, 10 keep-alive clients, every CPU, a thread per client",
+            http::Params {
+                clients: 10,
+                seconds,
+                load: http::LoadShape::Threads,
+                cpus: None,
+            },
+            w,
+        ),
+    ];
     let servers: [(Rt, &str); 3] = [
         (Rt::WorkStealing, "NSPR user-level threads: 1,024 req/s"),
         (Rt::OsThreads, "NSPR pthreads: 811 req/s"),
         (Rt::Tokio, "(no seed figure)"),
     ];
-    for (rt, seed) in servers {
-        let wk = rt.has_workers().then_some(w);
-        let rec = experiment(
-            out,
-            &mut rows,
-            "HTTP, 6 KB body, 10 keep-alive clients",
-            seed,
-            None,
-            http::spec(rt, wk, &params),
-            repeat,
-            || http::run(rt, wk, &params),
-        );
-        if let (Some(rec), Some(row)) = (rec, rows.last_mut()) {
-            let rps = rec.get("req_per_s").and_then(Value::as_f64).unwrap_or(0.0);
-            row.ours = format!("{rps:.0} req/s ({})", row.ours);
+    for (name, params, workers) in &shapes {
+        for (rt, seed) in servers {
+            let wk = rt.has_workers().then_some(*workers);
+            let rec = experiment(
+                out,
+                &mut rows,
+                name,
+                seed,
+                None,
+                http::spec(rt, wk, params),
+                repeat,
+                || http::run(rt, wk, params),
+            );
+            if let (Some(rec), Some(row)) = (rec, rows.last_mut()) {
+                let rps = rec.get("req_per_s").and_then(Value::as_f64).unwrap_or(0.0);
+                row.ours = format!("{rps:.0} req/s ({})", row.ours);
+            }
         }
     }
 
