@@ -37,6 +37,7 @@ $B pool --actors 3 --jobs 6 --work 100000 --runtime $TL --workers 1,2 --repeat 1
 $B scaling --scenario all --workers 1,2 --runtime $TL,tokio --n 200000 --factorial-actors 20 \
     --times 5 --players 10,100 --kicks 200 --repeat 1
 $B http --clients 3 --seconds 0.2 --runtime $ALL --workers 1,2 --repeat 1
+$B http --clients 3 --seconds 0.2 --runtime work-stealing,os-threads --workers 1 --load multiplexed --cpus 1 --repeat 1
 $B seeds --quick --repeat 1
 ls "$plots"/*_workers.svg "$plots"/scaling_count.svg >/dev/null
 echo "bench smoke: every scenario ran"
