@@ -73,8 +73,9 @@
 //! The spawner *attaches* the mailbox to its actor right after spawning (`Addr::attach`): the
 //! mailbox records the actor's id and a weak reference to it (for [`Addr::kill`]), and
 //! registers itself with the actor's join packet as its exit sink (`threadlet-runtime`'s
-//! `set_exit_sink`), which tells it of the end before anything else hears of it. The mailbox
-//! keeps that end: monitors, links and the name registry made through an address wait in the
+//! `set_exit_sink`), which tells it of the end before anything else hears of it (and holds the
+//! mailbox until then: an actor may drop its `Mailbox`, and its addresses be gone, before it
+//! ends). The mailbox keeps that end: monitors, links and the name registry made through an address wait in the
 //! mailbox's own list of exit hooks until then, and one made after the end gets the `Down` at
 //! once, however long after (the join packet, and with it the result, is gone by then if
 //! nobody joins). What comes before the attach (a monitor, or a kill, from an address the
@@ -2141,7 +2142,7 @@ impl<M> Addr<M> {
             }
         };
         // Told at once if the actor has ended already.
-        set_exit_sink(h, self.shared.downgrade() as Weak<dyn ExitSink>);
+        set_exit_sink(h, self.shared.arc() as Arc<dyn ExitSink>);
         if killed {
             // Killed (by `Addr::kill` or a link) before the spawner got here.
             self.shared.kill();

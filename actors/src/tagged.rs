@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 pub(crate) struct TaggedArc<T> {
     tagged: NonNull<T>,
@@ -63,10 +63,6 @@ impl<T> TaggedArc<T> {
         self.with_arc(Arc::clone)
     }
 
-    pub(crate) fn downgrade(&self) -> Weak<T> {
-        self.with_arc(Arc::downgrade)
-    }
-
     /// Another handle to the same value, with its own flag.
     pub(crate) fn clone_with(&self, flag: bool) -> TaggedArc<T> {
         TaggedArc::new(self.arc(), flag)
@@ -109,7 +105,7 @@ mod tests {
         assert!(a.ptr_eq(&b) && std::ptr::eq(a.as_ptr(), Arc::as_ptr(&arc)));
         assert_eq!((*a, *b), (7, 7));
         assert_eq!(Arc::strong_count(&arc), 3);
-        let weak = b.downgrade();
+        let weak = Arc::downgrade(&b.arc());
         drop((a, b));
         assert_eq!(Arc::strong_count(&arc), 1);
         drop(arc);

@@ -254,3 +254,46 @@ fn two_users_of_one_monitor_both_get_the_real_end() {
     let waited = within_watchdog("the waiting actor", move || waiting.join().unwrap());
     assert_eq!((polled, waited), (ExitReason::Normal, ExitReason::Normal));
 }
+
+/// A monitor made through an address hears why the actor ended when every address is gone
+/// before the end: the usual end of a mailbox actor (its receive loop ends when the last
+/// address goes), a panic after that, a kill after that. The mailbox, which keeps such a
+/// monitor's hook, went with the actor's `Mailbox` before the end was told, and every one of
+/// these monitors heard `Cancelled`.
+#[test]
+fn an_address_monitor_hears_the_real_end_after_the_last_address_went() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.iter().count());
+    let normal = addr.monitor();
+    drop(addr);
+    assert_eq!(h.join().unwrap(), 0);
+
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+        for _ in &mb {}
+        panic!("after the last address");
+    });
+    let panicked = addr.monitor();
+    drop(addr);
+    assert!(h.join().unwrap_err().is_panic());
+
+    let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+        drop(mb);
+        threadlet::sleep(Duration::from_secs(3600));
+    });
+    let killed = addr.monitor();
+    drop(addr);
+    std::thread::sleep(Duration::from_millis(50)); // it dropped its mailbox and sleeps
+    assert!(h.abort());
+
+    let reasons = within_watchdog("three monitors", move || {
+        [normal, panicked, killed].map(|m| m.recv().reason)
+    });
+    assert_eq!(
+        reasons,
+        [
+            ExitReason::Normal,
+            ExitReason::Panicked("after the last address".into()),
+            ExitReason::Killed
+        ]
+    );
+}

@@ -306,8 +306,12 @@ struct PacketState<R> {
     /// alive. Until it is made, why the actor ended is read from the slot.
     exit: Option<Arc<Exit>>,
     /// Told of the end before the exit watches ([`set_exit_sink`]): the actor's mailbox, for
-    /// an actor that has one. Weak: the packet does not keep a mailbox alive.
-    sink: Option<Weak<dyn ExitSink>>,
+    /// an actor that has one. Held until the end: the exit hooks of monitors made through an
+    /// address wait in the mailbox, which must not go before the end is told (a process actor
+    /// whose addresses are all gone drops its `Mailbox` before it ends, and its monitors
+    /// heard `Cancelled` instead of why it ended). What keeps the mailbox so is its block:
+    /// its queue is emptied when the owner drops its `Mailbox`.
+    sink: Option<Arc<dyn ExitSink>>,
 }
 
 /// A join packet without its result type, for the actor's cell, which holds it weakly
@@ -332,7 +336,7 @@ impl<R: Send> ExitSource for Packet<R> {
 
     fn mailbox(&self) -> Option<crate::MailboxStats> {
         let sink = self.state.lock().sink.clone()?;
-        sink.upgrade()?.mailbox()
+        sink.mailbox()
     }
 }
 
@@ -384,29 +388,33 @@ pub trait ExitSink: Send + Sync {
 /// Tells `sink` of the actor's end: when it ends, or now if it has. One sink per actor: a later
 /// call replaces an earlier one that has not been told yet. For the `threadlet` crate's
 /// mailboxes (`__private`); not part of the API.
-pub fn set_exit_sink<R>(h: &JoinHandle<R>, sink: Weak<dyn ExitSink>) {
+pub fn set_exit_sink<R>(h: &JoinHandle<R>, sink: Arc<dyn ExitSink>) {
     let reason = {
         let mut st = h.packet.state.lock();
         match st.slot.reason() {
             Some(reason) => reason,
             None => {
-                st.sink = Some(sink);
+                let replaced = st.sink.replace(sink);
+                drop(st);
+                // After unlocking, contained: it may be the last reference to a mailbox.
+                if let Some(old) = replaced {
+                    let id = h.packet.id;
+                    fault::contain(format_args!("the exit sink of actor {id}"), || drop(old));
+                }
                 return;
             }
         }
     };
-    tell_sink(&sink, &h.packet.down(reason));
+    tell_sink(sink, &h.packet.down(reason));
 }
 
-/// Tells a sink of the end, if it is still there; contained, as an exit hook.
-fn tell_sink(sink: &Weak<dyn ExitSink>, down: &Down) {
+/// Tells a sink of the end; contained, as an exit hook.
+fn tell_sink(sink: Arc<dyn ExitSink>, down: &Down) {
     fault::contain(format_args!("the exit sink of actor {}", down.id), || {
-        if let Some(s) = sink.upgrade() {
-            s.exited(down);
-            // The last reference to the sink (a mailbox whose addresses are all gone) may drop
-            // here, contained too.
-            drop(s);
-        }
+        sink.exited(down);
+        // The last reference to the sink (a mailbox whose addresses are all gone) may drop
+        // here, contained too.
+        drop(sink);
     });
 }
 
@@ -702,7 +710,7 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
     let down = packet.down(reason);
     context::running_exit_hooks(|| {
         if let Some(sink) = sink {
-            tell_sink(&sink, &down);
+            tell_sink(sink, &down);
         }
         if let Some(exit) = exit {
             exit.ended(down);
