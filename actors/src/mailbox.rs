@@ -800,6 +800,7 @@ impl<M> Mailbox<M> {
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<M, RecvTimeoutError> {
         checkpoint();
+        let mut on;
         loop {
             {
                 let mut st = self.shared.state.lock();
@@ -822,11 +823,20 @@ impl<M> Mailbox<M> {
                     return Err(RecvTimeoutError::Timeout);
                 }
                 st.publish(Waiter::current(), false);
+                // `Wait::Message` is a wait on the actor's own mailbox, which the deadlock
+                // check reads (for a queued message, an address held outside). A mailbox
+                // handed on to this actor by the one it is attached to is another's, which the
+                // check cannot reach: a bare park, which it never takes for a deadlock. (One
+                // not attached yet is the receiver's own, about to be attached to it.)
+                on = match st.actor {
+                    Some(a) if Some(a) != threadlet_runtime::current() => Wait::Parked,
+                    _ => Wait::Message,
+                };
             }
             let published = Published(&self.shared);
             let parked = match deadline {
-                None => park_on(Wait::Message),
-                Some(d) => park_on_until(Wait::Message, d),
+                None => park_on(on),
+                Some(d) => park_on_until(on, d),
             };
             if parked.is_err() {
                 // Cancelled: give up, and clear the waiter (the guard's drop does it).

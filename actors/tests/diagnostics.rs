@@ -664,6 +664,26 @@ fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
     });
 }
 
+/// An actor receiving from a `Mailbox` handed to it by the actor it belonged to, while a plain
+/// thread holds an address of that mailbox, is not deadlocked. The check read the receiving
+/// actor's own mailbox instead (here it has none), saw no address held outside, and reported
+/// it in every round.
+#[test]
+fn a_receive_on_a_handed_over_mailbox_that_a_plain_thread_can_send_to_is_not_a_deadlock() {
+    quiet_in_some_round("handed-over mailbox", |rt| {
+        let (give, take) = channel::oneshot::<Mailbox<u32>>();
+        // The address is made on this plain thread: held outside.
+        let (addr, owner) = rt.spawn_actor(move |mb: Mailbox<u32>| give.send(mb).unwrap());
+        owner.join().unwrap();
+        let h = rt.spawn(move || take.recv().unwrap().recv());
+        parked(rt, &h);
+        Box::new(move || {
+            addr.send(7).unwrap();
+            assert_eq!(h.join().unwrap(), Some(7));
+        })
+    });
+}
+
 /// A receiver woken for nothing (a stale wake) parks again on the same channel: what it
 /// records then must still say that a plain thread holds a sender, as the mark the clone made
 /// said, or the check takes a live wait for a deadlock (and `panic_on_deadlock` would kill).
