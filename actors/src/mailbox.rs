@@ -2221,9 +2221,16 @@ impl<M> Addr<M> {
                 Some(down) => (hook, down),
                 None => {
                     let pruned = st.rare().hooks.push(listener, hook);
+                    let actor = st.cell.upgrade();
                     drop(st);
                     // Hooks nobody wants any more go now, outside the lock.
                     drop(pruned);
+                    // A hook kept from an actor of another runtime links the two runtimes'
+                    // deadlock checks (`threadlet-runtime`'s `deadlock.rs`): its `Down` is a
+                    // wake that comes from the attached actor's runtime.
+                    if let Some(actor) = actor {
+                        threadlet_runtime::__private::link_caller_to_runtime_of(&actor);
+                    }
                     return true;
                 }
             }

@@ -607,6 +607,44 @@ fn waiting_on_an_actor_of_another_runtime_is_not_a_deadlock() {
     });
 }
 
+/// Waiting for the end of an actor of another runtime through a monitor (made from its handle,
+/// from its id, or through its address) or a `JoinSet` is not a deadlock, as a `join` of it is
+/// not: the `Down` comes from that runtime, which such a watch did not link to the waiting
+/// one, and each of these waits was reported (and `panic_on_deadlock` killed the waiter).
+#[test]
+fn watching_an_actor_of_another_runtime_for_its_end_is_not_a_deadlock() {
+    // Each way of watching on a runtime of its own: a link made by one is runtime-wide.
+    for way in [
+        "monitor of a handle",
+        "monitor of an id",
+        "monitor of an address",
+        "join set",
+    ] {
+        within_watchdog(way, move || {
+            let (rt, reports) = reporting_runtime(1);
+            let other = Runtime::builder().workers(1).build().unwrap();
+            let (addr, h) = other.spawn_actor(move |_: Mailbox<u32>| threadlet::sleep(QUIET * 2));
+            let handle = other.handle();
+            let id = h.id();
+            let watcher = rt.spawn(move || match way {
+                "monitor of a handle" => threadlet::Monitor::of(&h).recv().reason,
+                "monitor of an id" => threadlet::Monitor::of_id(&handle, id).recv().reason,
+                "monitor of an address" => addr.monitor().recv().reason,
+                _ => {
+                    let mut set = threadlet::JoinSet::new();
+                    set.insert(h);
+                    assert!(set.join_next().is_some_and(|r| r.is_ok()));
+                    threadlet::ExitReason::Normal
+                }
+            });
+            std::thread::sleep(QUIET * 3 / 2);
+            let reported = reports.try_recv().ok();
+            assert_eq!(watcher.join().unwrap(), threadlet::ExitReason::Normal);
+            assert!(reported.is_none(), "{way}: {}", reported.unwrap());
+        });
+    }
+}
+
 /// Checks that a wait a plain thread can end is not reported. `round` sets one up on the
 /// runtime it is given (an actor parked on something whose end main then takes outside) and
 /// returns what ends it; the runtime gets `QUIET` to report in between.

@@ -39,7 +39,11 @@
 //!   channel), or spawned an actor there ([`link`], from `Shared::schedule_woken_from` and
 //!   `Shared::spawn_cell`);
 //! - an actor of one armed a timer on the other's heap (`call_at_for`: a `send_after` to an
-//!   actor there).
+//!   actor there);
+//! - an actor of one began to watch an actor of the other for its end (a monitor, a link's
+//!   hook, a `JoinSet` entry: [`link_caller_to`], from `JoinHandle::exit_watch`,
+//!   `Handle::exit_watch` and the `threadlet` crate's mailboxes), whose `Down` will be a wake
+//!   from there.
 //!
 //! Once every actor of ours looks dead, a runtime of the group with a worker running, a timer
 //! pending, or one actor that does not look dead by the rules above (judged with its own
@@ -209,14 +213,27 @@ pub(crate) struct DeadlockWatch {
 
 /// Links runtimes `a` and `b` for their deadlock checks ("Linked runtimes"); nothing if they
 /// are one runtime, or already linked. Called where a worker of one wakes or spawns an actor
-/// of the other, and where an actor of one arms a timer on the other's heap: off the paths
-/// within one runtime, and a short lock once linked.
+/// of the other, where an actor of one arms a timer on the other's heap, and where it watches
+/// an actor of the other for its end ([`link_caller_to`]): off the paths within one runtime,
+/// and a short lock once linked.
 pub(crate) fn link(a: &Arc<Shared>, b: &Arc<Shared>) {
     if Arc::ptr_eq(a, b) {
         return;
     }
     a.deadlock.add_peer(b);
     b.deadlock.add_peer(a);
+}
+
+/// Links the calling actor's runtime (nothing on a plain thread) to `target`, whose actor it
+/// is about to watch for its end (a monitor, a `JoinSet` entry, a link's trap): the `Down`
+/// that the watch delivers, through a channel or a mailbox, is a wake that comes from
+/// `target`, which no wake has linked yet while the caller waits for it.
+pub(crate) fn link_caller_to(target: &Arc<Shared>) {
+    crate::context::with_worker(|ctx| {
+        if let Some(ctx) = ctx {
+            link(&ctx.shared, target);
+        }
+    });
 }
 
 /// The first wait before a quiet linked runtime that held a report back (a timer pending, an

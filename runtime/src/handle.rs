@@ -197,7 +197,10 @@ impl Handle {
 
     /// The exit watch of the live actor with this id on this runtime, if there is one.
     pub fn exit_watch(&self, id: ActorId) -> Option<crate::ExitWatch> {
-        self.shared.live.exit_watch(id)
+        let watch = self.shared.live.exit_watch(id)?;
+        // As `JoinHandle::exit_watch`: the caller may be an actor of another runtime.
+        crate::deadlock::link_caller_to(&self.shared);
+        Some(watch)
     }
 
     /// Whether both handles name the same runtime.

@@ -940,6 +940,11 @@ impl<R> JoinHandle<R> {
     /// assert_eq!(watch.down().unwrap().reason, ExitReason::Killed);
     /// ```
     pub fn exit_watch(&self) -> ExitWatch {
+        // A watch from an actor of another runtime (a monitor, a `JoinSet`) links the two
+        // runtimes' deadlock checks (`deadlock.rs`, "Linked runtimes").
+        if let Some(actor) = self.actor.upgrade() {
+            crate::deadlock::link_caller_to(&actor.shared);
+        }
         ExitWatch(self.packet.exit())
     }
 

@@ -147,6 +147,13 @@ pub mod __private {
         crate::context::with_current(|cur| cur.and_then(|(_, a)| a.is_handler().then_some(a.id)))
     }
 
+    /// Links the calling actor's runtime to `actor`'s for the deadlock check: the caller is
+    /// about to wait for `actor`'s end through an exit hook (a monitor or a link made through
+    /// an address).
+    pub fn link_caller_to_runtime_of(actor: &ActorCell) {
+        crate::deadlock::link_caller_to(&actor.shared);
+    }
+
     /// Whether the runtime of the calling actor has begun to shut down (`false` outside any
     /// runtime). Lets tests hold a worker until shutdown has begun, deterministically.
     pub fn shutting_down() -> bool {
