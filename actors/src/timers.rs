@@ -22,9 +22,10 @@
 //!   while it sends a new message, puts it back and arms the next tick; `cancel` raises the
 //!   flag and drops the address (or leaves it to the tick that has it out, which drops it on
 //!   seeing the flag), and the next tick does nothing more. The ticks also stop when a send
-//!   fails (the actor has ended or closed its mailbox; a `cancel` then reports `false`). A
-//!   tick dropped unrun by a runtime's shutdown is armed again where the mailbox is then, as
-//!   a delayed message is (`Ticking`).
+//!   fails (the actor has ended or closed its mailbox) or `make_msg` panics; a `cancel` then
+//!   reports `false`. A tick dropped unrun by a runtime's shutdown is armed again where the
+//!   mailbox is then, as a delayed message is (`Ticking`), unless it is dropped by the unwind
+//!   of its own failed arming (`ARMING`).
 //!
 //! The heap entry of a cancelled timer stays until its deadline (the runtime's heap cancels
 //! lazily, and `call_at_for` gives no handle), holding only the emptied state.
@@ -136,7 +137,27 @@ fn call_at_receiver(
     deadline: Instant,
     f: impl FnOnce() + Send + 'static,
 ) {
+    /// Puts back what `ARMING` was (the arming may nest: a drop during it may arm again).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = ARMING.try_with(|a| a.set(self.0));
+        }
+    }
+    let _restore = Restore(ARMING.try_with(|a| a.replace(true)).unwrap_or(false));
     threadlet_runtime::__private::call_at_for(receiver.as_deref(), deadline, f);
+}
+
+thread_local! {
+    /// Set while this thread arms a timer (`call_at_receiver`): a guard dropped by a panic
+    /// then is dropped by the failed arming itself, which arming again would repeat.
+    static ARMING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a guard dropped unrun now is dropped by the unwind of a failed arming (not by an
+/// unrelated unwind, such as a runtime dropped by a thread that panicked).
+fn arming_failed() -> bool {
+    std::thread::panicking() && ARMING.try_with(std::cell::Cell::get).unwrap_or(true)
 }
 
 /// Arms the delivery of a delayed message at `deadline` (again, if its mailbox was full), on
@@ -199,7 +220,7 @@ impl<M: Send + 'static> Drop for Delivery<M> {
         let Some(slot) = self.slot.take() else {
             return; // it ran
         };
-        if std::thread::panicking() {
+        if arming_failed() {
             // Dropped by the unwind of a failed arming (the process-wide timer thread could
             // not start): arming again would fail again, inside this unwind. The message goes,
             // as it did before the guard existed.
@@ -277,7 +298,16 @@ fn tick<M, F>(
         let Some(addr) = interval.addr.lock().take() else {
             return; // cancelled
         };
-        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(make_msg(), true) {
+        // A panic in `make_msg` stops the interval (reported by the timer's containment):
+        // ended, so that a later `cancel` reports nothing pending.
+        let msg = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut make_msg)) {
+            Ok(msg) => msg,
+            Err(panic) => {
+                interval.end(addr);
+                std::panic::resume_unwind(panic);
+            }
+        };
+        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(msg, true) {
             interval.end(addr); // the actor is gone
             return;
         }
@@ -330,7 +360,7 @@ impl<M: Send + 'static, F: FnMut() -> M + Send + 'static> Drop for Ticking<M, F>
         let Some((interval, make_msg)) = self.due.take() else {
             return; // it ran
         };
-        if std::thread::panicking() {
+        if arming_failed() {
             // As `Delivery`'s: arming again could fail again, inside this unwind.
             return;
         }

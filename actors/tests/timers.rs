@@ -548,15 +548,17 @@ fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewher
     });
     let mb = handed.recv().unwrap();
     let reader = second.spawn(move || {
-        (0..3)
+        let got = (0..3)
             .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        // Handed back: dropped, it would close, and a tick would end the interval.
+        (got, mb)
     });
     // Armed on the first runtime's timers: its actor is the one attached.
     let ticks = addr.send_interval(Duration::from_millis(100), || 5);
     drop(addr);
     drop(first); // before the first tick
-    let got = within_watchdog("three ticks", move || reader.join().unwrap());
+    let (got, _mb) = within_watchdog("three ticks", move || reader.join().unwrap());
     assert_eq!(got, vec![Some(5); 3], "ticks were lost");
     assert!(
         ticks.cancel(),
@@ -564,34 +566,94 @@ fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewher
     );
 }
 
+/// The same, for an interval and for a delayed message, when the runtime is dropped by a
+/// thread that is unwinding (its owner panicked): the guards took any unwind for the failed
+/// arming of the test below, and dropped the tick or the message (the interval still said it
+/// was running).
+#[test]
+fn timers_outlive_a_runtime_dropped_by_a_panicking_thread() {
+    let first = Runtime::builder().workers(1).build().unwrap();
+    let second = Runtime::builder().workers(1).build().unwrap();
+    let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
+    let (addr, _sleeper) = first.spawn_actor(move |mb: Mailbox<u32>| {
+        hand_over.send(mb).unwrap();
+        threadlet::sleep(Duration::from_secs(3600));
+    });
+    let mb = handed.recv().unwrap();
+    let reader = second.spawn(move || {
+        let got = (0..4)
+            .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
+            .collect::<Vec<_>>();
+        (got, mb)
+    });
+    let ticks = addr.send_interval(Duration::from_millis(300), || 5);
+    let delayed = addr.send_after(Duration::from_millis(100), 9);
+    drop(addr);
+    let owner = std::thread::spawn(move || {
+        let _first = first;
+        panic!("the owner of the first runtime panics (on purpose)");
+    });
+    assert!(owner.join().is_err());
+    let (mut got, _mb) = within_watchdog("a delayed message and three ticks", move || {
+        reader.join().unwrap()
+    });
+    got.sort();
+    assert_eq!(got, [Some(5), Some(5), Some(5), Some(9)], "lost");
+    assert!(!delayed.cancel(), "delivered");
+    assert!(ticks.cancel(), "still ticking");
+}
+
+/// A message of these tests that says when it is dropped.
+struct Dropped(std::sync::mpsc::Sender<()>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
 /// An interval whose actor has ended has stopped: `cancel` reports that nothing was pending
 /// (it reported `true`, as if the interval had still been running).
 #[test]
 fn cancelling_an_interval_whose_actor_ended_reports_nothing_pending() {
     let rt = Runtime::builder().workers(1).build().unwrap();
-    let (addr, h) = rt.spawn_actor(|_: Mailbox<u32>| ());
+    let (addr, h) = rt.spawn_actor(|_: Mailbox<Dropped>| ());
     h.join().unwrap(); // its mailbox is closed
-    let made = Arc::new(AtomicUsize::new(0));
-    let m = made.clone();
-    let ticks = addr.send_interval(Duration::from_millis(5), move || {
-        m.fetch_add(1, Ordering::SeqCst);
-        0
-    });
-    within_watchdog("the first tick", {
-        let made = made.clone();
-        move || {
-            while made.load(Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    });
-    // That tick found the mailbox closed (the message it made is dropped) and ends the
-    // interval right after; settle, then look.
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(made.load(Ordering::SeqCst), 1, "no tick after the first");
+    let (tx, dropped) = std::sync::mpsc::channel();
+    let ticks = addr.send_interval(Duration::from_millis(5), move || Dropped(tx.clone()));
+    // The first tick's message, refused by the closed mailbox, is dropped once the tick has
+    // ended the interval.
+    dropped
+        .recv_timeout(common::WATCHDOG)
+        .expect("the first tick");
     assert!(
         !ticks.cancel(),
         "the interval had stopped for want of a receiver"
+    );
+    assert!(
+        dropped.recv_timeout(Duration::from_millis(50)).is_err(),
+        "no tick after the first"
+    );
+}
+
+/// The same for an interval that a panic in `make_msg` stopped, as its docs say it does.
+#[test]
+fn cancelling_an_interval_stopped_by_a_panic_reports_nothing_pending() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, _h) = rt.spawn_actor(|mb: Mailbox<u32>| while mb.recv().is_some() {});
+    let (tx, reported) = std::sync::mpsc::channel();
+    // The panic's payload is dropped once the timer's containment has reported it, after the
+    // tick has unwound.
+    let ticks = addr.send_interval(Duration::from_millis(5), move || -> u32 {
+        std::panic::panic_any(Dropped(tx.clone()))
+    });
+    reported
+        .recv_timeout(common::WATCHDOG)
+        .expect("the first tick panics");
+    assert!(!ticks.cancel(), "the panic had stopped the interval");
+    assert!(
+        reported.recv_timeout(Duration::from_millis(50)).is_err(),
+        "no tick after the panic"
     );
 }
 
