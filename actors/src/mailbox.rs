@@ -822,16 +822,17 @@ impl<M> Mailbox<M> {
                     st.waiter = None;
                     return Err(RecvTimeoutError::Timeout);
                 }
-                st.publish(Waiter::current(), false);
+                let me = Waiter::current();
                 // `Wait::Message` is a wait on the actor's own mailbox, which the deadlock
                 // check reads (for a queued message, an address held outside). A mailbox
                 // handed on to this actor by the one it is attached to is another's, which the
                 // check cannot reach: a bare park, which it never takes for a deadlock. (One
                 // not attached yet is the receiver's own, about to be attached to it.)
                 on = match st.actor {
-                    Some(a) if Some(a) != threadlet_runtime::current() => Wait::Parked,
+                    Some(a) if Some(a) != me.actor_id() => Wait::Parked,
                     _ => Wait::Message,
                 };
+                st.publish(me, false);
             }
             let published = Published(&self.shared);
             let parked = match deadline {

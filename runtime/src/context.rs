@@ -939,6 +939,24 @@ impl Waiter {
         }
     }
 
+    /// The actor's id, for an actor; `None` for a plain thread.
+    ///
+    /// ```
+    /// use threadlet_runtime::{Runtime, Waiter};
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| Waiter::current().actor_id());
+    /// let id = h.id();
+    /// assert_eq!(h.join().unwrap(), Some(id));
+    /// assert_eq!(Waiter::current().actor_id(), None);
+    /// ```
+    pub fn actor_id(&self) -> Option<ActorId> {
+        match self {
+            Waiter::Actor(a) => Some(a.id),
+            Waiter::Thread(_) => None,
+        }
+    }
+
     /// Whether both name the same actor or thread.
     ///
     /// ```
