@@ -510,13 +510,10 @@ fn an_interval_cancelled_from_its_own_tick_stops() {
     assert_eq!(got, ticks.load(Ordering::SeqCst));
 }
 
-/// A delayed message waits on the timers of the runtime whose actor is attached to the mailbox
-/// when it is sent. If that actor has handed its `Mailbox` to an actor of another runtime, and
-/// its own runtime shuts down before the deadline, the message was dropped with that runtime's
-/// timers while the new receiver waited for it (and `cancel` still found it pending): accepted,
-/// and neither delivered nor handed back. It must reach the receiver.
-#[test]
-fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_elsewhere() {
+/// Two runtimes, and an actor of the first that handed its `Mailbox` on (returned, for an
+/// actor of the second to receive on) and sleeps: its address, made here, and every timer set
+/// through it now, wait on the first runtime's timers.
+fn a_mailbox_handed_to_another_runtime() -> (Runtime, Runtime, threadlet::Addr<u32>, Mailbox<u32>) {
     let first = Runtime::builder().workers(1).build().unwrap();
     let second = Runtime::builder().workers(1).build().unwrap();
     let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
@@ -524,7 +521,17 @@ fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_el
         hand_over.send(mb).unwrap();
         threadlet::sleep(Duration::from_secs(3600));
     });
-    let mb = handed.recv().unwrap();
+    (first, second, addr, handed.recv().unwrap())
+}
+
+/// A delayed message waits on the timers of the runtime whose actor is attached to the mailbox
+/// when it is sent. If that actor has handed its `Mailbox` to an actor of another runtime, and
+/// its own runtime shuts down before the deadline, the message was dropped with that runtime's
+/// timers while the new receiver waited for it (and `cancel` still found it pending): accepted,
+/// and neither delivered nor handed back. It must reach the receiver.
+#[test]
+fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_elsewhere() {
+    let (first, second, addr, mb) = a_mailbox_handed_to_another_runtime();
     let reader = second.spawn(move || mb.recv_timeout(Duration::from_secs(20)));
     let timer = addr.send_after(Duration::from_millis(200), 42);
     drop(addr);
@@ -539,14 +546,7 @@ fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_el
 /// the interval running).
 #[test]
 fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewhere() {
-    let first = Runtime::builder().workers(1).build().unwrap();
-    let second = Runtime::builder().workers(1).build().unwrap();
-    let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
-    let (addr, _sleeper) = first.spawn_actor(move |mb: Mailbox<u32>| {
-        hand_over.send(mb).unwrap();
-        threadlet::sleep(Duration::from_secs(3600));
-    });
-    let mb = handed.recv().unwrap();
+    let (first, second, addr, mb) = a_mailbox_handed_to_another_runtime();
     let reader = second.spawn(move || {
         let got = (0..3)
             .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
@@ -572,14 +572,7 @@ fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewher
 /// was running).
 #[test]
 fn timers_outlive_a_runtime_dropped_by_a_panicking_thread() {
-    let first = Runtime::builder().workers(1).build().unwrap();
-    let second = Runtime::builder().workers(1).build().unwrap();
-    let (hand_over, handed) = std::sync::mpsc::channel::<Mailbox<u32>>();
-    let (addr, _sleeper) = first.spawn_actor(move |mb: Mailbox<u32>| {
-        hand_over.send(mb).unwrap();
-        threadlet::sleep(Duration::from_secs(3600));
-    });
-    let mb = handed.recv().unwrap();
+    let (first, second, addr, mb) = a_mailbox_handed_to_another_runtime();
     let reader = second.spawn(move || {
         let got = (0..4)
             .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())

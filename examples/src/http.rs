@@ -241,33 +241,16 @@ pub fn load(
     path: &str,
     expect_body: Option<usize>,
 ) -> Load {
-    let request: Arc<[u8]> = get_request(addr, path).into();
-    let start = Instant::now();
-    let until = start + duration;
-    let threads: Vec<_> = (0..clients)
-        .map(|_| {
-            let request = request.clone();
-            std::thread::Builder::new()
-                .stack_size(128 * 1024)
-                .spawn(move || client(addr, &request, until, expect_body))
-                .expect("a load-generator thread")
-        })
-        .collect();
-    let mut total = Load {
-        requests: 0,
-        elapsed: Duration::ZERO,
-        latencies: Vec::new(),
-        errors: 0,
-    };
-    for t in threads {
-        let (lat, errors) = t.join().expect("a load-generator thread does not panic");
-        total.requests += lat.len() as u64;
-        total.latencies.extend(lat);
-        total.errors += errors;
-    }
-    total.elapsed = start.elapsed();
-    total.latencies.sort_unstable();
-    total
+    run_load(addr, duration, path, |request, until| {
+        (0..clients)
+            .map(|_| {
+                let request = request.clone();
+                load_thread(128 * 1024, move || {
+                    client(addr, &request, until, expect_body)
+                })
+            })
+            .collect()
+    })
 }
 
 /// [`load`]'s measurement with every client on one OS thread, which multiplexes the
@@ -280,22 +263,52 @@ pub fn load_multiplexed(
     path: &str,
     expect_body: Option<usize>,
 ) -> Load {
-    let request: Arc<[u8]> = get_request(addr, path).into();
-    let start = Instant::now();
-    let until = start + duration;
-    let (mut latencies, errors) = std::thread::Builder::new()
-        .stack_size(256 * 1024)
-        .spawn(move || multiplexed_clients(addr, clients, &request, until, expect_body))
+    run_load(addr, duration, path, |request, until| {
+        let clients = move || multiplexed_clients(addr, clients, &request, until, expect_body);
+        vec![load_thread(256 * 1024, clients)]
+    })
+}
+
+/// What one load-generator thread measured: every response's latency, and the errors.
+type ThreadLoad = (Vec<Duration>, u64);
+
+/// A load-generator thread with a stack of `stack` bytes.
+fn load_thread(
+    stack: usize,
+    f: impl FnOnce() -> ThreadLoad + Send + 'static,
+) -> std::thread::JoinHandle<ThreadLoad> {
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(f)
         .expect("a load-generator thread")
-        .join()
-        .expect("a load-generator thread does not panic");
-    latencies.sort_unstable();
-    Load {
-        requests: latencies.len() as u64,
-        elapsed: start.elapsed(),
-        latencies,
-        errors,
+}
+
+/// Starts the load-generator threads (`start`, given the request and when to stop) for
+/// `duration`, and sums what they measured.
+fn run_load(
+    addr: SocketAddr,
+    duration: Duration,
+    path: &str,
+    start: impl FnOnce(Arc<[u8]>, Instant) -> Vec<std::thread::JoinHandle<ThreadLoad>>,
+) -> Load {
+    let request: Arc<[u8]> = get_request(addr, path).into();
+    let began = Instant::now();
+    let threads = start(request, began + duration);
+    let mut total = Load {
+        requests: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+        errors: 0,
+    };
+    for t in threads {
+        let (lat, errors) = t.join().expect("a load-generator thread does not panic");
+        total.requests += lat.len() as u64;
+        total.latencies.extend(lat);
+        total.errors += errors;
     }
+    total.elapsed = began.elapsed();
+    total.latencies.sort_unstable();
+    total
 }
 
 /// [`load_multiplexed`]'s thread: opens `clients` connections, then serves their readiness
@@ -306,7 +319,7 @@ fn multiplexed_clients(
     request: &[u8],
     until: Instant,
     expect_body: Option<usize>,
-) -> (Vec<Duration>, u64) {
+) -> ThreadLoad {
     lower_priority();
     let mut poll = mio::Poll::new().expect("an epoll instance for the load generator");
     let mut events = mio::Events::with_capacity(clients.clamp(16, 1024));
@@ -487,7 +500,7 @@ fn client(
     request: &[u8],
     until: Instant,
     expect_body: Option<usize>,
-) -> (Vec<Duration>, u64) {
+) -> ThreadLoad {
     lower_priority();
     let mut latencies = Vec::new();
     let mut errors = 0;
