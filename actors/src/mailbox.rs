@@ -800,9 +800,8 @@ impl<M> Mailbox<M> {
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<M, RecvTimeoutError> {
         checkpoint();
-        let mut on;
         loop {
-            {
+            let on = {
                 let mut st = self.shared.state.lock();
                 if self.is_stale(&st) {
                     return Err(RecvTimeoutError::Disconnected);
@@ -828,12 +827,13 @@ impl<M> Mailbox<M> {
                 // handed on to this actor by the one it is attached to is another's, which the
                 // check cannot reach: a bare park, which it never takes for a deadlock. (One
                 // not attached yet is the receiver's own, about to be attached to it.)
-                on = match st.actor {
+                let on = match st.actor {
                     Some(a) if Some(a) != me.actor_id() => Wait::Parked,
                     _ => Wait::Message,
                 };
                 st.publish(me, false);
-            }
+                on
+            };
             let published = Published(&self.shared);
             let parked = match deadline {
                 None => park_on(on),
