@@ -5,6 +5,9 @@
 //! GiB of memory. Run it with (one test at a time: each measures the process's RSS)
 //! `cargo test --release -p threadlet --test million -- --ignored --nocapture --test-threads=1`.
 
+#[allow(dead_code)] // only `proc_status_kib` is used here
+mod common;
+
 use threadlet::{Mailbox, Runtime, RuntimeExt};
 
 /// Gives the heap's free pages back to the kernel, so that a test run after another in the same
@@ -18,14 +21,7 @@ fn trim_heap() {
 }
 
 fn rss_bytes() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb * 1024
+    common::proc_status_kib("VmRSS") as usize * 1024
 }
 
 fn blocked_actors(n: usize) {

@@ -52,6 +52,24 @@ fn until_attached<M: Send + 'static>(starts: &Arc<AtomicU64>, n: u64, addr: &thr
     });
 }
 
+/// A process child that counts its starts: `body` gets its mailbox and the number of starts
+/// before this one (0 for the first).
+fn counted_child<M, R>(
+    name: &str,
+    body: impl Fn(Mailbox<M>, u64) -> R + Send + Sync + 'static,
+) -> (Child, threadlet::Addr<M>, Arc<AtomicU64>)
+where
+    M: Send + 'static,
+    R: Send + 'static,
+{
+    let starts = Arc::new(AtomicU64::new(0));
+    let s = starts.clone();
+    let (child, addr) = Child::process(name, move |mb: Mailbox<M>| {
+        body(mb, s.fetch_add(1, Ordering::SeqCst))
+    });
+    (child, addr, starts)
+}
+
 /// Stops a supervisor, which must end cleanly.
 fn stop(sup_addr: &threadlet::Addr<SupervisorMsg>, h: threadlet::JoinHandle<()>) {
     sup_addr.send(SupervisorMsg::Stop).unwrap();
@@ -267,10 +285,7 @@ fn a_stop_keeps_the_mailbox_closed_while_a_restart_drains_it() {
 #[test]
 fn a_child_that_ends_normally_on_a_stop_is_not_started_again() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let starts = Arc::new(AtomicU64::new(0));
-    let s = starts.clone();
-    let (child, addr) = Child::process("quitter", move |mb: Mailbox<u32>| {
-        s.fetch_add(1, Ordering::SeqCst);
+    let (child, addr, starts) = counted_child("quitter", move |mb: Mailbox<u32>, _| {
         // Reads nothing; ends once its mailbox is closed.
         while !mb.is_closed() {
             threadlet::sleep(Duration::from_millis(1));
@@ -374,10 +389,7 @@ fn a_stop_gives_up_on_a_child_that_drains_nothing() {
 #[test]
 fn past_its_intensity_a_supervisor_gives_up_and_fails() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let starts = Arc::new(AtomicU64::new(0));
-    let s = starts.clone();
-    let (child, _addr) = Child::process("crasher", move |_mb: Mailbox<()>| {
-        s.fetch_add(1, Ordering::SeqCst);
+    let (child, _addr, starts) = counted_child("crasher", move |_mb: Mailbox<()>, _| {
         panic!("always fails");
     });
     let mut sup = Supervisor::new(Strategy::OneForOne).intensity(3, Duration::from_secs(60));
@@ -723,11 +735,9 @@ fn links_and_traps_do_not_outlive_the_incarnation_that_made_them() {
     };
     let (first_partner, _fp) = failing();
     let (second_partner, _sp) = failing();
-    let starts = Arc::new(AtomicU64::new(0));
-    let s = starts.clone();
     let (fp, sp) = (first_partner.clone(), second_partner.clone());
-    let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
-        match s.fetch_add(1, Ordering::SeqCst) {
+    let (child, addr, starts) = counted_child("child", move |mb: Mailbox<u8>, start| {
+        match start {
             // Links to the first partner, and ends normally.
             0 => {
                 mb.addr().link(&fp);
@@ -801,12 +811,10 @@ fn a_restarted_incarnation_never_sees_its_predecessors_end_as_its_own() {
 #[test]
 fn a_child_that_closed_its_mailbox_is_restarted_with_it_open() {
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let starts = Arc::new(AtomicU64::new(0));
     let (got_tx, got_rx) = std::sync::mpsc::channel();
     let got_tx = Mutex::new(got_tx);
-    let s = starts.clone();
-    let (child, addr) = Child::process("closer", move |mb: Mailbox<u32>| {
-        if s.fetch_add(1, Ordering::SeqCst) == 0 {
+    let (child, addr, starts) = counted_child("closer", move |mb: Mailbox<u32>, start| {
+        if start == 0 {
             mb.close();
             for _ in &mb {} // drains, then ends normally: restarted
             return;
@@ -1166,10 +1174,7 @@ fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
     // The child ends normally on 1 and fails on 0; the partner fails on 0.
     let setup = |intensity: usize| {
         let rt = Runtime::builder().workers(2).build().unwrap();
-        let starts = Arc::new(AtomicU64::new(0));
-        let s = starts.clone();
-        let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
-            s.fetch_add(1, Ordering::SeqCst);
+        let (child, addr, starts) = counted_child("child", move |mb: Mailbox<u8>, _| {
             if mb.recv() == Some(0) {
                 panic!("the child fails");
             }
@@ -1225,10 +1230,7 @@ fn a_link_made_before_the_first_incarnation_is_that_incarnations_only() {
 fn a_link_made_before_the_first_start_is_not_made_again_after_it() {
     use threadlet::RuntimeExt;
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let starts = Arc::new(AtomicU64::new(0));
-    let s = starts.clone();
-    let (child, addr) = Child::process("child", move |mb: Mailbox<u8>| {
-        s.fetch_add(1, Ordering::SeqCst);
+    let (child, addr, starts) = counted_child("child", move |mb: Mailbox<u8>, _| {
         if mb.recv() == Some(0) {
             panic!("the child fails");
         }

@@ -673,13 +673,7 @@ fn a_send_after_that_cannot_start_the_timer_thread_panics_without_aborting() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let (addr, ended) = rt.spawn_actor(|mb: Mailbox<u32>| mb);
     let mb = ended.join().unwrap(); // no actor attached any more: the process-wide heap
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let mapped_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let mapped_kib = common::proc_status_kib("VmSize");
     let cap = libc::rlimit {
         rlim_cur: (mapped_kib + 256) * 1024,
         rlim_max: libc::RLIM_INFINITY,

@@ -64,3 +64,15 @@ pub fn passes_in_child(name: &str, env: &[(&str, &str)]) {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// A figure of `/proc/self/status` in KiB, by its field's name (`"VmRSS"`, `"VmSize"`).
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn proc_status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
