@@ -16,7 +16,10 @@
 //!
 //! 1. Start the children in the order they were added, each once the one before runs (a
 //!    handler child: once its `started` has returned, OTP's `init`); each incarnation gets a
-//!    monitor.
+//!    monitor. A process child has no `init`: the mark is that its body has been entered, so
+//!    what its body does first may interleave with the next child's start on another worker.
+//!    A child whose setup must come before its siblings' is a handler child with that setup
+//!    in `started`.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
 //! 3. A child ended (a start that failed, for want of a stack, counts as an abnormal end of an
 //!    incarnation that never ran: `ExitReason::NoStart`): if its restart policy asks for a restart
