@@ -190,7 +190,11 @@ fn a_cancelled_send_after_drops_its_message_at_once_and_never_delivers_it() {
             let _ = got_tx.send(msg);
         }
     });
-    let timer = addr.send_after(Duration::from_millis(30), DropCount(drops.clone()));
+    // A deadline far enough off that a loaded machine cannot pass it before the cancel (at
+    // 30 ms, one run in 150 under load did), near enough to wait past below.
+    let delay = Duration::from_secs(2);
+    let armed = std::time::Instant::now();
+    let timer = addr.send_after(delay, DropCount(drops.clone()));
     assert!(timer.cancel());
     assert_eq!(
         drops.load(Ordering::SeqCst),
@@ -205,8 +209,11 @@ fn a_cancelled_send_after_drops_its_message_at_once_and_never_delivers_it() {
         .expect("delivered");
     assert!(!fired.cancel());
     drop(first);
-    // The cancelled one never arrives (its deadline is long past by now).
-    std::thread::sleep(Duration::from_millis(50));
+    // The cancelled one never arrives, even once its deadline has passed.
+    std::thread::sleep(
+        (armed + delay + Duration::from_millis(50))
+            .saturating_duration_since(std::time::Instant::now()),
+    );
     assert!(
         got_rx.try_recv().is_err(),
         "a cancelled message was delivered"
