@@ -24,7 +24,21 @@ fn rss_bytes() -> usize {
     common::proc_status_kib("VmRSS") as usize * 1024
 }
 
+/// The tests of this file one at a time: each reads the process's RSS, which another one
+/// running beside it would move (and could shrink, between a test's two readings).
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// RSS growth from `before` to `during`, in MiB and in bytes per actor (negative if it shrank).
+fn growth(before: usize, during: usize, n: usize) -> (f64, f64) {
+    let grew = during as f64 - before as f64;
+    (grew / (1 << 20) as f64, grew / n as f64)
+}
+
 fn blocked_actors(n: usize) {
+    let _alone = alone();
     let rt = Runtime::builder().build().unwrap();
     trim_heap();
     let before = rss_bytes();
@@ -39,12 +53,10 @@ fn blocked_actors(n: usize) {
     while rt.stats().total().actors_run < n as u64 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let during = rss_bytes();
+    let (mib, per_actor) = growth(before, rss_bytes(), n);
     let stats = rt.stats();
     println!(
-        "{n} blocked actors: RSS grew {:.1} MiB, {:.0} bytes per actor (madvise guards: {})",
-        (during - before) as f64 / (1 << 20) as f64,
-        (during - before) as f64 / n as f64,
+        "{n} blocked actors: RSS grew {mib:.1} MiB, {per_actor:.0} bytes per actor (madvise guards: {})",
         stats.madvise_guards
     );
     for (i, a) in addrs.iter().enumerate() {
@@ -79,6 +91,7 @@ impl threadlet::Actor for Holder {
 
 /// `n` idle handler actors (each started, parked on its empty mailbox, holding no stack).
 fn idle_handler_actors(n: usize) {
+    let _alone = alone();
     let rt = Runtime::builder().build().unwrap();
     trim_heap();
     let before = rss_bytes();
@@ -88,12 +101,8 @@ fn idle_handler_actors(n: usize) {
     while rt.stats().total().actors_run < runs_before + n as u64 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let during = rss_bytes();
-    println!(
-        "{n} idle handler actors: RSS grew {:.1} MiB, {:.0} bytes per actor",
-        (during - before) as f64 / (1 << 20) as f64,
-        (during - before) as f64 / n as f64,
-    );
+    let (mib, per_actor) = growth(before, rss_bytes(), n);
+    println!("{n} idle handler actors: RSS grew {mib:.1} MiB, {per_actor:.0} bytes per actor");
     for (i, a) in addrs.iter().enumerate() {
         a.send(i as u32).unwrap();
     }

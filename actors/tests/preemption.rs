@@ -209,10 +209,12 @@ fn long_runs_are_reported_once() {
     let id = rt.block_on(|| {
         let h = threadlet::spawn(move || {
             // Blocking the worker on purpose, with no safe point (a mutex is none): until the
-            // first report (the deadline only keeps a broken monitor from hanging the test),
-            // then 100 ms (50 slices) more, in which no second report may come.
+            // first report of this run (the deadline only keeps a broken monitor from hanging
+            // the test), then 100 ms (50 slices) more, in which no second report may come.
+            let me = threadlet::current().unwrap();
             let t = std::time::Instant::now();
-            while seen.lock().unwrap().is_empty() && t.elapsed() < Duration::from_secs(60) {
+            let reported = || seen.lock().unwrap().iter().any(|r| r.actor == me);
+            while !reported() && t.elapsed() < Duration::from_secs(60) {
                 std::hint::spin_loop();
             }
             let t = std::time::Instant::now();
@@ -223,8 +225,10 @@ fn long_runs_are_reported_once() {
         });
         h.join().unwrap()
     });
-    let reports = reports.lock().unwrap();
-    assert_eq!(reports.len(), 1, "{reports:?}");
-    assert_eq!(reports[0].actor, id);
+    // Only this actor's reports: the root actor's short run may be reported too, if the
+    // machine took the worker's CPU away for a while in the middle of it.
+    let all = reports.lock().unwrap();
+    let reports: Vec<_> = all.iter().filter(|r| r.actor == id).collect();
+    assert_eq!(reports.len(), 1, "{all:?}");
     assert!(reports[0].running_for >= Duration::from_millis(2) * threadlet::LONG_RUN_SLICES);
 }

@@ -112,9 +112,9 @@ fn logging_handler_child(name: &'static str, log: &Log) -> (Child, threadlet::Ad
     })
 }
 
-/// Starts a, b and c under `strategy`, fails b once, waits for its restart, stops the
-/// supervisor and returns what the children logged.
-fn run_strategy(strategy: Strategy, kind: Kind) -> Vec<String> {
+/// Starts a, b and c under `strategy`, fails b once, waits for the restarts (as many starts as
+/// `want` has), stops the supervisor and returns what the children logged.
+fn run_strategy(strategy: Strategy, kind: Kind, want: &[&str]) -> Vec<String> {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let log: Log = Arc::default();
     let child = match kind {
@@ -127,10 +127,17 @@ fn run_strategy(strategy: Strategy, kind: Kind) -> Vec<String> {
     let mut sup = Supervisor::new(strategy);
     sup.add(a).add(b).add(c);
     let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
-    wait_for(&log, "start c", 1);
+    for name in ["a", "b", "c"] {
+        wait_for(&log, &format!("start {name}"), 1);
+    }
     b_addr.send(0).unwrap();
-    wait_for(&log, "start b", 2);
-    std::thread::sleep(Duration::from_millis(20));
+    let starts = |log: &[String]| log.iter().filter(|e| e.starts_with("start ")).count();
+    let wanted = starts(&want.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while starts(&log.lock()) < wanted {
+        assert!(std::time::Instant::now() < deadline, "{:?}", log.lock());
+        std::thread::sleep(Duration::from_millis(1));
+    }
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("supervisor stop", move || h.join().unwrap());
     log.lock().clone()
@@ -165,9 +172,9 @@ fn assert_strategy_log(kind: Kind, log: &[String], want: &[&str]) {
 #[test]
 fn one_for_one_restarts_only_the_failed_child() {
     for kind in [Kind::Handler, Kind::Process] {
-        let log = run_strategy(Strategy::OneForOne, kind);
         #[rustfmt::skip]
         let want = ["start a", "start b", "start c", "fail b", "start b", "stop c", "stop b", "stop a"];
+        let log = run_strategy(Strategy::OneForOne, kind, &want);
         assert_strategy_log(kind, &log, &want);
     }
 }
@@ -175,13 +182,13 @@ fn one_for_one_restarts_only_the_failed_child() {
 #[test]
 fn one_for_all_restarts_every_child_in_order() {
     for kind in [Kind::Handler, Kind::Process] {
-        let log = run_strategy(Strategy::OneForAll, kind);
         // a and c are killed (no "stop" line), then all three start again in order.
         #[rustfmt::skip]
         let want = [
             "start a", "start b", "start c", "fail b", "start a", "start b", "start c",
             "stop c", "stop b", "stop a",
         ];
+        let log = run_strategy(Strategy::OneForAll, kind, &want);
         assert_strategy_log(kind, &log, &want);
     }
 }
@@ -189,12 +196,12 @@ fn one_for_all_restarts_every_child_in_order() {
 #[test]
 fn rest_for_one_restarts_the_failed_child_and_those_after_it() {
     for kind in [Kind::Handler, Kind::Process] {
-        let log = run_strategy(Strategy::RestForOne, kind);
         #[rustfmt::skip]
         let want = [
             "start a", "start b", "start c", "fail b", "start b", "start c",
             "stop c", "stop b", "stop a",
         ];
+        let log = run_strategy(Strategy::RestForOne, kind, &want);
         assert_strategy_log(kind, &log, &want);
     }
 }
