@@ -201,35 +201,3 @@ fn an_exit_hook_that_would_block_does_not_take_its_workers_yields_away() {
     assert!(ran);
     assert!(ending.join().is_ok());
 }
-
-/// A join, or a select on a join handle, that comes while the actor's exit hooks run returns
-/// only once they all have (it used to find the result and return half-way through them).
-#[test]
-fn a_join_or_select_during_the_exit_hooks_returns_after_them() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    for by_select in [false, true] {
-        let h = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
-        let (inside, is_inside) = std::sync::mpsc::channel();
-        let inside = std::sync::Mutex::new(inside);
-        let done = Arc::new(AtomicBool::new(false));
-        let d = done.clone();
-        h.exit_watch().on_exit(move |_| {
-            inside.lock().unwrap().send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(200)); // a slow hook
-            d.store(true, Ordering::SeqCst);
-        });
-        assert!(h.abort());
-        is_inside.recv().unwrap();
-        let r = if by_select {
-            // From an actor of the runtime, where the select parks.
-            rt.block_on(move || threadlet::select! { recv(h) -> r => r })
-        } else {
-            h.join()
-        };
-        assert!(r.is_err_and(|e| e.is_killed()));
-        assert!(
-            done.load(Ordering::SeqCst),
-            "returned before the hooks (select: {by_select})"
-        );
-    }
-}
