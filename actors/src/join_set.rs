@@ -125,8 +125,8 @@ impl<R: Send + 'static> JoinSet<R> {
         None
     }
 
-    /// Joins the actor `id` if it is still in the set (its end was just announced by one of
-    /// its exit hooks, so this waits at most for the rest of them to run).
+    /// Joins the actor `id` if it is still in the set (its end was just announced, so this
+    /// does not wait).
     fn take(&mut self, id: ActorId) -> Option<(ActorId, Result<R, JoinError>)> {
         self.running.remove(&id).map(|h| (id, h.join()))
     }

@@ -13,27 +13,6 @@
 //! [`ExitWatch`] that monitors share is made on first use, and an actor with a mailbox has its
 //! mailbox told first ([`ExitSink`]), which keeps the end for monitors made through an address.
 //! Until then the slot says why the actor ended (`Slot::reason`), after a join too.
-//!
-//! # Filling
-//!
-//! The completer records the end in up to three steps, so that a `join` returns only once
-//! every exit hook has run (a monitor told, a link's signal queued, a name removed):
-//!
-//! 1. Under the lock, it takes the sink and a clone of the exit watch. With neither, nobody is
-//!    to be told: the slot becomes `Ready` and the joiner (if one waits) is woken. Done.
-//! 2. Otherwise the slot becomes `Telling`, which keeps the waiter, and the hooks run after
-//!    unlocking (the sink first, then the watch), with the result on the completer's stack. A
-//!    `join` or select that looks meanwhile records itself in `Telling` and waits, as in
-//!    `Pending`; `is_finished`, `abort` and a kill by id already see the actor as ended.
-//! 3. Under the lock again, the slot becomes `Ready` and the waiter is taken; a watch or sink
-//!    added during step 2 (it found no reason in the slot, so was made to wait) is told now,
-//!    and the waiter is woken last. Step 3 runs on every way out of step 2 (a drop guard).
-//!
-//! No joiner waits forever: every joiner is recorded under the lock in `Pending` or `Telling`,
-//! and step 1 or step 3 takes it under the same lock and wakes it. No watch misses the end: one
-//! made before step 1 is told in step 2; one made between steps 1 and 3 is stored in the
-//! packet, found by step 3's lock, and told; one made after step 3 reads the reason from the
-//! slot.
 
 use std::any::Any;
 use std::fmt;
@@ -283,10 +262,6 @@ impl std::error::Error for JoinError {}
 
 enum Slot<R> {
     Pending(Option<Waiter>),
-    /// The actor has ended, and its exit hooks are being told (`fill`); the result waits on
-    /// the completing thread's stack, and a `join` waits here as in `Pending`, so that it
-    /// returns only once every hook has run.
-    Telling(Option<Waiter>),
     /// The outcome; `join` adds the actor's id and name to an error.
     Ready(Result<R, JoinErrorKind>),
     /// Taken by `join` (or a select): only why the actor ended stays, for a watcher that comes
@@ -296,20 +271,13 @@ enum Slot<R> {
 }
 
 impl<R> Slot<R> {
-    /// Why the actor ended, once its hooks have been told (`None` while they are: a watch
-    /// or sink added then is told by `fill` when it is done).
+    /// Why the actor ended, once it has.
     fn reason(&self) -> Option<ExitReason> {
         match self {
-            Slot::Pending(_) | Slot::Telling(_) => None,
+            Slot::Pending(_) => None,
             Slot::Ready(r) => Some(ExitReason::of(r)),
             Slot::Taken(reason) => Some(reason.as_deref().cloned().unwrap_or(ExitReason::Normal)),
         }
-    }
-
-    /// Whether the actor has ended: its result is recorded, or is being while its exit hooks
-    /// are told.
-    fn ended(&self) -> bool {
-        !matches!(self, Slot::Pending(_))
     }
 
     /// Takes the result out of a `Ready` slot, leaving why the actor ended.
@@ -363,7 +331,7 @@ impl<R: Send> ExitSource for Packet<R> {
     }
 
     fn is_ended(&self) -> bool {
-        self.state.lock().slot.ended()
+        !matches!(self.state.lock().slot, Slot::Pending(_))
     }
 
     fn mailbox(&self) -> Option<crate::MailboxStats> {
@@ -405,7 +373,7 @@ impl<R> Packet<R> {
 /// nobody watches pays for no [`ExitWatch`]. See [`set_exit_sink`].
 pub trait ExitSink: Send + Sync {
     /// The actor has ended. Called once, on the thread that records the end (before the exit
-    /// watches' hooks, and before any `join` returns), or at once by `set_exit_sink` if
+    /// watches' hooks, and before a waiting `join` is woken), or at once by `set_exit_sink` if
     /// it had ended already. Runs as an exit hook does: it must not block, and a panic in it
     /// is contained.
     fn exited(&self, down: &Down);
@@ -707,38 +675,39 @@ impl<R> Drop for Completer<R> {
     }
 }
 
-/// Records the actor's end (see "Filling" in the module docs).
 fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
-    let (exit, sink) = {
+    let reason = ExitReason::of(&result);
+    let (waiter, exit, sink) = {
         let mut st = packet.state.lock();
-        let (exit, sink) = (st.exit.clone(), st.sink.take());
-        let Slot::Pending(waiter) = &mut st.slot else {
-            unreachable!("a join packet is filled once");
+        let waiter = match std::mem::replace(&mut st.slot, Slot::Ready(result)) {
+            Slot::Pending(w) => w,
+            _ => unreachable!("a join packet is filled once"),
         };
-        let waiter = waiter.take();
-        if exit.is_none() && sink.is_none() {
-            // Nobody to tell (step 1): a watcher that comes later reads why from the slot.
-            st.slot = Slot::Ready(result);
-            drop(st);
-            if let Some(w) = waiter {
+        (waiter, st.exit.clone(), st.sink.take())
+    };
+    // The joiner is woken on every way out, an unwind out of a hook included.
+    struct WakeOnDrop(Option<Waiter>);
+    impl Drop for WakeOnDrop {
+        fn drop(&mut self) {
+            if let Some(w) = self.0.take() {
                 w.wake_by_value();
             }
-            return;
         }
-        st.slot = Slot::Telling(waiter);
-        (exit, sink)
-    };
-    let down = packet.down(ExitReason::of(&result));
-    // Step 3 on every way out, an unwind out of a hook included.
-    let told = Told {
-        packet,
-        result: Some(result),
-        watch_was_made: exit.is_some(),
-    };
-    // Step 2. The sink (the mailbox) before the exit watches: a supervisor that hears of the
-    // end through its watch and restarts the child finds this incarnation's end recorded in
-    // its mailbox. Safe points are inert meanwhile: no preemption, kill or shutdown unwinds
-    // the actor half-way through its hooks.
+    }
+    let _joiner = WakeOnDrop(waiter);
+    if exit.is_none() && sink.is_none() {
+        // Nobody to tell: a watcher that comes later reads why from the slot.
+        return;
+    }
+    // Exit hooks before the joiner is woken: a `join` that was waiting returns with every
+    // monitor told, and a name removed. (One that looks at the slot while the hooks run finds
+    // the result there and returns at once, before they finish: the slot is filled first, so
+    // that a watch made meanwhile (`Packet::exit`) sees the end.) The sink (the mailbox)
+    // before the exit watches: a supervisor that hears of the end through
+    // its watch and restarts the child finds this incarnation's end recorded in its mailbox.
+    // Safe points are inert meanwhile: no preemption, kill or shutdown unwinds the actor
+    // half-way through its hooks.
+    let down = packet.down(reason);
     context::running_exit_hooks(|| {
         if let Some(sink) = sink {
             tell_sink(sink, &down);
@@ -747,61 +716,6 @@ fn fill<R>(packet: &Packet<R>, result: Result<R, JoinErrorKind>) {
             exit.ended(down);
         }
     });
-    drop(told);
-}
-
-/// Step 3 of "Filling": the result goes into the slot, the joiner is woken, and a watch or
-/// sink added while the hooks were told hears of the end.
-struct Told<'a, R> {
-    packet: &'a Packet<R>,
-    result: Option<Result<R, JoinErrorKind>>,
-    /// Whether an exit watch was there when the end was recorded (and so was told by step 2).
-    watch_was_made: bool,
-}
-
-impl<R> Drop for Told<'_, R> {
-    fn drop(&mut self) {
-        let result = self.result.take().expect("told once");
-        let (waiter, late) = {
-            let mut st = self.packet.state.lock();
-            let waiter = match std::mem::replace(&mut st.slot, Slot::Ready(result)) {
-                Slot::Telling(w) => w,
-                _ => unreachable!("only `fill` ends the telling"),
-            };
-            let late_exit = if self.watch_was_made {
-                None
-            } else {
-                st.exit.clone()
-            };
-            let late_sink = st.sink.take();
-            let late = (late_sink.is_some() || late_exit.is_some()).then(|| {
-                let reason = st.slot.reason().expect("ready");
-                (late_sink, late_exit, reason)
-            });
-            (waiter, late)
-        };
-        // After the late ones are told, or if telling them unwinds.
-        struct WakeOnDrop(Option<Waiter>);
-        impl Drop for WakeOnDrop {
-            fn drop(&mut self) {
-                if let Some(w) = self.0.take() {
-                    w.wake_by_value();
-                }
-            }
-        }
-        let _joiner = WakeOnDrop(waiter);
-        if let Some((late_sink, late_exit, reason)) = late {
-            let down = self.packet.down(reason);
-            context::running_exit_hooks(|| {
-                if let Some(sink) = late_sink {
-                    tell_sink(sink, &down);
-                }
-                if let Some(exit) = late_exit {
-                    exit.ended(down);
-                }
-            });
-        }
-    }
 }
 
 /// A fresh packet: the actor's end and the waiting end.
@@ -926,7 +840,7 @@ impl<R> JoinHandle<R> {
                 let mut st = self.packet.state.lock();
                 match &mut st.slot {
                     Slot::Ready(_) => return st.slot.take().map_err(|kind| self.error(kind)),
-                    Slot::Pending(w) | Slot::Telling(w) => *w = Some(Waiter::current()),
+                    Slot::Pending(w) => *w = Some(Waiter::current()),
                     Slot::Taken(_) => panic!("{TAKEN}"),
                 }
             }
@@ -961,7 +875,7 @@ impl<R> JoinHandle<R> {
     /// assert!(stuck.is_finished()); // cancelled: it will never run again
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.packet.state.lock().slot.ended()
+        !matches!(self.packet.state.lock().slot, Slot::Pending(_))
     }
 
     /// Kills the actor: it ends at its next suspension or safe point, its stack unwound on
@@ -999,7 +913,7 @@ impl<R> JoinHandle<R> {
     /// assert!(dropped.load(Ordering::SeqCst)); // its stack was unwound
     /// ```
     pub fn abort(&self) -> bool {
-        // The slot first: it says ended (`Telling`) before the exit hooks record the end.
+        // The slot first: it is filled a moment before the exit hooks record the end.
         !self.is_finished() && self.abort_handle().abort()
     }
 
@@ -1073,7 +987,7 @@ const TAKEN: &str = "joining an actor whose result a select already took";
 pub fn join_take_now<R>(h: &JoinHandle<R>) -> Option<Result<R, JoinError>> {
     let mut st = h.packet.state.lock();
     match &st.slot {
-        Slot::Pending(_) | Slot::Telling(_) => None,
+        Slot::Pending(_) => None,
         Slot::Ready(_) => Some(st.slot.take().map_err(|kind| h.error(kind))),
         Slot::Taken(_) => panic!("{TAKEN}"),
     }
@@ -1114,10 +1028,8 @@ pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
 /// it would have the two displace each other for as long as the actor runs.
 pub fn join_watch<R>(h: &JoinHandle<R>, w: &Waiter) {
     let (old, contended) = match &mut h.packet.state.lock().slot {
-        Slot::Pending(Some(other)) | Slot::Telling(Some(other)) if !other.same_as(w) => {
-            (None, true)
-        }
-        Slot::Pending(slot) | Slot::Telling(slot) => (slot.replace(w.clone()), false),
+        Slot::Pending(Some(other)) if !other.same_as(w) => (None, true),
+        Slot::Pending(slot) => (slot.replace(w.clone()), false),
         // Finished: the select's next look takes the result.
         _ => (None, false),
     };
@@ -1135,11 +1047,7 @@ const TWO_SELECTS: &str =
 /// For `threadlet::select!`: withdraws the record made by [`join_watch`] if it is still there.
 pub fn join_unwatch<R>(h: &JoinHandle<R>, w: &Waiter) {
     let mine = match &mut h.packet.state.lock().slot {
-        Slot::Pending(slot) | Slot::Telling(slot)
-            if slot.as_ref().is_some_and(|x| x.same_as(w)) =>
-        {
-            slot.take()
-        }
+        Slot::Pending(slot) if slot.as_ref().is_some_and(|x| x.same_as(w)) => slot.take(),
         _ => None,
     };
     // Dropped unlocked: it may hold the last reference to an actor.
@@ -1301,47 +1209,4 @@ fn a_pruned_hook_is_dropped_outside_the_lock() {
     assert!(dropped.load(Ordering::Relaxed) > 0);
     h.abort();
     assert!(h.join().unwrap_err().is_killed());
-}
-
-/// A `join` that comes while the exit hooks are being told waits for them: it returns only
-/// once every hook has run. And a watch made meanwhile (the end was not in the slot yet) is
-/// told of the end before the `join` returns. (A `join` used to find the result already in
-/// the slot and return with the hooks half-way.)
-#[cfg(test)]
-#[test]
-fn a_join_during_the_exit_hooks_returns_after_them_and_a_watch_made_then_is_told() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
-    /// Tells the test it runs, then takes its time, then marks itself done.
-    struct SlowSink {
-        inside: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
-        done: Arc<AtomicBool>,
-    }
-    impl ExitSink for SlowSink {
-        fn exited(&self, _: &Down) {
-            self.inside.lock().unwrap().send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(200));
-            self.done.store(true, Ordering::SeqCst);
-        }
-    }
-    let rt = crate::Runtime::builder().workers(1).build().unwrap();
-    let h = rt.spawn(|| crate::sleep(Duration::from_secs(3600)));
-    let (inside, is_inside) = std::sync::mpsc::channel();
-    let done = Arc::new(AtomicBool::new(false));
-    let sink = SlowSink {
-        inside: std::sync::Mutex::new(inside),
-        done: done.clone(),
-    };
-    set_exit_sink(&h, Arc::new(sink));
-    assert!(h.abort());
-    is_inside.recv().unwrap();
-    assert!(h.is_finished(), "ended while its hooks are told");
-    assert!(!h.abort(), "no kill of an actor that has ended");
-    let late = h.exit_watch();
-    assert!(h.join().unwrap_err().is_killed());
-    assert!(
-        done.load(Ordering::SeqCst),
-        "join returned before the hooks ran"
-    );
-    assert_eq!(late.down().map(|d| d.reason), Some(ExitReason::Killed));
 }
