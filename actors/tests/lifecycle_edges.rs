@@ -89,6 +89,8 @@ fn a_panicking_exit_hook_during_a_kill_is_contained() {
     });
     assert!(h.abort());
     assert!(h.join().is_err_and(|e| e.is_killed()));
+    // The hook ran (it may finish a moment after the join returns), once.
+    common::until("the hook ran", || ran.load(Ordering::SeqCst) > 0);
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 

@@ -451,9 +451,11 @@ pub fn kill_actor(actor: &Arc<ActorCell>) -> bool {
 ///
 /// let rt = Runtime::builder().workers(1).build().unwrap();
 /// let h = rt.spawn(|| -> u32 { panic!("bad input") });
-/// let watch = h.exit_watch();
+/// let (tx, heard) = std::sync::mpsc::channel();
+/// h.exit_watch().on_exit(move |down| tx.send(down.reason.clone()).unwrap());
 /// assert!(h.join().is_err());
-/// assert_eq!(watch.down().unwrap().reason, ExitReason::Panicked("bad input".into()));
+/// // A hook may run a moment after `join` returns: wait for it rather than look.
+/// assert_eq!(heard.recv().unwrap(), ExitReason::Panicked("bad input".into()));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExitReason {
@@ -563,7 +565,9 @@ pub struct ExitWatch(Arc<Exit>);
 impl ExitWatch {
     /// Calls `hook` with the [`Down`] once the actor has ended: at once (on this thread) if
     /// it already has, else on the thread that ends it, once its result is stored and before
-    /// a waiting `join` is woken. The hook must not block: run at an actor's end, a blocking
+    /// a waiting `join` is woken (a `join` that starts while the hooks run finds the result
+    /// and may return before they have: what a hook does is seen through the hook, not
+    /// through `join`). The hook must not block: run at an actor's end, a blocking
     /// operation there fails at once, as if the runtime were shutting down (a send to a full
     /// bounded mailbox hands its message back, a `sleep` returns, a `blocking` call runs its
     /// closure on the spot), for an actor suspended in its own exit hooks would hold its
@@ -935,9 +939,11 @@ impl<R> JoinHandle<R> {
     /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
     /// let watch = h.exit_watch();
     /// assert_eq!(watch.down(), None); // still sleeping
+    /// let (tx, heard) = std::sync::mpsc::channel();
+    /// watch.on_exit(move |down| tx.send(down.reason.clone()).unwrap());
     /// h.abort();
-    /// let _ = h.join();
-    /// assert_eq!(watch.down().unwrap().reason, ExitReason::Killed);
+    /// assert_eq!(heard.recv().unwrap(), ExitReason::Killed);
+    /// assert_eq!(watch.down().unwrap().reason, ExitReason::Killed); // told: recorded
     /// ```
     pub fn exit_watch(&self) -> ExitWatch {
         // A watch from an actor of another runtime (a monitor, a `JoinSet`) links the two

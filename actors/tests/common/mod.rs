@@ -76,3 +76,15 @@ pub fn proc_status_kib(field: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
+
+/// Waits until `done` holds, polling; panics with `what` after 20 s, a bound only a defect
+/// reaches. For what an actor's end leads to (an exit hook's effect), which a `join` that
+/// comes while the hooks run may return before.
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
