@@ -203,7 +203,7 @@ pub fn threads_server(listener: std::net::TcpListener, content: Content) {
 }
 
 /// What a load run measured.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Load {
     /// Responses received.
     pub requests: u64,
@@ -294,12 +294,7 @@ fn run_load(
     let request: Arc<[u8]> = get_request(addr, path).into();
     let began = Instant::now();
     let threads = start(request, began + duration);
-    let mut total = Load {
-        requests: 0,
-        elapsed: Duration::ZERO,
-        latencies: Vec::new(),
-        errors: 0,
-    };
+    let mut total = Load::default();
     for t in threads {
         let (lat, errors) = t.join().expect("a load-generator thread does not panic");
         total.requests += lat.len() as u64;
@@ -617,12 +612,7 @@ mod tests {
             let addr = listener.local_addr().unwrap();
             std::thread::spawn(move || threads_server(listener, Content::generated()));
             let deadline = Instant::now() + Duration::from_secs(60);
-            let mut sum = Load {
-                requests: 0,
-                elapsed: Duration::ZERO,
-                latencies: Vec::new(),
-                errors: 0,
-            };
+            let mut sum = Load::default();
             while !enough(&sum) {
                 assert!(
                     Instant::now() < deadline,
