@@ -29,16 +29,28 @@ fn logging_child(name: &'static str, log: &Log) -> (Child, threadlet::Addr<u32>)
     })
 }
 
+/// Waits until `count` entries of the log are `entry`.
 fn wait_for(log: &Log, entry: &str, count: usize) {
+    wait_for_log(log, entry, |log| {
+        log.iter().filter(|e| *e == entry).count() >= count
+    });
+}
+
+/// Waits until the log satisfies `done`; fails with the log, naming `what`, after 20 s.
+fn wait_for_log(log: &Log, what: &str, done: impl Fn(&[String]) -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while log.lock().iter().filter(|e| *e == entry).count() < count {
+    while !done(&log.lock()) {
         assert!(
             std::time::Instant::now() < deadline,
-            "no {entry:?} in {:?}",
+            "no {what:?} in {:?}",
             log.lock()
         );
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+fn is_start(entry: &str) -> bool {
+    entry.starts_with("start ")
 }
 
 /// Waits until incarnation `n` of a child (counted by `starts`, at each start) has started
@@ -131,13 +143,10 @@ fn run_strategy(strategy: Strategy, kind: Kind, want: &[&str]) -> Vec<String> {
         wait_for(&log, &format!("start {name}"), 1);
     }
     b_addr.send(0).unwrap();
-    let starts = |log: &[String]| log.iter().filter(|e| e.starts_with("start ")).count();
-    let wanted = starts(&want.iter().map(|e| e.to_string()).collect::<Vec<_>>());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while starts(&log.lock()) < wanted {
-        assert!(std::time::Instant::now() < deadline, "{:?}", log.lock());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let wanted = want.iter().filter(|e| is_start(e)).count();
+    wait_for_log(&log, "every start", |log| {
+        log.iter().filter(|e| is_start(e)).count() >= wanted
+    });
     sup_addr.send(SupervisorMsg::Stop).unwrap();
     within_watchdog("supervisor stop", move || h.join().unwrap());
     log.lock().clone()
@@ -151,13 +160,8 @@ fn run_strategy(strategy: Strategy, kind: Kind, want: &[&str]) -> Vec<String> {
 /// rest exactly.
 fn assert_strategy_log(kind: Kind, log: &[String], want: &[&str]) {
     let runs_sorted = |log: &mut Vec<String>| {
-        let mut i = 0;
-        while i < log.len() {
-            let end = (i..log.len())
-                .find(|&j| !log[j].starts_with("start "))
-                .unwrap_or(log.len());
-            log[i..end].sort();
-            i = end.max(i + 1);
+        for run in log.chunk_by_mut(|a, b| is_start(a) && is_start(b)) {
+            run.sort();
         }
     };
     let mut got = log.to_vec();
