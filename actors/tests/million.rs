@@ -5,8 +5,12 @@
 //! GiB of memory. Run it with (one test at a time: each measures the process's RSS)
 //! `cargo test --release -p threadlet --test million -- --ignored --nocapture --test-threads=1`.
 
-#[allow(dead_code)] // only `proc_status_kib` is used here
+#[allow(dead_code)] // only `proc_status_kib` and `alone` are used here
 mod common;
+
+// One test at a time: each reads the process's RSS, which another one running beside it would
+// move (and could shrink, between a test's two readings).
+use common::alone;
 
 use threadlet::{Mailbox, Runtime, RuntimeExt};
 
@@ -22,13 +26,6 @@ fn trim_heap() {
 
 fn rss_bytes() -> usize {
     common::proc_status_kib("VmRSS") as usize * 1024
-}
-
-/// The tests of this file one at a time: each reads the process's RSS, which another one
-/// running beside it would move (and could shrink, between a test's two readings).
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// RSS growth from `before` to `during`, in MiB and in bytes per actor (negative if it shrank).

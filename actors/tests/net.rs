@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{within, within_watchdog};
+// `alone`: held by the tests that must not share the machine with each other (the heaviest
+// one, and one that needs both workers free); the others run beside them.
+use common::{alone, within, within_watchdog};
 use threadlet::net::{TcpListener, TcpStream, UdpSocket};
 use threadlet::{JoinSet, Runtime};
 
@@ -45,14 +47,6 @@ fn raise_fd_limit(want: u64) -> u64 {
 }
 
 /// Byte `i` of message `m` of client `c`: every byte tells where it came from.
-/// Held by the tests that must not share the machine with each other (the heaviest one, and
-/// one that needs both workers free); the others run beside them.
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    // A test that failed while holding it poisons it; the next one still runs alone.
-    ALONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn pattern(c: u64, m: u64, i: usize) -> u8 {
     (c.wrapping_mul(31) ^ m.wrapping_mul(7) ^ i as u64) as u8
 }

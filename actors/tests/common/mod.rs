@@ -77,6 +77,15 @@ pub fn proc_status_kib(field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
 
+/// Runs the tests of a binary that take it one at a time (those that measure or use what is
+/// process-wide): each holds the guard for its whole run. A test that failed while holding it
+/// poisons it; the next one still runs alone.
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Waits until `done` holds, polling; panics with `what` after 20 s, a bound only a defect
 /// reaches. For what an actor's end leads to (an exit hook's effect), which a `join` that
 /// comes while the hooks run may return before.
