@@ -531,6 +531,22 @@ fn a_mailbox_handed_to_another_runtime() -> (Runtime, Runtime, threadlet::Addr<u
     (first, second, addr, handed.recv().unwrap())
 }
 
+/// An actor of `rt` that receives `n` messages on `mb` (`None` for one that does not come
+/// within 5 s), and returns them with the mailbox: dropped, it would close, and an interval's
+/// next tick would end the interval.
+fn receive_on(
+    rt: &Runtime,
+    mb: Mailbox<u32>,
+    n: usize,
+) -> threadlet::JoinHandle<(Vec<Option<u32>>, Mailbox<u32>)> {
+    rt.spawn(move || {
+        let got = (0..n)
+            .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
+            .collect();
+        (got, mb)
+    })
+}
+
 /// A delayed message waits on the timers of the runtime whose actor is attached to the mailbox
 /// when it is sent. If that actor has handed its `Mailbox` to an actor of another runtime, and
 /// its own runtime shuts down before the deadline, the message was dropped with that runtime's
@@ -554,13 +570,7 @@ fn a_delayed_message_outlives_the_runtime_it_waited_on_when_its_mailbox_lives_el
 #[test]
 fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewhere() {
     let (first, second, addr, mb) = a_mailbox_handed_to_another_runtime();
-    let reader = second.spawn(move || {
-        let got = (0..3)
-            .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
-            .collect::<Vec<_>>();
-        // Handed back: dropped, it would close, and a tick would end the interval.
-        (got, mb)
-    });
+    let reader = receive_on(&second, mb, 3);
     // Armed on the first runtime's timers: its actor is the one attached.
     let ticks = addr.send_interval(Duration::from_millis(100), || 5);
     drop(addr);
@@ -580,12 +590,7 @@ fn an_interval_outlives_the_runtime_it_ticked_on_when_its_mailbox_lives_elsewher
 #[test]
 fn timers_outlive_a_runtime_dropped_by_a_panicking_thread() {
     let (first, second, addr, mb) = a_mailbox_handed_to_another_runtime();
-    let reader = second.spawn(move || {
-        let got = (0..4)
-            .map(|_| mb.recv_timeout(Duration::from_secs(5)).ok())
-            .collect::<Vec<_>>();
-        (got, mb)
-    });
+    let reader = receive_on(&second, mb, 4);
     let ticks = addr.send_interval(Duration::from_millis(300), || 5);
     let delayed = addr.send_after(Duration::from_millis(100), 9);
     drop(addr);
