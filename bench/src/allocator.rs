@@ -6,7 +6,7 @@
 //! often finds its size class's free list empty and falls back to over-allocating by the
 //! alignment, through a slower generic path: in callgrind, a handler actor's spawn, run and
 //! exit cost 3,727 instructions with `MiMalloc` and 3,538 with this wrapper; a tokio task's
-//! 2,334 and 2,317 (`docs/benchmarks.md`, "Session 16"). A request whose alignment mimalloc's
+//! 2,334 and 2,317 (`docs/perf-log.md`, "Session 16"). A request whose alignment mimalloc's
 //! plain `mi_malloc` already guarantees (a word, and no more than the size) goes there; any
 //! other goes to the aligned functions, as before. Every runtime in the binary, tokio included,
 //! allocates through it.

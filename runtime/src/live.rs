@@ -25,7 +25,7 @@
 //! growth. One word an entry, against the 32 bytes of an entry that kept its key and both weak
 //! references beside it, saves 24 bytes a bucket: 27 to 55 bytes an actor across the load the
 //! table keeps (between seven sixteenths and seven eighths full), about 50 at 1M actors, for 16
-//! more in each cell (`docs/benchmarks.md`, "Session 20"). The price: growing a shard rehashes
+//! more in each cell (`docs/perf-log.md`, "Session 20"). The price: growing a shard rehashes
 //! each entry by the id in its cell, a read of every cell of the shard (a cache miss each, in
 //! a burst) under its lock, where the old entries held their keys.
 
