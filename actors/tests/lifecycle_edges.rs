@@ -203,3 +203,41 @@ fn an_exit_hook_that_would_block_does_not_take_its_workers_yields_away() {
     assert!(ran);
     assert!(ending.join().is_ok());
 }
+
+/// A join that cannot wait (here in an exit hook, which may not suspend) is reported as
+/// `Cancelled`, as documented, but its message must not say that the runtime shut down and
+/// cancelled the actor: nothing shut down, and the actor runs on to its end.
+#[test]
+fn a_join_that_cannot_wait_does_not_claim_a_shutdown() {
+    within_watchdog("a join inside an exit hook", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let (go, wait_for_go) = threadlet::channel::bounded::<()>(1);
+        let (ran_tx, ran) = std::sync::mpsc::channel();
+        let late = rt.spawn(move || {
+            let _ = wait_for_go.recv();
+            ran_tx.send(()).unwrap();
+        });
+        let late_id = late.id();
+        let (seen_tx, seen) = std::sync::mpsc::channel();
+        let mut late = Some(late);
+        let ending = rt.spawn(|| ());
+        ending.exit_watch().on_exit(move |_| {
+            let err = late.take().expect("one call").join().unwrap_err();
+            seen_tx.send(err).unwrap();
+        });
+        let err = seen.recv().unwrap();
+        assert!(err.is_cancelled(), "{err:?}");
+        assert_eq!(err.id(), late_id);
+        let text = err.to_string();
+        assert!(!text.contains("cancelled by runtime shutdown"), "{text}");
+        assert!(text.contains("was not joined"), "{text}");
+        // The actor it named was not cancelled: it still runs, and finishes when told to.
+        go.send(()).unwrap();
+        ran.recv().unwrap();
+        // A real cancellation keeps its message.
+        let parked = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
+        drop(rt);
+        let text = parked.join().unwrap_err().to_string();
+        assert!(text.contains("cancelled by runtime shutdown"), "{text}");
+    });
+}

@@ -47,6 +47,9 @@ pub struct JoinError {
     id: ActorId,
     name: Option<Arc<str>>,
     kind: JoinErrorKind,
+    /// A `Cancelled` that says nothing of the actor: the caller gave up waiting for it, as it
+    /// could not suspend (`JoinHandle::join`); the actor may still be running.
+    unwaited: bool,
 }
 
 /// How an actor ended without a value: [`JoinError::kind`].
@@ -56,7 +59,10 @@ pub struct JoinError {
 pub enum JoinErrorKind {
     /// The actor panicked; the payload is what `panic!` was given.
     Panicked(Box<dyn Any + Send + 'static>),
-    /// The actor was dropped before finishing: the runtime shut down first.
+    /// The actor was dropped before finishing: the runtime shut down first. Also what a join
+    /// returns when its caller may not wait (a runtime's shutdown or a kill unwinding the
+    /// caller, the caller's own panic, an exit hook): then the actor may still be running, and
+    /// the error's message says that it was not joined.
     Cancelled,
     /// The actor was killed ([`JoinHandle::abort`]): its stack was unwound (destructors ran)
     /// at its next suspension or safe point, or it was dropped before it started.
@@ -68,7 +74,12 @@ pub enum JoinErrorKind {
 
 impl JoinError {
     fn new(id: ActorId, name: Option<Arc<str>>, kind: JoinErrorKind) -> JoinError {
-        JoinError { id, name, kind }
+        JoinError {
+            id,
+            name,
+            kind,
+            unwaited: false,
+        }
     }
 
     /// The id of the actor.
@@ -234,6 +245,7 @@ impl fmt::Debug for JoinError {
             .field("id", &self.id)
             .field("name", &self.name)
             .field("kind", &self.kind)
+            .field("unwaited", &self.unwaited)
             .finish()
     }
 }
@@ -251,6 +263,10 @@ impl fmt::Display for JoinError {
                 Some(m) => write!(f, " panicked: {m}"),
                 None => f.write_str(" panicked"),
             },
+            JoinErrorKind::Cancelled if self.unwaited => f.write_str(
+                " was not joined: the caller could not wait (shutdown or a kill unwinding it, its \
+                 own panic, or an exit hook)",
+            ),
             JoinErrorKind::Cancelled => f.write_str(" was cancelled by runtime shutdown"),
             JoinErrorKind::Killed => f.write_str(" was killed"),
             JoinErrorKind::Spawn(e) => write!(f, " could not start: {e}"),
@@ -854,9 +870,9 @@ impl<R> JoinHandle<R> {
             .is_err()
             {
                 // The joiner may not suspend (shutdown or a kill unwinds it, or its own panic
-                // does: `context::may_suspend`): reported as `Cancelled`, the actor's result
-                // left unjoined.
-                return Err(self.error(JoinErrorKind::Cancelled));
+                // does, or it is an exit hook: `context::may_suspend`): reported as
+                // `Cancelled`, the actor's result left unjoined.
+                return Err(self.unwaited());
             }
         }
     }
@@ -984,6 +1000,15 @@ impl<R> JoinHandle<R> {
     fn error(&self, kind: JoinErrorKind) -> JoinError {
         JoinError::new(self.id(), self.packet.name.as_deref().cloned(), kind)
     }
+
+    /// The error of a join given up because its caller could not wait: `Cancelled`, with a
+    /// message that does not claim the actor was.
+    fn unwaited(&self) -> JoinError {
+        JoinError {
+            unwaited: true,
+            ..self.error(JoinErrorKind::Cancelled)
+        }
+    }
 }
 
 const TAKEN: &str = "joining an actor whose result a select already took";
@@ -1020,7 +1045,7 @@ pub fn never_started<R: Send + 'static>() -> JoinHandle<R> {
 /// For `threadlet::select!`: the error of a join branch given up because the selecting actor
 /// is being cancelled (shutdown), as `join` returns then.
 pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
-    h.error(JoinErrorKind::Cancelled)
+    h.unwaited()
 }
 
 /// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records
