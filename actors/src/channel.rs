@@ -106,7 +106,9 @@ use threadlet_runtime::{ActorId, Wait, Waiter, checkpoint, park_on, park_on_unti
 use crate::on_plain_thread;
 use crate::tagged::TaggedArc;
 
-/// The error of a send whose receivers are all gone (or whose actor has ended); holds the value.
+/// The error of a send whose receivers are all gone (or whose actor has ended, or, for a
+/// handler actor sending to its own full mailbox, that no room could ever come for); holds the
+/// value.
 ///
 /// ```
 /// use threadlet::channel::{self, SendError};
@@ -115,7 +117,7 @@ use crate::tagged::TaggedArc;
 /// drop(rx);
 /// let err = tx.send("lost").unwrap_err();
 /// assert_eq!(err, SendError("lost"));
-/// assert_eq!(err.to_string(), "sending on a closed channel or to an ended actor");
+/// assert_eq!(err.to_string(), "sending on a closed channel, to an ended actor, or to a handler actor's own full mailbox");
 /// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub struct SendError<T>(pub T);
@@ -142,7 +144,10 @@ impl<T> fmt::Debug for SendError<T> {
 
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sending on a closed channel or to an ended actor")
+        f.write_str(
+            "sending on a closed channel, to an ended actor, or to a handler actor's own full \
+             mailbox",
+        )
     }
 }
 
@@ -222,7 +227,8 @@ impl<T> std::error::Error for TrySendError<T> {}
 /// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum SendTimeoutError<T> {
-    /// No room came before the deadline.
+    /// No room came before the deadline (or, for a handler actor sending to its own full
+    /// mailbox, could come: it is refused at once).
     Timeout(T),
     /// The receiver is gone or closed.
     Disconnected(T),

@@ -380,3 +380,74 @@ fn a_send_timeout_of_zero_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
     });
     assert_eq!(got, (0..10).collect::<Vec<_>>());
 }
+
+/// A handler actor takes its next message only once `handle` returns, so a send from inside
+/// `handle` (or `started`) to its own full mailbox could never find room: it hands the message
+/// back at once (`send`, and `send_timeout` without waiting out its timeout) instead of hanging
+/// the actor: here, with capacity 1, once its first self-send is in.
+#[test]
+fn a_handler_sending_to_its_own_full_mailbox_gets_the_message_back_instead_of_hanging() {
+    within_watchdog("a handler's send to its own full mailbox", || {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        struct Selfish {
+            ready: Option<std::sync::mpsc::Sender<()>>,
+            queued: Vec<u32>,
+            handed_back: Vec<u32>,
+            timed_out: Vec<u32>,
+            got: Vec<u32>,
+        }
+        impl Actor for Selfish {
+            type Msg = u32;
+            fn started(&mut self, ctx: &mut Context<Self>) {
+                let me = ctx.addr();
+                if me.send(10).is_ok() {
+                    self.queued.push(10);
+                }
+                if let Err(SendError(m)) = me.send(11) {
+                    self.handed_back.push(m);
+                }
+                self.ready.take().unwrap().send(()).unwrap();
+            }
+            fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+                self.got.push(n);
+                if n == 0 {
+                    let me = ctx.addr();
+                    // The queue is empty while 0 is handled: room for one.
+                    if me.send(1).is_ok() {
+                        self.queued.push(1);
+                    }
+                    if let Err(SendError(m)) = me.send(2) {
+                        self.handed_back.push(m);
+                    }
+                    match me.send_timeout(3, Duration::from_secs(3600)) {
+                        Err(SendTimeoutError::Timeout(m)) => self.timed_out.push(m),
+                        other => panic!("{other:?}"),
+                    }
+                    ctx.stop();
+                }
+            }
+        }
+        let (ready, is_ready) = std::sync::mpsc::channel();
+        let selfish = Selfish {
+            ready: Some(ready),
+            queued: Vec::new(),
+            handed_back: Vec::new(),
+            timed_out: Vec::new(),
+            got: Vec::new(),
+        };
+        let (addr, h) = ActorBuilder::new()
+            .mailbox_capacity(1)
+            .start_on(&rt, selfish)
+            .unwrap();
+        is_ready.recv().unwrap();
+        // Sent from outside, this one waits for the room `started`'s first self-send took.
+        addr.send(0).unwrap();
+        drop(addr);
+        let s = h.join().unwrap();
+        assert_eq!(s.queued, [10, 1]);
+        assert_eq!(s.handed_back, [11, 2]);
+        assert_eq!(s.timed_out, [3]);
+        // Stopped after 0: the queued 1 is dropped with the mailbox.
+        assert_eq!(s.got, [10, 0]);
+    });
+}
