@@ -119,3 +119,62 @@ fn handler_actors_join_the_set_too() {
     totals.sort_unstable();
     assert_eq!(totals, [1, 2, 3]);
 }
+
+/// A set drained where its owner may not wait (a destructor on the stack of a killed actor)
+/// gives back the result of an actor that has finished, though the set's own exit hook, which
+/// names the actor on the set's channel, has not run yet: here an earlier hook of the actor
+/// holds the set's back until the drain is over. (The set gave it up as `Cancelled` before,
+/// and dropped the value.)
+#[test]
+fn a_set_drained_during_its_owners_unwind_keeps_a_finished_actors_result() {
+    within_watchdog("draining a set in an unwind", || {
+        struct DrainOnDrop(
+            Option<JoinSet<u32>>,
+            std::sync::mpsc::Sender<Vec<Result<u32, String>>>,
+        );
+        impl Drop for DrainOnDrop {
+            fn drop(&mut self) {
+                let mut set = self.0.take().unwrap();
+                let mut out = Vec::new();
+                while let Some(r) = set.join_next() {
+                    out.push(r.map_err(|e| e.to_string()));
+                }
+                self.1.send(out).unwrap();
+            }
+        }
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        // The entry runs on a runtime of its own, whose worker the held hook occupies.
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let other_handle = other.handle();
+        let (drained_tx, drained) = std::sync::mpsc::channel();
+        let (in_hook_tx, in_hook) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let owner = rt.spawn(move || {
+            let mut set = JoinSet::new();
+            let (go, wait_for_go) = threadlet::channel::bounded::<()>(1);
+            let entry = other_handle.spawn(move || {
+                wait_for_go.recv().unwrap();
+                42u32
+            });
+            // Registered before the set's own hook, so it runs first, and holds it back.
+            entry.exit_watch().on_exit(move |_| {
+                in_hook_tx.send(()).unwrap();
+                released.recv().unwrap();
+            });
+            set.insert(entry);
+            let _drain = DrainOnDrop(Some(set), drained_tx);
+            go.send(()).unwrap();
+            ready_tx.send(()).unwrap();
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        ready.recv().unwrap();
+        // The entry has returned 42 and its hooks have begun: the set has not heard yet.
+        in_hook.recv().unwrap();
+        owner.abort();
+        let out = drained.recv().unwrap();
+        release.send(()).unwrap();
+        assert!(owner.join().unwrap_err().is_killed());
+        assert_eq!(out, vec![Ok(42)]);
+    });
+}
