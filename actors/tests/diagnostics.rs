@@ -1183,3 +1183,99 @@ fn a_deadlock_left_by_a_timer_on_another_runtime_is_reported() {
         waiter.abort();
     });
 }
+
+/// A `blocking` closure runs to its end though the actor that called it was killed meanwhile,
+/// and may hold what wakes another actor: while it runs, the deadlock check reports nothing
+/// (here `panic_on_deadlock` would kill the `block_on` root that waits for the closure's send).
+#[test]
+fn a_blocking_closure_that_outlives_its_killed_caller_holds_off_the_deadlock_report() {
+    within_watchdog("a blocking closure holding a sender", || {
+        let (report_tx, reports) = mpsc::channel::<String>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .panic_on_deadlock()
+            .on_deadlock(move |d| {
+                let _ = report_tx.send(d.to_string());
+            })
+            .build()
+            .unwrap();
+        let (release, released) = mpsc::channel::<()>();
+        let (waiting_tx, waiting) = mpsc::channel::<()>();
+        let root = std::thread::spawn(move || {
+            rt.block_on(move || {
+                let (tx, rx) = channel::bounded::<u32>(1);
+                let (running_tx, running) = channel::bounded::<()>(1);
+                let caller = threadlet::spawn(move || {
+                    threadlet::blocking(move || {
+                        running_tx.send(()).unwrap();
+                        released.recv().unwrap();
+                        tx.send(7).unwrap();
+                    })
+                });
+                // Once the closure runs on the pool, its caller goes.
+                running.recv().unwrap();
+                caller.abort();
+                assert!(caller.join().unwrap_err().is_killed());
+                waiting_tx.send(()).unwrap();
+                rx.recv()
+            })
+        });
+        waiting.recv().unwrap();
+        // Several of the monitor's sample periods with every actor waiting on the channel.
+        std::thread::sleep(Duration::from_millis(300));
+        release.send(()).unwrap();
+        assert_eq!(root.join().unwrap(), Ok(7));
+        assert_eq!(reports.try_iter().collect::<Vec<_>>(), Vec::<String>::new());
+    });
+}
+
+/// The other half: a deadlock held off by a job on the blocking pool is reported once the job
+/// ends (the pool's last job kicks the monitor, which sleeps with nothing of its own pending).
+#[test]
+fn a_deadlock_held_off_by_a_blocking_job_is_reported_when_the_job_ends() {
+    within_watchdog("a deadlock behind a blocking job", || {
+        let (report_tx, reports) = mpsc::channel::<String>();
+        let rt = Runtime::builder()
+            .workers(1)
+            .on_deadlock(move |d| {
+                let _ = report_tx.send(d.to_string());
+            })
+            .build()
+            .unwrap();
+        let (release, released) = mpsc::channel::<()>();
+        let (running_tx, running) = mpsc::channel::<()>();
+        // A job whose caller is killed once it runs; it holds nothing of the two below.
+        let caller = rt.spawn(move || {
+            threadlet::blocking(move || {
+                running_tx.send(()).unwrap();
+                released.recv().unwrap();
+            })
+        });
+        running.recv().unwrap();
+        caller.abort();
+        assert!(caller.join().unwrap_err().is_killed());
+        // Two actors, each waiting for the other's message: a deadlock. (The channels are made
+        // inside an actor: ends made on a plain thread count as held outside.)
+        rt.spawn(|| {
+            let (to_a, from_b) = channel::bounded::<()>(1);
+            let (to_b, from_a) = channel::bounded::<()>(1);
+            threadlet::spawn(move || {
+                let _ = from_b.recv();
+                drop(to_b);
+            });
+            threadlet::spawn(move || {
+                let _ = from_a.recv();
+                drop(to_a);
+            });
+        })
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(reports.try_iter().collect::<Vec<_>>(), Vec::<String>::new());
+        release.send(()).unwrap();
+        let report = reports
+            .recv_timeout(common::WATCHDOG)
+            .expect("reported once the job ended");
+        assert!(report.contains("2 actors"), "{report}");
+    });
+}

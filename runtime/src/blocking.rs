@@ -23,6 +23,15 @@
 //! stack is gone), the closure runs to its end on the pool thread regardless, and its outcome is
 //! dropped there. No OS thread can be interrupted, so neither can the closure.
 //!
+//! # The deadlock check
+//!
+//! A closure outlives its caller if the caller is killed while it waits, and may hold an
+//! address, a sender or a `Reply` that will wake an actor when it ends: while any job is
+//! queued or running, the runtime's deadlock check reports nothing (`deadlock.rs`), as for a
+//! pending timer. The check marks the pool when it is held off so; the job that ends the last
+//! one then kicks the monitor to look again (both under the pool's lock: either the check
+//! sees the job, or the job's end sees the mark).
+//!
 //! # Shutdown
 //!
 //! A runtime's drop closes its pool: idle threads exit, busy ones finish the job they run and
@@ -40,6 +49,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::context::{self, Waiter};
+use crate::monitor::MonitorSignal;
 
 /// The default bound on a runtime's blocking threads. Threads only exist while calls need them;
 /// the bound is there so that a flood of blocking calls queues rather than exhausting the
@@ -58,6 +68,9 @@ pub(crate) struct BlockingPool {
     work: Condvar,
     max_threads: usize,
     keep_alive: Duration,
+    /// The runtime's monitor, kicked when the last job ends after the deadlock check was held
+    /// off by the pool ("The deadlock check" below).
+    monitor: Arc<MonitorSignal>,
 }
 
 struct PoolState {
@@ -69,23 +82,50 @@ struct PoolState {
     /// Notifications sent to idle threads and not yet taken (step 2): a submit hands its job to
     /// an idle thread only if one is idle beyond those already told.
     notified: usize,
+    /// Jobs queued or running: a closure runs to its end even when its caller is gone, and
+    /// may hold an address or a sender that wakes an actor ("The deadlock check" below).
+    jobs: usize,
+    /// The deadlock check was held off by a job: the last job to end kicks the monitor.
+    watched: bool,
     closed: bool,
 }
 
 impl BlockingPool {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration) -> BlockingPool {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        monitor: Arc<MonitorSignal>,
+    ) -> BlockingPool {
         BlockingPool {
             state: Mutex::new(PoolState {
                 queue: VecDeque::new(),
                 threads: 0,
                 idle: 0,
                 notified: 0,
+                jobs: 0,
+                watched: false,
                 closed: false,
             }),
             work: Condvar::new(),
             max_threads,
             keep_alive,
+            monitor,
         }
+    }
+
+    /// Whether a job is queued or running, for the deadlock check of a runtime linked to this
+    /// one's (which looks again on its own).
+    pub(crate) fn has_jobs(&self) -> bool {
+        self.state.lock().jobs > 0
+    }
+
+    /// Whether a job is queued or running, for this runtime's deadlock check, which is then
+    /// held off: the last job to end kicks the monitor to look again. (Under the pool's lock,
+    /// as that end is: either this sees the job, or the job's end sees the mark.)
+    pub(crate) fn holds_off_deadlock_check(&self) -> bool {
+        let mut st = self.state.lock();
+        st.watched |= st.jobs > 0;
+        st.jobs > 0
     }
 
     /// Step 2: queues `job` for a pool thread. Gives it back if the pool is closed, or if it
@@ -96,6 +136,7 @@ impl BlockingPool {
             return Err(job);
         }
         st.queue.push_back(job);
+        st.jobs += 1;
         if st.idle > st.notified {
             st.notified += 1;
             self.work.notify_one();
@@ -111,6 +152,7 @@ impl BlockingPool {
                 st.threads -= 1;
                 if st.threads == 0 {
                     // Nobody will ever take it: the caller runs it.
+                    st.jobs -= 1;
                     return Err(st.queue.pop_back().expect("just queued"));
                 }
             }
@@ -129,6 +171,13 @@ impl BlockingPool {
                 // panicking destructor of the outcome from taking the thread's count with it.
                 let _ = catch_unwind(AssertUnwindSafe(job));
                 st = self.state.lock();
+                st.jobs -= 1;
+                if st.jobs == 0 && std::mem::take(&mut st.watched) {
+                    // The monitor, held off by this job, looks again (module docs).
+                    drop(st);
+                    self.monitor.kick();
+                    st = self.state.lock();
+                }
                 continue;
             }
             if st.closed {

@@ -11,6 +11,9 @@
 //!   a `send_after` may still wake someone), nor one that its actors armed on another
 //!   runtime's heap (a `send_after` to an actor there, whose reply may come back, with its
 //!   retries; an interval's ticks);
+//! - no job is queued or running on the runtime's blocking pool: a closure runs to its end
+//!   even when its caller was killed meanwhile, and may hold an address or a sender
+//!   (`blocking.rs`);
 //! - every actor waits without a timeout, on something no outside party ends by itself: its
 //!   mailbox, a channel, a join, a request's reply, room in a bounded mailbox, or a bare park
 //!   ([`Wait::is_external`]: sleeps, sockets, the blocking pool and selects do not count);
@@ -72,7 +75,8 @@
 //!    stamp that differs from the previous sample's is only remembered, and the monitor
 //!    samples again one period later: the walk waits for a whole quiet sample period, so a
 //!    runtime that goes idle and busy again and again (a plain thread spawning actors one by
-//!    one) pays for no walk. A pending timer holds the check away; the monitor hears when its
+//!    one) pays for no walk. A job on the blocking pool holds the check away, and the last one
+//!    to end kicks the monitor. A pending timer holds the check away; the monitor hears when its
 //!    own timers fire, and when the last timer its actors armed elsewhere (on another
 //!    runtime's heap, or the process-wide one: `timers_elsewhere`) goes (that kicks it), but
 //!    not when any other timer on the process-wide heap fires (one armed from a plain thread:
@@ -385,7 +389,12 @@ impl DeadlockWatch {
         // A timer of this runtime's own wakes the monitor when it fires, and the last one
         // counted elsewhere kicks it when it goes; one on the process-wide heap does neither,
         // so the monitor looks again once the last of those is due.
-        let held_off = if timers_pending || self.timers_elsewhere.load(Ordering::Relaxed) > 0 {
+        // So does a job on the blocking pool, whose closure may outlive a killed caller and
+        // hold what wakes an actor: the last one to end kicks the monitor (`blocking.rs`).
+        let held_off = if timers_pending
+            || self.timers_elsewhere.load(Ordering::Relaxed) > 0
+            || shared.blocking.holds_off_deadlock_check()
+        {
             Some(Recheck::OnKick)
         } else {
             crate::timer::process_timers_pending_until().map(Recheck::After)
@@ -527,9 +536,12 @@ fn a_worker_runs(shared: &Shared) -> bool {
 }
 
 /// Whether a timer may still wake an actor of `shared`: one on its heap, or one its actors
-/// armed elsewhere (for a linked runtime; this runtime's own are the monitor's to test).
+/// armed elsewhere; or a job on its blocking pool, which may outlive its caller (for a linked
+/// runtime; this runtime's own are the monitor's to test).
 fn timers_pending_for(shared: &Shared) -> bool {
-    shared.timers.is_pending() || shared.deadlock.timers_elsewhere.load(Ordering::Relaxed) > 0
+    shared.timers.is_pending()
+        || shared.deadlock.timers_elsewhere.load(Ordering::Relaxed) > 0
+        || shared.blocking.has_jobs()
 }
 
 impl Deadlock {

@@ -604,6 +604,7 @@ impl Builder {
             deques.push(queues);
             parkers.push(parker);
         }
+        let monitor = Arc::new(MonitorSignal::default());
         let shared = Arc::new(Shared {
             remotes: remotes.into_boxed_slice(),
             injector: Injector::new(),
@@ -618,7 +619,7 @@ impl Builder {
                 long_run_hook: self.long_run_hook,
             },
             timers: Timers::default(),
-            monitor: Arc::new(MonitorSignal::default()),
+            monitor: monitor.clone(),
             names: ActorNames::default(),
             sweep: Mutex::new(()),
             spawn_gate: RwLock::new(true),
@@ -626,6 +627,7 @@ impl Builder {
             blocking: Arc::new(BlockingPool::new(
                 self.blocking_threads,
                 self.blocking_keep_alive,
+                monitor,
             )),
             io: crate::io::DriverSlot::default(),
             mailbox_totals: Default::default(),
