@@ -95,6 +95,11 @@ pub const ACTIVATION_IN_PLACE: usize = crate::program::INLINE_WORDS * std::mem::
 /// until it returns).
 pub trait Activation: Send + 'static {
     /// Handles what is waiting, up to a batch; see [`Step`] for what to return.
+    ///
+    /// A panic that escapes `run` ends the actor, contained (reported on stderr): the program
+    /// is dropped without completing its join, which then reports `Cancelled`. A program that
+    /// wants its panics reported as such catches them in `run` ([`catch_actor_panic`]) and
+    /// completes its join with the payload, as the `threadlet` crate's handler actors do.
     fn run(&mut self) -> Step;
 }
 
