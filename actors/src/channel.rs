@@ -255,7 +255,7 @@ impl<T> fmt::Debug for SendTimeoutError<T> {
 impl<T> fmt::Display for SendTimeoutError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SendTimeoutError::Timeout(_) => f.write_str("timed out waiting for room to send"),
+            SendTimeoutError::Timeout(_) => f.write_str("no room to send within the timeout"),
             SendTimeoutError::Disconnected(_) => {
                 f.write_str("sending on a closed channel or to an ended actor")
             }

@@ -95,25 +95,23 @@ impl<R: Send + 'static> JoinSet<R> {
     /// As [`join_next`](JoinSet::join_next), with the id of the actor that finished.
     ///
     /// Where the caller may not wait (an actor being unwound by a kill or by shutdown, say in
-    /// a destructor that drains the set), each call instead gives back an actor that has
-    /// finished, with its result, or else kills one actor still in the set and gives it back
-    /// with a `Cancelled` error, as [`JoinHandle::join`] gives up there.
+    /// a destructor that drains the set), each call instead takes one actor of the set: if it
+    /// has finished, with its result; else it kills it and gives it back with a `Cancelled`
+    /// error, as [`JoinHandle::join`] gives up there.
     pub fn join_next_with_id(&mut self) -> Option<(ActorId, Result<R, JoinError>)> {
         while !self.running.is_empty() {
             // The set holds a sender of its own channel: the receive fails only because this
             // caller may not wait.
             let Ok(id) = self.done_rx.recv() else {
-                // An actor that has finished, though the hook that names it on the channel has
-                // not run yet, gives its result: `join` does not wait for a finished actor.
-                let finished = self.running.iter().find(|(_, h)| h.is_finished());
-                let id = *finished
-                    .map(|(id, _)| id)
-                    .unwrap_or_else(|| self.running.keys().next().expect("not empty"));
+                // Any actor of the set: one that has finished (though the hook that names it on
+                // the channel may not have run yet) gives its result, as `join` does not wait
+                // for a finished actor, and an abort that finds its actor ended says so; any
+                // other is killed. One look per call, so a drain costs one per actor.
+                let id = *self.running.keys().next().expect("not empty");
                 let handle = self.running.remove(&id).expect("listed");
-                if handle.is_finished() {
+                if !handle.abort() {
                     return Some((id, handle.join()));
                 }
-                handle.abort();
                 return Some((id, Err(join_cancelled(&handle))));
             };
             if let Some(r) = self.take(id) {

@@ -1635,9 +1635,9 @@ impl<M> Addr<M> {
     /// until there is room, or until the mailbox closes. Fails, handing `msg` back, if the
     /// actor has ended or closed its mailbox ([`Mailbox::close`]).
     ///
-    /// A handler actor that sends to its own full mailbox (from `handle` or `started`) gets
-    /// the message back at once: it takes its next message only once `handle` returns, so no
-    /// room could come. A process actor that does waits forever, as a goroutine sending on a
+    /// A handler actor that sends to its own full mailbox (from `started`, `handle` or
+    /// `stopped`) gets the message back at once: it takes its next message only once `handle`
+    /// returns, so no room could come. A process actor that does waits forever, as a goroutine sending on a
     /// full channel that only it reads (it may have handed its `Mailbox` on to an actor that
     /// makes room); use [`try_send`](Addr::try_send) there.
     ///
@@ -1799,15 +1799,13 @@ impl<M> Addr<M> {
                 return Err(SendTimeoutError::Timeout(msg));
             }
             // A handler actor's mailbox is received from only between its messages (the
-            // program that polls it is private): its own send from `handle` or `started` could
-            // wait for room only for ever, or for its whole timeout. Handed back at once, as
-            // `ask` refuses with `CallingSelf`. (A process actor may have handed its `Mailbox`
-            // to another actor that makes room, so its own sends wait.)
+            // program that polls it is private): its own send from `started`, `handle` or
+            // `stopped` could wait for room only for ever, or for its whole timeout. Handed
+            // back at once, as `ask` refuses with `CallingSelf`, as a `Timeout` (which `send`
+            // hands back in a `SendError`): the mailbox is open. (A process actor may have
+            // handed its `Mailbox` to another actor that makes room, so its own sends wait.)
             if st.actor.is_some() && threadlet_runtime::__private::current_handler() == st.actor {
-                return Err(match deadline {
-                    None => SendTimeoutError::Disconnected(msg),
-                    Some(_) => SendTimeoutError::Timeout(msg),
-                });
+                return Err(SendTimeoutError::Timeout(msg));
             }
             let slot = Slot::new(Some(msg));
             st.rare().waiting_senders.push_back(slot.clone());

@@ -419,9 +419,12 @@ fn a_handler_sending_to_its_own_full_mailbox_gets_the_message_back_instead_of_ha
                     if let Err(SendError(m)) = me.send(2) {
                         self.handed_back.push(m);
                     }
-                    match me.send_timeout(3, Duration::from_secs(3600)) {
-                        Err(SendTimeoutError::Timeout(m)) => self.timed_out.push(m),
-                        other => panic!("{other:?}"),
+                    // With a timeout, and with one too long for an `Instant` (no deadline).
+                    for (m, timeout) in [(3, Duration::from_secs(3600)), (4, Duration::MAX)] {
+                        match me.send_timeout(m, timeout) {
+                            Err(SendTimeoutError::Timeout(m)) => self.timed_out.push(m),
+                            other => panic!("{other:?}"),
+                        }
                     }
                     ctx.stop();
                 }
@@ -446,7 +449,7 @@ fn a_handler_sending_to_its_own_full_mailbox_gets_the_message_back_instead_of_ha
         let s = h.join().unwrap();
         assert_eq!(s.queued, [10, 1]);
         assert_eq!(s.handed_back, [11, 2]);
-        assert_eq!(s.timed_out, [3]);
+        assert_eq!(s.timed_out, [3, 4]);
         // Stopped after 0: the queued 1 is dropped with the mailbox.
         assert_eq!(s.got, [10, 0]);
     });

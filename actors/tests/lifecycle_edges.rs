@@ -226,7 +226,7 @@ fn a_join_that_cannot_wait_does_not_claim_a_shutdown() {
             seen_tx.send(err).unwrap();
         });
         let err = seen.recv().unwrap();
-        assert!(err.is_cancelled(), "{err:?}");
+        assert!(err.is_cancelled() && err.is_not_joined(), "{err:?}");
         assert_eq!(err.id(), late_id);
         let text = err.to_string();
         assert!(!text.contains("cancelled by runtime shutdown"), "{text}");
@@ -237,7 +237,9 @@ fn a_join_that_cannot_wait_does_not_claim_a_shutdown() {
         // A real cancellation keeps its message.
         let parked = rt.spawn(|| threadlet::sleep(Duration::from_secs(3600)));
         drop(rt);
-        let text = parked.join().unwrap_err().to_string();
+        let err = parked.join().unwrap_err();
+        assert!(err.is_cancelled() && !err.is_not_joined(), "{err:?}");
+        let text = err.to_string();
         assert!(text.contains("cancelled by runtime shutdown"), "{text}");
     });
 }

@@ -131,7 +131,8 @@ impl JoinError {
         matches!(self.kind, JoinErrorKind::Panicked(_))
     }
 
-    /// Whether the actor was cancelled by shutdown.
+    /// Whether the actor was cancelled by shutdown, or this error is a join that could not
+    /// wait for it ([`is_not_joined`](JoinError::is_not_joined)).
     ///
     /// ```
     /// use std::sync::mpsc;
@@ -151,6 +152,20 @@ impl JoinError {
     /// ```
     pub fn is_cancelled(&self) -> bool {
         matches!(self.kind, JoinErrorKind::Cancelled)
+    }
+
+    /// Whether this is a join that gave up because its caller could not wait (a runtime's
+    /// shutdown or a kill unwinding the caller, its own panic, an exit hook): the error's kind
+    /// is `Cancelled`, but the actor may still be running, and its result was not taken.
+    ///
+    /// ```
+    /// let rt = threadlet_runtime::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| threadlet_runtime::sleep(std::time::Duration::from_secs(3600)));
+    /// h.abort();
+    /// assert!(!h.join().unwrap_err().is_not_joined()); // joined: it was killed
+    /// ```
+    pub fn is_not_joined(&self) -> bool {
+        self.unwaited
     }
 
     /// Whether the actor was killed ([`JoinHandle::abort`]).
@@ -241,12 +256,14 @@ impl fmt::Debug for JoinErrorKind {
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinError")
-            .field("id", &self.id)
+        let mut d = f.debug_struct("JoinError");
+        d.field("id", &self.id)
             .field("name", &self.name)
-            .field("kind", &self.kind)
-            .field("unwaited", &self.unwaited)
-            .finish()
+            .field("kind", &self.kind);
+        if self.unwaited {
+            d.field("not_joined", &true);
+        }
+        d.finish()
     }
 }
 
@@ -839,8 +856,11 @@ impl<R> JoinHandle<R> {
     /// Waits for the actor to finish: suspends the calling actor, or blocks a plain thread.
     /// Joining is a preemption safe point.
     ///
-    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), the
-    /// runtime shut down first, or (when the kernel refused memory) it could not start.
+    /// Returns the actor's value, or why there is none: it panicked (the payload is kept), it
+    /// was killed, the runtime shut down first, or (when the kernel refused memory) it could
+    /// not start. A caller that may not wait (a runtime's shutdown or a kill unwinding it, its
+    /// own panic, an exit hook) gets `Cancelled` at once if the actor has not finished
+    /// ([`JoinError::is_not_joined`]).
     ///
     /// ```
     /// let rt = threadlet_runtime::Runtime::builder().workers(2).build().unwrap();
