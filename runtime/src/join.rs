@@ -875,26 +875,27 @@ impl<R> JoinHandle<R> {
     pub fn join(self) -> Result<R, JoinError> {
         // A safe point: a loop joining many finished actors never suspends otherwise.
         crate::checkpoint();
+        let mut may_wait = true;
         loop {
             {
                 let mut st = self.packet.state.lock();
                 match &mut st.slot {
                     Slot::Ready(_) => return st.slot.take().map_err(|kind| self.error(kind)),
+                    Slot::Pending(_) if !may_wait => break,
                     Slot::Pending(w) => *w = Some(Waiter::current()),
                     Slot::Taken(_) => panic!("{TAKEN}"),
                 }
             }
-            if context::park_on(crate::Wait::Join {
+            // A park that fails: the joiner may not suspend (shutdown or a kill unwinds it, or
+            // its own panic does, or it is an exit hook: `context::may_suspend`). One more look
+            // takes a result that came meanwhile.
+            may_wait = context::park_on(crate::Wait::Join {
                 actor: self.packet.id,
             })
-            .is_err()
-            {
-                // The joiner may not suspend (shutdown or a kill unwinds it, or its own panic
-                // does, or it is an exit hook: `context::may_suspend`): reported as
-                // `Cancelled`, the actor's result left unjoined.
-                return Err(self.unwaited());
-            }
+            .is_ok();
         }
+        // Reported as `Cancelled`, the actor's result left unjoined.
+        Err(self.unwaited())
     }
 
     /// Whether the actor has finished (or will never run).
