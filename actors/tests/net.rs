@@ -793,6 +793,52 @@ fn a_moved_socket_wakes_its_actor_while_the_first_runtime_is_busy_with_slices_of
     assert_eq!(got.unwrap(), b'2');
 }
 
+/// The same move while runtime A shuts down: from the start of A's drop until its last thread
+/// is joined, its workers and its monitor poll nothing, and a socket registered with A's
+/// poller moves to B's only after that. Here A's drop waits for an actor of A stuck in a plain
+/// blocking receive until B's actor has read: before the fix, B's actor was never woken, and
+/// neither returned.
+#[test]
+fn a_moved_socket_wakes_its_actor_while_the_first_runtime_shuts_down() {
+    let a = Runtime::builder().workers(1).build().unwrap();
+    let b = Runtime::builder().workers(1).build().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = a.block_on(move || listener.accept().unwrap());
+    let read_one = |conn: &TcpStream| {
+        let mut byte = [0; 1];
+        (&*conn).read_exact(&mut byte).map(|()| byte[0])
+    };
+    // A first read in A waits, which registers the socket with A's poller.
+    let first = a.spawn(move || {
+        let got = read_one(&conn);
+        (conn, got)
+    });
+    until_waiting_on_a_socket(&a, first.id());
+    client.write_all(b"1").unwrap();
+    let (conn, got) = within_watchdog("the read in A", move || first.join().unwrap());
+    assert_eq!(got.unwrap(), b'1');
+    let (read_tx, read) = std::sync::mpsc::channel::<u8>();
+    let reader = b.spawn(move || read_tx.send(read_one(&conn).unwrap()).unwrap());
+    until_waiting_on_a_socket(&b, reader.id());
+    // An actor of A that holds its worker, outside any wait of the runtime's, until B's
+    // actor has read: A's drop waits for it.
+    let (stuck_tx, stuck) = std::sync::mpsc::channel();
+    a.spawn(move || {
+        stuck_tx.send(()).unwrap();
+        read.recv().unwrap()
+    });
+    stuck.recv().unwrap();
+    let dropping = std::thread::spawn(move || drop(a));
+    // Until the drop has begun (its thread parked in the join), give or take.
+    std::thread::sleep(Duration::from_millis(50));
+    client.write_all(b"2").unwrap();
+    within_watchdog("the read in B while A shuts down", move || {
+        reader.join().unwrap();
+        dropping.join().unwrap();
+    });
+}
+
 const FD_SHORTAGE_CHILD: &str = "THREADLET_TEST_FD_SHORTAGE_CHILD";
 
 /// A socket's first wait in an actor registers it with the runtime's poller. When that failed

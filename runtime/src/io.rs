@@ -64,7 +64,11 @@
 //! socket with its own runtime's poller (the later registration, under a lock that only moved
 //! sockets take), and an actor parked on the stopped poller when it stopped is woken and
 //! waits again there. Registering reports the socket's current readiness as a first event,
-//! so nothing that arrived meanwhile is missed.
+//! so nothing that arrived meanwhile is missed. Between the start of the first runtime's
+//! shutdown and that moment its workers and its monitor have left their loops, so the thread
+//! that shuts it down polls the poller while it waits for them (`runtime.rs`, `shut_down`):
+//! a drop held up by one of its actors (stuck in a plain blocking call, say) does not hold up
+//! the other runtime's waits with it.
 
 use std::borrow::Cow;
 use std::io;

@@ -1365,13 +1365,11 @@ fn shut_down(
     // No blocking call is waited for past this point (`blocking.rs`, "Shutdown").
     shared.blocking.close();
     for t in threads.into_iter().chain(monitor) {
-        // A runtime thread never unwinds: user code it runs is contained, and a panic of its
-        // own aborts the process (see `worker::run`), so joining cannot fail.
-        let _ = t.join();
+        join_polling(shared, t);
     }
     // The monitor, which starts spares, has exited: no spare starts after this.
     for t in shared.spares.take_threads() {
-        let _ = t.join();
+        join_polling(shared, t);
     }
     // Step 1's requests that no actor took (an idle worker, an actor that parked first) would
     // hold the process-wide safe-point gate open until this runtime's memory is freed.
@@ -1390,6 +1388,28 @@ fn shut_down(
     // handler actors (step 4) was dropped with the queues just now; the table's reference to it
     // would keep the runtime allocated (the actor holds `Shared`).
     shared.live.release_handlers();
+}
+
+/// How long `join_polling` waits in the poller at a time: the shutdown of a runtime with
+/// sockets waits at most this long for a thread beyond its end.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
+
+/// Joins one of the runtime's threads during its shutdown. Meanwhile, if the runtime has a
+/// poller, keeps polling it: an actor of another runtime may wait on a socket registered here
+/// (`io.rs`, "A socket that moves"), which nothing else polls now, and which is handed over
+/// to that runtime's poller only once every thread has been joined (`io.shut_down`).
+fn join_polling(shared: &Shared, t: thread::JoinHandle<()>) {
+    if let Some(driver) = shared.io.started() {
+        while !t.is_finished() {
+            if !driver.try_poll(Some(SHUTDOWN_POLL)) {
+                // A worker still holds the poll (it wakes for the shutdown).
+                thread::sleep(SHUTDOWN_POLL);
+            }
+        }
+    }
+    // A runtime thread never unwinds: user code it runs is contained, and a panic of its own
+    // aborts the process (see `worker::run`), so joining cannot fail.
+    let _ = t.join();
 }
 
 /// The counters of these workers.
