@@ -1279,3 +1279,41 @@ fn a_deadlock_held_off_by_a_blocking_job_is_reported_when_the_job_ends() {
         assert!(report.contains("2 actors"), "{report}");
     });
 }
+
+/// Under the GIL baseline a worker that has taken an actor waits for the global lock before it
+/// runs it: until it has the lock, nothing may say that it runs that actor. Before the fix it
+/// published the actor as running first, and the monitor reported it as holding its worker for
+/// long (and charged it CPU time) while another actor held the lock in a blocking call.
+#[test]
+fn under_the_gil_a_worker_waiting_for_the_lock_is_not_reported_as_running_its_actor() {
+    within_watchdog("long runs under the GIL", || {
+        let (report_tx, reports) = mpsc::channel();
+        let rt = Runtime::builder()
+            .workers(2)
+            .scheduler(threadlet::Scheduler::Gil)
+            .time_slice(Duration::from_millis(5))
+            .on_long_run(move |run| {
+                let _ = report_tx.send(run.actor);
+            })
+            .build()
+            .unwrap();
+        let (started_tx, started) = mpsc::channel();
+        // A plain blocking call, no safe point: holds its worker, and the lock, for 300 ms.
+        let hog = rt.spawn(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        started.recv().unwrap();
+        let waiting = rt.spawn(|| 7);
+        let (hog_id, waiting_id) = (hog.id(), waiting.id());
+        hog.join().unwrap();
+        assert_eq!(waiting.join().unwrap(), 7);
+        drop(rt);
+        // (The hog itself is reported, unless the machine kept the monitor from sampling.)
+        let reported: Vec<_> = reports.try_iter().collect();
+        assert!(
+            !reported.contains(&waiting_id),
+            "hog {hog_id}: {reported:?}"
+        );
+    });
+}

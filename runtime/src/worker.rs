@@ -1415,6 +1415,11 @@ impl WorkerLoop<'_> {
         if !ready {
             return;
         }
+        // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`),
+        // and take it before anything says that this worker runs the actor: a worker that
+        // waits for the lock runs nothing, and neither the monitor (time slices, long runs,
+        // CPU time) nor the dump may take it for running the actor it waits with.
+        let gil = self.shared().policy.run_guard();
         let remote = self.remote();
         let core = self.core();
         remote.stats.bump(&remote.stats.actors_run);
@@ -1448,8 +1453,6 @@ impl WorkerLoop<'_> {
         if let Some(ticks) = self.shared().config.preempt_ticks {
             remote.safe_point.refill(ticks);
         }
-        // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`).
-        let gil = self.shared().policy.run_guard();
         // The actor's `tracing` span while it runs (`trace.rs`; nothing without the feature).
         let _span = crate::trace::run(actor);
         loop {
