@@ -1317,3 +1317,34 @@ fn under_the_gil_a_worker_waiting_for_the_lock_is_not_reported_as_running_its_ac
         );
     });
 }
+
+/// Under the global-queue baseline the dump counts the actors waiting in its queues (they
+/// replace the workers' queues and the injector, which it never uses): before, a dump taken
+/// while the one worker was held showed none of the actors queued behind it.
+#[test]
+fn the_dump_counts_the_actors_waiting_in_the_global_queue() {
+    within_watchdog("a dump under the global queue", || {
+        let rt = Runtime::builder()
+            .workers(1)
+            .scheduler(threadlet::Scheduler::GlobalQueue)
+            .build()
+            .unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        // Holds the one worker (a plain blocking receive) while the others queue.
+        let holder = rt.spawn(move || {
+            started_tx.send(()).unwrap();
+            released.recv().unwrap();
+        });
+        started.recv().unwrap();
+        let queued: Vec<_> = (0..5).map(|_| rt.spawn(|| ())).collect();
+        let dump = rt.dump();
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        for h in queued {
+            h.join().unwrap();
+        }
+        let waiting = dump.injected + dump.workers.iter().map(|w| w.queued).sum::<usize>();
+        assert_eq!(waiting, 5, "{dump}");
+    });
+}

@@ -33,11 +33,13 @@
 //! 6. shutdown's sweeps of the shared queues (`Shared::take_shared_queued`, `requeue_unstarted`);
 //! 7. run (`WorkerLoop::run_actor`), and the actor code that kills and shutdown run (the
 //!    unwinds and drops of `kill`, `unwind_stack`, `drop_queued` and the sweep of idle
-//!    handler actors): [`Policy::run_guard`], the GIL under `Gil`;
+//!    handler actors): [`Policy::run_guard`], the GIL under `Gil`, taken before the worker
+//!    publishes the actor it runs (a worker waiting for the lock runs nothing);
 //! 8. the steal from an overdue next slot (`WorkerLoop::steal_overdue_next`, and the monitor's
 //!    wake for it): [`Policy::takes_overdue_next`], work stealing only (under `Gil` the actor
 //!    would wait for the lock on the idle worker as it waits for it where it is; `GlobalQueue`
-//!    has no next slot).
+//!    has no next slot);
+//! 9. the dump's queue lengths (`dump::dump`): [`GlobalQueue::lens`] under `GlobalQueue`.
 //!
 //! Placement at spawn (`worker.rs`) is part of the work-stealing path, so `Gil` has it and
 //! `GlobalQueue` does not.
@@ -124,6 +126,12 @@ impl Queues {
 }
 
 impl GlobalQueue {
+    /// For the dump: the actors in the shared FIFO, and those in `worker`'s pinned FIFO.
+    pub(crate) fn lens(&self, worker: usize) -> (usize, usize) {
+        let q = self.queues.lock();
+        (q.any.len(), q.pinned.get(worker).map_or(0, VecDeque::len))
+    }
+
     pub(crate) fn new(workers: usize) -> GlobalQueue {
         GlobalQueue {
             queues: Mutex::new(Queues {

@@ -219,7 +219,7 @@ pub struct WorkerDump {
     /// What it was doing.
     pub state: WorkerState,
     /// Actors in its stealable queues (its deque, its fresh queue, the actors placed on it and
-    /// not started, and its free FIFO).
+    /// not started, and its free FIFO); under the global-queue baseline, in its pinned FIFO.
     pub queued: usize,
     /// Pinned actors woken by other threads, not yet taken in.
     pub inbox: usize,
@@ -270,7 +270,8 @@ impl fmt::Display for WorkerDump {
 pub struct Dump {
     /// The workers, by index.
     pub workers: Vec<WorkerDump>,
-    /// Actors spawned from outside the runtime, not yet taken by a worker.
+    /// Actors spawned from outside the runtime, not yet taken by a worker; under the
+    /// global-queue baseline, every actor in its shared FIFO (any worker may take them).
     pub injected: usize,
     /// Every live actor, by id.
     pub actors: Vec<ActorDump>,
@@ -290,7 +291,7 @@ impl fmt::Display for Dump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "threadlet dump: {} workers, {} actors, {} spawned from outside and not yet taken",
+            "threadlet dump: {} workers, {} actors, {} waiting in the shared queue",
             self.workers.len(),
             self.actors.len(),
             self.injected
@@ -364,7 +365,7 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
                 None if r.is_parked() => WorkerState::Parked,
                 None => WorkerState::Searching,
             },
-            queued: r.stealable_len(),
+            queued: r.stealable_len() + global_queue_lens(shared, index).1,
             inbox: r.inbox.len(),
         })
         .collect::<Vec<_>>();
@@ -383,8 +384,17 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
     actors.sort_unstable_by_key(|a| a.id);
     Dump {
         workers,
-        injected: shared.injector.len(),
+        injected: shared.injector.len() + global_queue_lens(shared, 0).0,
         actors,
+    }
+}
+
+/// Under the global-queue baseline, whose queues replace the workers' and the injector: the
+/// actors in its shared FIFO and in `worker`'s pinned FIFO (none under the other schedulers).
+fn global_queue_lens(shared: &Shared, worker: usize) -> (usize, usize) {
+    match &shared.policy {
+        crate::baseline::Policy::GlobalQueue(gq) => gq.lens(worker),
+        crate::baseline::Policy::WorkStealing | crate::baseline::Policy::Gil(_) => (0, 0),
     }
 }
 
