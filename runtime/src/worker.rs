@@ -174,7 +174,8 @@
 //!    in step 2 sees what the waker pushed before unparking (the two fences order the flag's
 //!    store against the push). So a worker waiting in the poll misses no wake.
 //! 4. Lowering the flag and releasing the right, the worker goes back to searching; the actors
-//!    the poll woke are in its queues (`find` takes the next slot too). If a worker wanted the
+//!    the poll woke are in its queues (`find` takes the next slot too, before and after its
+//!    look at the other queues, whose poll of step 5 may fill the slot). If a worker wanted the
 //!    poll meanwhile, it wakes a parked worker (`notify_parked`), which takes the poll over:
 //!    while this one runs what it found, another waits in the poll. (When the poll is first
 //!    made, every worker is woken once, so that workers parked before it existed come back to
@@ -2143,8 +2144,18 @@ impl Searcher for WorkerLoop<'_> {
     type Work = Runnable;
 
     fn find(&self) -> Option<Runnable> {
-        // The next slot too: an I/O poll in `sleep` wakes actors into it.
-        self.core().next.take().or_else(|| self.next_local())
+        // The next slot too: an I/O poll in `sleep` wakes actors into it. And once more after
+        // `next_local`: its look at the poll every `GLOBAL_POLL_INTERVAL` turns ("Polling for
+        // I/O", step 5) wakes this worker's pinned actors into the slot without unparking it
+        // (it is awake). A `find` that left one there let the worker park with it, and, with
+        // another thread holding the poll, sleep on its parker until an unrelated wake: a lost
+        // wakeup. Only this worker fills its own slot and local queue, so once `find` has
+        // returned `None` nothing lands there before the park, and the sleep protocol's
+        // re-check of the other queues (`idle.rs`) is enough again.
+        let next = &self.core().next;
+        next.take()
+            .or_else(|| self.next_local())
+            .or_else(|| next.take())
     }
 
     fn steal(&self) -> Option<Runnable> {
