@@ -746,6 +746,29 @@ fn until_waiting_on_a_socket(rt: &Runtime, id: threadlet::ActorId) {
     }
 }
 
+/// One byte read from `conn`.
+fn read_one(conn: &TcpStream) -> std::io::Result<u8> {
+    let mut byte = [0; 1];
+    (&*conn).read_exact(&mut byte).map(|()| byte[0])
+}
+
+/// A connection accepted in `rt` and registered with its poller (a first read there waited,
+/// for a byte its client then sent), with that client.
+fn registered_with(rt: &Runtime) -> (TcpStream, std::net::TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (conn, _) = rt.block_on(move || listener.accept().unwrap());
+    let first = rt.spawn(move || {
+        let got = read_one(&conn);
+        (conn, got)
+    });
+    until_waiting_on_a_socket(rt, first.id());
+    client.write_all(b"1").unwrap();
+    let (conn, got) = within_watchdog("the first read", move || first.join().unwrap());
+    assert_eq!(got.unwrap(), b'1');
+    (conn, client)
+}
+
 /// A socket registered with runtime A's poller and then waited on by an actor of runtime B
 /// wakes it while A's one worker runs one actor for long with time slices off: A's monitor
 /// looks at its poller then too (before, nothing polled A until that actor ended, and B's
@@ -759,22 +782,7 @@ fn a_moved_socket_wakes_its_actor_while_the_first_runtime_is_busy_with_slices_of
         .build()
         .unwrap();
     let b = Runtime::builder().workers(1).build().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (conn, _) = a.block_on(move || listener.accept().unwrap());
-    let read_one = |conn: &TcpStream| {
-        let mut byte = [0; 1];
-        (&*conn).read_exact(&mut byte).map(|()| byte[0])
-    };
-    // A first read in A waits, which registers the socket with A's poller.
-    let first = a.spawn(move || {
-        let got = read_one(&conn);
-        (conn, got)
-    });
-    until_waiting_on_a_socket(&a, first.id());
-    client.write_all(b"1").unwrap();
-    let (conn, got) = within_watchdog("the read in A", move || first.join().unwrap());
-    assert_eq!(got.unwrap(), b'1');
+    let (conn, mut client) = registered_with(&a);
     // A's one worker is now taken by an actor that spins (safe points, but no slices to
     // preempt it) until B's actor has read.
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -802,22 +810,7 @@ fn a_moved_socket_wakes_its_actor_while_the_first_runtime_is_busy_with_slices_of
 fn a_moved_socket_wakes_its_actor_while_the_first_runtime_shuts_down() {
     let a = Runtime::builder().workers(1).build().unwrap();
     let b = Runtime::builder().workers(1).build().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (conn, _) = a.block_on(move || listener.accept().unwrap());
-    let read_one = |conn: &TcpStream| {
-        let mut byte = [0; 1];
-        (&*conn).read_exact(&mut byte).map(|()| byte[0])
-    };
-    // A first read in A waits, which registers the socket with A's poller.
-    let first = a.spawn(move || {
-        let got = read_one(&conn);
-        (conn, got)
-    });
-    until_waiting_on_a_socket(&a, first.id());
-    client.write_all(b"1").unwrap();
-    let (conn, got) = within_watchdog("the read in A", move || first.join().unwrap());
-    assert_eq!(got.unwrap(), b'1');
+    let (conn, mut client) = registered_with(&a);
     let (read_tx, read) = std::sync::mpsc::channel::<u8>();
     let reader = b.spawn(move || read_tx.send(read_one(&conn).unwrap()).unwrap());
     until_waiting_on_a_socket(&b, reader.id());
