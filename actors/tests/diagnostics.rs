@@ -176,9 +176,13 @@ fn the_dump_lists_10000_actors_with_what_each_waits_on() {
 
 /// A runtime whose deadlock reports go into a channel.
 fn reporting_runtime(workers: usize) -> (Runtime, mpsc::Receiver<Deadlock>) {
+    reporting(Runtime::builder().workers(workers))
+}
+
+/// `builder`'s runtime, its deadlock reports going into a channel.
+fn reporting(builder: threadlet::Builder) -> (Runtime, mpsc::Receiver<Deadlock>) {
     let (tx, rx) = mpsc::channel();
-    let rt = Runtime::builder()
-        .workers(workers)
+    let rt = builder
         .on_deadlock(move |d| {
             let _ = tx.send(d.clone());
         })
@@ -1190,15 +1194,7 @@ fn a_deadlock_left_by_a_timer_on_another_runtime_is_reported() {
 #[test]
 fn a_blocking_closure_that_outlives_its_killed_caller_holds_off_the_deadlock_report() {
     within_watchdog("a blocking closure holding a sender", || {
-        let (report_tx, reports) = mpsc::channel::<String>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .panic_on_deadlock()
-            .on_deadlock(move |d| {
-                let _ = report_tx.send(d.to_string());
-            })
-            .build()
-            .unwrap();
+        let (rt, reports) = reporting(Runtime::builder().workers(1).panic_on_deadlock());
         let (release, released) = mpsc::channel::<()>();
         let (waiting_tx, waiting) = mpsc::channel::<()>();
         let root = std::thread::spawn(move || {
@@ -1225,7 +1221,8 @@ fn a_blocking_closure_that_outlives_its_killed_caller_holds_off_the_deadlock_rep
         std::thread::sleep(Duration::from_millis(300));
         release.send(()).unwrap();
         assert_eq!(root.join().unwrap(), Ok(7));
-        assert_eq!(reports.try_iter().collect::<Vec<_>>(), Vec::<String>::new());
+        let reported: Vec<String> = reports.try_iter().map(|d| d.to_string()).collect();
+        assert_eq!(reported, Vec::<String>::new());
     });
 }
 
@@ -1234,14 +1231,7 @@ fn a_blocking_closure_that_outlives_its_killed_caller_holds_off_the_deadlock_rep
 #[test]
 fn a_deadlock_held_off_by_a_blocking_job_is_reported_when_the_job_ends() {
     within_watchdog("a deadlock behind a blocking job", || {
-        let (report_tx, reports) = mpsc::channel::<String>();
-        let rt = Runtime::builder()
-            .workers(1)
-            .on_deadlock(move |d| {
-                let _ = report_tx.send(d.to_string());
-            })
-            .build()
-            .unwrap();
+        let (rt, reports) = reporting_runtime(1);
         let (release, released) = mpsc::channel::<()>();
         let (running_tx, running) = mpsc::channel::<()>();
         // A job whose caller is killed once it runs; it holds nothing of the two below.
@@ -1271,11 +1261,13 @@ fn a_deadlock_held_off_by_a_blocking_job_is_reported_when_the_job_ends() {
         .join()
         .unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(reports.try_iter().collect::<Vec<_>>(), Vec::<String>::new());
+        let reported: Vec<String> = reports.try_iter().map(|d| d.to_string()).collect();
+        assert_eq!(reported, Vec::<String>::new());
         release.send(()).unwrap();
         let report = reports
             .recv_timeout(common::WATCHDOG)
-            .expect("reported once the job ended");
+            .expect("reported once the job ended")
+            .to_string();
         assert!(report.contains("2 actors"), "{report}");
     });
 }
