@@ -126,10 +126,10 @@ impl Queues {
 }
 
 impl GlobalQueue {
-    /// For the dump: the actors in the shared FIFO, and those in `worker`'s pinned FIFO.
-    pub(crate) fn lens(&self, worker: usize) -> (usize, usize) {
+    /// For the dump: the actors in the shared FIFO, and in each worker's pinned FIFO.
+    pub(crate) fn lens(&self) -> (usize, Vec<usize>) {
         let q = self.queues.lock();
-        (q.any.len(), q.pinned.get(worker).map_or(0, VecDeque::len))
+        (q.any.len(), q.pinned.iter().map(VecDeque::len).collect())
     }
 
     pub(crate) fn new(workers: usize) -> GlobalQueue {

@@ -353,6 +353,7 @@ pub(crate) fn actor_stats(shared: &Shared, id: ActorId) -> Option<ActorStats> {
 
 /// Gathers a dump (steps 1 to 3 of the module docs).
 pub(crate) fn dump(shared: &Shared) -> Dump {
+    let (in_global_queue, pinned_in_global_queue) = global_queue_lens(shared);
     let workers = shared
         .remotes
         .iter()
@@ -365,7 +366,7 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
                 None if r.is_parked() => WorkerState::Parked,
                 None => WorkerState::Searching,
             },
-            queued: r.stealable_len() + global_queue_lens(shared, index).1,
+            queued: r.stealable_len() + pinned_in_global_queue.get(index).unwrap_or(&0),
             inbox: r.inbox.len(),
         })
         .collect::<Vec<_>>();
@@ -384,17 +385,17 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
     actors.sort_unstable_by_key(|a| a.id);
     Dump {
         workers,
-        injected: shared.injector.len() + global_queue_lens(shared, 0).0,
+        injected: shared.injector.len() + in_global_queue,
         actors,
     }
 }
 
 /// Under the global-queue baseline, whose queues replace the workers' and the injector: the
-/// actors in its shared FIFO and in `worker`'s pinned FIFO (none under the other schedulers).
-fn global_queue_lens(shared: &Shared, worker: usize) -> (usize, usize) {
+/// actors in its shared FIFO and in each worker's pinned FIFO (none under the other schedulers).
+fn global_queue_lens(shared: &Shared) -> (usize, Vec<usize>) {
     match &shared.policy {
-        crate::baseline::Policy::GlobalQueue(gq) => gq.lens(worker),
-        crate::baseline::Policy::WorkStealing | crate::baseline::Policy::Gil(_) => (0, 0),
+        crate::baseline::Policy::GlobalQueue(gq) => gq.lens(),
+        crate::baseline::Policy::WorkStealing | crate::baseline::Policy::Gil(_) => (0, Vec::new()),
     }
 }
 
