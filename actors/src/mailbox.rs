@@ -1637,9 +1637,9 @@ impl<M> Addr<M> {
     ///
     /// A handler actor that sends to its own full mailbox (from `started`, `handle` or
     /// `stopped`) gets the message back at once: it takes its next message only once `handle`
-    /// returns, so no room could come. A process actor that does waits forever, as a goroutine sending on a
-    /// full channel that only it reads (it may have handed its `Mailbox` on to an actor that
-    /// makes room); use [`try_send`](Addr::try_send) there.
+    /// returns, so no room could come. A process actor that does waits forever, as a goroutine
+    /// sending on a full channel that only it reads (it may have handed its `Mailbox` on to an
+    /// actor that makes room); use [`try_send`](Addr::try_send) there.
     ///
     /// ```
     /// use threadlet::channel::SendError;

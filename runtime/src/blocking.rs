@@ -124,8 +124,9 @@ impl BlockingPool {
     /// as that end is: either this sees the job, or the job's end sees the mark.)
     pub(crate) fn holds_off_deadlock_check(&self) -> bool {
         let mut st = self.state.lock();
-        st.watched |= st.jobs > 0;
-        st.jobs > 0
+        let busy = st.jobs > 0;
+        st.watched |= busy;
+        busy
     }
 
     /// Step 2: queues `job` for a pool thread. Gives it back if the pool is closed, or if it

@@ -49,7 +49,7 @@ pub struct JoinError {
     kind: JoinErrorKind,
     /// A `Cancelled` that says nothing of the actor: the caller gave up waiting for it, as it
     /// could not suspend (`JoinHandle::join`); the actor may still be running.
-    unwaited: bool,
+    not_joined: bool,
 }
 
 /// How an actor ended without a value: [`JoinError::kind`].
@@ -78,7 +78,7 @@ impl JoinError {
             id,
             name,
             kind,
-            unwaited: false,
+            not_joined: false,
         }
     }
 
@@ -165,7 +165,7 @@ impl JoinError {
     /// assert!(!h.join().unwrap_err().is_not_joined()); // joined: it was killed
     /// ```
     pub fn is_not_joined(&self) -> bool {
-        self.unwaited
+        self.not_joined
     }
 
     /// Whether the actor was killed ([`JoinHandle::abort`]).
@@ -260,7 +260,7 @@ impl fmt::Debug for JoinError {
         d.field("id", &self.id)
             .field("name", &self.name)
             .field("kind", &self.kind);
-        if self.unwaited {
+        if self.not_joined {
             d.field("not_joined", &true);
         }
         d.finish()
@@ -280,7 +280,7 @@ impl fmt::Display for JoinError {
                 Some(m) => write!(f, " panicked: {m}"),
                 None => f.write_str(" panicked"),
             },
-            JoinErrorKind::Cancelled if self.unwaited => f.write_str(
+            JoinErrorKind::Cancelled if self.not_joined => f.write_str(
                 " was not joined: the caller could not wait (shutdown or a kill unwinding it, its \
                  own panic, or an exit hook)",
             ),
@@ -895,7 +895,7 @@ impl<R> JoinHandle<R> {
             .is_ok();
         }
         // Reported as `Cancelled`, the actor's result left unjoined.
-        Err(self.unwaited())
+        Err(self.not_joined())
     }
 
     /// Whether the actor has finished (or will never run).
@@ -1024,9 +1024,9 @@ impl<R> JoinHandle<R> {
 
     /// The error of a join given up because its caller could not wait: `Cancelled`, with a
     /// message that does not claim the actor was.
-    fn unwaited(&self) -> JoinError {
+    fn not_joined(&self) -> JoinError {
         JoinError {
-            unwaited: true,
+            not_joined: true,
             ..self.error(JoinErrorKind::Cancelled)
         }
     }
@@ -1066,7 +1066,7 @@ pub fn never_started<R: Send + 'static>() -> JoinHandle<R> {
 /// For `threadlet::select!`: the error of a join branch given up because the selecting actor
 /// is being cancelled (shutdown), as `join` returns then.
 pub fn join_cancelled<R>(h: &JoinHandle<R>) -> JoinError {
-    h.unwaited()
+    h.not_joined()
 }
 
 /// For `threadlet::select!`: records `w` to be woken when the actor finishes, as `join` records
