@@ -27,7 +27,8 @@
 //!    in a steal or in the re-check before it sleeps) marks that queue with the time unless it
 //!    is marked ([`FreshMark::hold_back`]), and gets what is left of the queue's grace. W looks
 //!    at the queue before it reads the mark.
-//! 2. W sleeps no longer than the shortest grace left among the queues it holds back from
+//! 2. W sleeps no longer than the shortest grace left among the queues its re-check held it
+//!    back from (`Searcher::recheck`) and those it holds back from after that
 //!    (`Searcher::grace_left`, asked after the re-check, which may have made a mark). Once a
 //!    queue's grace is over ([`FreshMark::is_over`]), W's search takes from it right after
 //!    `find`, whether or not W counts as searching (`Searcher::take_held_back`).
@@ -57,7 +58,13 @@
 //! weighs do not move while a held-back worker W sleeps and O is stuck, except by a placement
 //! onto W (which unparks W) or onto O (only if O looks parked; `parked` is a relaxed hint, so
 //! a stale one can pick an O that has only just woken), and a change that lets W through makes
-//! the work plain stealable work for W. While W sleeps, its sleep ends with the grace (step 2);
+//! the work plain stealable work for W. Such a change wakes nobody (O's load rises as a
+//! handler actor suspends in its `handle` there, or as O starts an actor it had popped), so a
+//! W that its re-check held back still sleeps no longer than the grace the re-check saw
+//! (step 2), and its next search takes the work. (An earlier version asked the balance rule
+//! again for that bound: a W let through in between saw nothing held back and slept for good
+//! beside the work; `tests/loom_idle.rs` has the case.) While W sleeps, its sleep ends with
+//! the grace (step 2);
 //! while W runs work of its own, the grace runs on (step 3), and W's next search after it
 //! takes the work. So held-back work waits about one grace, or until a held-back worker next
 //! looks for work after that; never for good. A worker that is not held back (it holds no

@@ -64,11 +64,12 @@
 //! grace is over, [`Idle::search`] takes what is still there, searching or not; if it finds other
 //! work first, the grace runs on, it takes the queue at its next look for work after the grace, and
 //! it wakes a parked worker that may take it sooner. `grace.rs` has that protocol and why nothing
-//! held back is stranded; `search` runs it through the [`Searcher`] hooks `holds_back`,
-//! `grace_left` and `take_held_back`; the loom model runs it with hooks of its own written like the
-//! worker's. Work for a specific worker (a pinned actor's wake, see `worker.rs`) does not go
-//! through this set: the waker unparks that worker's `Parker`, whose token survives an unpark that
-//! comes before park.
+//! held back is stranded; `search` runs it through the [`Searcher`] hooks `recheck`,
+//! `holds_back`, `grace_left` and `take_held_back` (the grace the re-check saw bounds the sleep,
+//! whatever the balance rule says by then); the loom model runs it with hooks of its own written
+//! like the worker's. Work for a specific worker (a pinned actor's wake, see `worker.rs`) does
+//! not go through this set: the waker unparks that worker's `Parker`, whose token survives an
+//! unpark that comes before park.
 //!
 //! The argument needs the queues' emptiness checks to take part in the `SeqCst` order: crossbeam
 //! -deque 0.8's `Injector::is_empty` uses `SeqCst` loads, `Stealer::is_empty` a `SeqCst` fence
@@ -108,9 +109,11 @@ pub trait Searcher {
     /// Whether the runtime has begun to shut down.
     fn is_shutdown(&self) -> bool;
 
-    /// Whether any queue that thieves can reach holds work (the re-check of step 3). Its
-    /// emptiness checks must take part in the `SeqCst` order (see "Why no wakeup is lost").
-    fn any_stealable_work(&self) -> bool;
+    /// The re-check of step 3: whether any queue that thieves can reach holds work this
+    /// worker may take, and the grace left of each queue the balance rule held it back from
+    /// (`grace.rs`, step 1). Its emptiness checks must take part in the `SeqCst` order (see
+    /// "Why no wakeup is lost").
+    fn recheck(&self) -> Recheck;
 
     /// Wakes a parked worker to search if nobody searches: [`Idle::worker_to_wake`], then
     /// unpark the worker it names.
@@ -142,6 +145,24 @@ pub trait Searcher {
     /// default, nothing.
     fn take_held_back(&self) -> Option<Self::Work> {
         None
+    }
+}
+
+/// What the re-check of step 3 saw ([`Searcher::recheck`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recheck {
+    /// Some queue this worker may take from holds work: it wakes a parked worker (maybe
+    /// itself).
+    pub work: bool,
+    /// The shortest grace left among the queues that held work the balance rule held this
+    /// worker back from (`grace.rs`, step 1); `None` if it was held back from none.
+    pub held_back: Option<Duration>,
+}
+
+impl Recheck {
+    /// Adds a queue the balance rule held the worker back from, `left` of its grace to go.
+    pub fn held_back_for(&mut self, left: Duration) {
+        self.held_back = Some(self.held_back.map_or(left, |h| h.min(left)));
     }
 }
 
@@ -299,11 +320,17 @@ impl Idle {
         let mut timeout = worker.before_park();
         self.park(index, searching);
         // Every parking worker re-checks, searching or not (module docs, step 3).
-        if worker.any_stealable_work() {
+        let recheck = worker.recheck();
+        if recheck.work {
             worker.notify_parked();
         }
-        // `grace.rs`, step 2: after the re-check, which may have marked a queue.
-        if let Some(left) = worker.grace_left() {
+        // `grace.rs`, step 2: the graces of the queues the re-check held this worker back
+        // from bound its sleep, whatever the loads say by now; so do those of the queues it
+        // holds back from now (asked after the re-check, which may have marked a queue).
+        for left in [recheck.held_back, worker.grace_left()]
+            .into_iter()
+            .flatten()
+        {
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         if !worker.is_shutdown() {

@@ -118,7 +118,7 @@ pub mod __private {
     pub use crate::exit_hooks::{ExitHook, ExitHooks, Listener};
     pub use crate::grace::{FRESH_GRACE, FreshMark};
     pub use crate::home::Home;
-    pub use crate::idle::{Idle, Searcher};
+    pub use crate::idle::{Idle, Recheck, Searcher};
     pub use crate::join::{
         ExitSink, actor_of, call_exit_hook, exit_hooks_waiting, join_cancelled, join_take_now,
         join_unwatch, join_watch, kill_actor, never_started, set_exit_sink,

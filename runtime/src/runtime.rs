@@ -1007,7 +1007,10 @@ impl Shared {
     /// Whether any queue that thieves can reach holds work; a worker's fresh queue counts only
     /// where `may_take_fresh` says the asking worker may take from it (`worker.rs`,
     /// "Placement", step 5).
-    pub(crate) fn any_stealable_work(&self, may_take_fresh: impl Fn(&Remote) -> bool) -> bool {
+    pub(crate) fn any_stealable_work(
+        &self,
+        mut may_take_fresh: impl FnMut(&Remote) -> bool,
+    ) -> bool {
         match &self.policy {
             Policy::GlobalQueue(gq) => gq.has_shared_work(),
             Policy::WorkStealing | Policy::Gil(_) => {

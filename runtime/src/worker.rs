@@ -237,7 +237,7 @@ use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::grace::FreshMark;
 use crate::handler::Step;
-use crate::idle::Searcher;
+use crate::idle::{Recheck, Searcher};
 use crate::io::Driver;
 use crate::next_slot::{NextSlot, NextStealer, next_slot};
 use crate::program::Lent;
@@ -1313,16 +1313,18 @@ impl WorkerLoop<'_> {
     /// has). Relaxed loads, as for placement: a stale figure lets one steal through, or holds
     /// one back for the grace.
     fn may_take_fresh(&self, victim: &Remote) -> bool {
+        self.fresh_grace_left(victim).is_zero()
+    }
+
+    /// `may_take_fresh`, as what is left of `victim`'s grace: zero if this worker may take.
+    fn fresh_grace_left(&self, victim: &Remote) -> Duration {
         if self.balance_allows(victim) {
-            return true;
+            return Duration::ZERO;
         }
         self.core().held_back.set(true);
         // The clock is read after the caller's look at the queues (`grace.rs`, "Why the grace
         // is not cut short").
-        victim
-            .fresh_mark
-            .hold_back(self.shared().grace_now())
-            .is_zero()
+        victim.fresh_mark.hold_back(self.shared().grace_now())
     }
 
     /// The other workers whose unstarted process actors the load rule of step 5 holds this
@@ -1343,11 +1345,23 @@ impl WorkerLoop<'_> {
     /// Whether any queue this worker may take from holds work: the sleep protocol's re-check
     /// (`idle.rs`, step 3) and the poll's look, both with the same rule as its stealing, so
     /// that a worker held back from a fresh queue sleeps (until its grace ends) instead of
-    /// spinning on it.
-    fn any_takeable_work(&self) -> bool {
+    /// spinning on it. Also the grace left of each fresh queue it was held back from here:
+    /// the re-check's decision bounds the sleep even if the loads change before `grace_left`
+    /// looks again (`grace.rs`, step 2).
+    fn any_takeable_work(&self) -> Recheck {
         let mine = self.remote();
-        self.shared()
-            .any_stealable_work(|victim| std::ptr::eq(victim, mine) || self.may_take_fresh(victim))
+        let mut recheck = Recheck::default();
+        recheck.work = self.shared().any_stealable_work(|victim| {
+            if std::ptr::eq(victim, mine) {
+                return true;
+            }
+            let left = self.fresh_grace_left(victim);
+            if !left.is_zero() {
+                recheck.held_back_for(left);
+            }
+            left.is_zero()
+        });
+        recheck
     }
 
     /// No local work: the sleep protocol (`idle.rs`) searches, then parks; with `park_first`,
@@ -2130,7 +2144,7 @@ impl WorkerLoop<'_> {
             || !self.remote().inbox.is_empty()
             || !shared.idle.is_sleeping(self.ctx.index)
             // And this worker's own `placed_actors`: `any_takeable_work` counts its own queues.
-            || self.any_takeable_work()
+            || self.any_takeable_work().work
     }
 
     /// A busy worker's look at the I/O poll (step 5), every [`GLOBAL_POLL_INTERVAL`] turns:
@@ -2166,7 +2180,7 @@ impl Searcher for WorkerLoop<'_> {
         self.shared().is_shutdown()
     }
 
-    fn any_stealable_work(&self) -> bool {
+    fn recheck(&self) -> Recheck {
         self.any_takeable_work()
     }
 

@@ -52,7 +52,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, fence};
 use loom::thread;
 use loom_support::Parker;
-use threadlet_runtime::__private::{FRESH_GRACE, FreshMark, Idle, Searcher};
+use threadlet_runtime::__private::{FRESH_GRACE, FreshMark, Idle, Recheck, Searcher};
 
 /// Timed sleeps one worker may take in one execution of a grace model. Each sleep the grace
 /// bounds ends it or moves the clock to its end, after which the search takes the item (or the
@@ -91,6 +91,10 @@ struct Shared {
     /// its mark.
     fresh: AtomicUsize,
     mark: FreshMark,
+    /// The balance rule lets the workers that hold pinned actors take from the fresh queue:
+    /// the owner's load rose `PLACE_MARGIN` above theirs, which pushes nothing and wakes
+    /// nobody (a handler actor that suspended in its `handle` there, an actor it started).
+    balance_allows: AtomicBool,
     /// When the fresh queue's contents arrived: the clock at its last push into it empty.
     fresh_since: StdAtomicU64,
     taken: AtomicUsize,
@@ -110,6 +114,7 @@ impl Shared {
             queue: AtomicUsize::new(0),
             fresh: AtomicUsize::new(0),
             mark: FreshMark::new(),
+            balance_allows: AtomicBool::new(false),
             fresh_since: StdAtomicU64::new(0),
             taken: AtomicUsize::new(0),
             items: StdAtomicUsize::new(1),
@@ -229,19 +234,22 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
-    /// `WorkerLoop::may_take_fresh`, for a queue seen non-empty: the balance rule, or the
-    /// queue's grace over (marking it if nobody has).
-    fn may_take_fresh(&self) -> bool {
-        !self.holds_pinned
-            || self
-                .shared
-                .mark
-                .hold_back(self.shared.clock.now())
-                .is_zero()
+    /// The balance rule of `WorkerLoop::balance_allows`.
+    fn balance_allows(&self) -> bool {
+        !self.holds_pinned || self.shared.balance_allows.load(SeqCst)
+    }
+
+    /// `WorkerLoop::fresh_grace_left`, for a queue seen non-empty: zero if the balance rule
+    /// lets it through, else what is left of the queue's grace (marking it if nobody has).
+    fn fresh_grace_left(&self) -> Duration {
+        if self.balance_allows() {
+            return Duration::ZERO;
+        }
+        self.shared.mark.hold_back(self.shared.clock.now())
     }
 
     fn fresh_takeable(&self) -> bool {
-        self.shared.fresh.load(SeqCst) > 0 && self.may_take_fresh()
+        self.shared.fresh.load(SeqCst) > 0 && self.fresh_grace_left().is_zero()
     }
 }
 
@@ -271,7 +279,8 @@ impl Searcher for Worker<'_> {
     }
 
     /// `Shared::any_stealable_work`, right after `Idle::park`, with the fresh queue under the
-    /// same rule as `steal` (`WorkerLoop::any_takeable_work`).
+    /// same rule as `steal`, and the grace left of the fresh queue if that rule held the
+    /// worker back (`WorkerLoop::any_takeable_work`).
     ///
     /// The fence is not in the shipped code. There, `Idle::park`'s `SeqCst` read-modify-write
     /// of the counts and `Stealer::is_empty`'s `SeqCst` loads are ordered in the single total
@@ -280,9 +289,21 @@ impl Searcher for Worker<'_> {
     /// accesses as `AcqRel` and only `SeqCst` fences as such, so without this fence it reports
     /// that impossible execution; the fence stands in for the ordering the accesses already
     /// have.
-    fn any_stealable_work(&self) -> bool {
+    fn recheck(&self) -> Recheck {
         fence(SeqCst);
-        self.shared.queue.load(SeqCst) > 0 || self.fresh_takeable()
+        let mut recheck = Recheck {
+            work: self.shared.queue.load(SeqCst) > 0,
+            held_back: None,
+        };
+        if !recheck.work && self.shared.fresh.load(SeqCst) > 0 {
+            let left = self.fresh_grace_left();
+            if left.is_zero() {
+                recheck.work = true;
+            } else {
+                recheck.held_back_for(left);
+            }
+        }
+        recheck
     }
 
     fn notify_parked(&self) {
@@ -326,7 +347,7 @@ impl Searcher for Worker<'_> {
 
     /// `WorkerLoop::holds_back`.
     fn holds_back(&self) -> bool {
-        self.holds_pinned && self.shared.fresh.load(SeqCst) > 0
+        self.shared.fresh.load(SeqCst) > 0 && !self.balance_allows()
     }
 
     /// `WorkerLoop::grace_left`: the queue looked at before its mark is read.
@@ -376,7 +397,7 @@ fn worker(shared: &Shared, index: usize, park_first: bool, holds_pinned: bool, o
                 let arrived = shared.fresh_since.load(SeqCst);
                 let now = shared.clock.now();
                 assert!(
-                    !holds_pinned || now >= arrived + G,
+                    !holds_pinned || shared.balance_allows.load(SeqCst) || now >= arrived + G,
                     "worker {index} took held-back work {} ns after it arrived",
                     now - arrived
                 );
@@ -491,6 +512,26 @@ fn held_back_work_is_taken_once_when_its_owner_comes_back() {
 #[test]
 fn held_back_work_is_taken_with_two_thieves() {
     held_back(3, true, false, 2);
+}
+
+/// The balance rule lets a held-back thief through after its re-check held it back: the
+/// owner pushes its item, wakes a parked worker as a spawn does, then its load rises with no
+/// push and no wake (a handler actor suspends in its `handle` there), and it is stuck. The
+/// thief's sleep stays bounded by the grace its re-check saw, and its search then takes the
+/// item. Had the bound asked the balance rule again, the thief would find nothing held back
+/// and sleep without a deadline for good: loom reports that as a deadlock.
+#[test]
+fn work_the_balance_rule_lets_through_after_the_recheck_is_taken() {
+    check(3, || {
+        let shared = Shared::new(2);
+        let thief = {
+            let shared = shared.clone();
+            thread::spawn(move || worker(&shared, 1, true, true, Vec::new()))
+        };
+        shared.push_fresh();
+        shared.balance_allows.store(true, SeqCst);
+        end(&shared, vec![thief]);
+    });
 }
 
 /// A thief with its own work: the owner pushed its item and got stuck before the thief looks,
