@@ -1067,6 +1067,11 @@ impl WorkerLoop<'_> {
                 poll = SPARE_POLL_MIN;
                 continue;
             }
+            if core.next.is_occupied() {
+                // The poll in `next_local` woke an actor into this spare's own next slot: no
+                // unpark comes for it (this thread is awake), so it runs before any park.
+                continue;
+            }
             let remote = self.remote();
             remote.stats.bump(&remote.stats.parks);
             // Relaxed, both: a hint for the dump (placement never picks a spare).
