@@ -428,6 +428,13 @@ impl Supervisor {
                 }
                 Event::Down(i, down) => (i, down),
             };
+            // A suspension between an end and what follows it. During shutdown every start is
+            // refused (a handler child) or ends unrun (a process child) and each end is ready
+            // without a park, so a loop of restarts that never suspended kept its worker for
+            // good: the runtime's drop waited on it for ever, or, under a finite intensity,
+            // the supervisor failed on ends that were the shutdown's. Here the shutdown cancels
+            // it. (It also keeps a storm of failed starts from holding a worker.)
+            threadlet_runtime::yield_now();
             running[i] = None;
             if !self.children[i].restart.wants(&down.reason) {
                 // Its mailbox closes as an actor's does at its end: a later send fails and

@@ -1338,3 +1338,56 @@ fn a_link_made_before_the_first_start_is_not_made_again_after_it() {
     stop(&sup_addr, h);
     assert_eq!(heard, 1, "one link, one failure");
 }
+
+/// A handler child that stops as it starts (a `Permanent` child: restarted every time).
+struct StopsAtStart;
+
+impl Actor for StopsAtStart {
+    type Msg = ();
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+    fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+}
+
+/// The runtime dropped while a supervisor restarts a child that ends at once, under every
+/// scheduler, with both kinds of child. During shutdown each restart ended (or was refused) at
+/// once and each end was ready without a park, so the supervisor's loop never suspended: the
+/// drop waited on its worker for ever (with no intensity limit), or the supervisor failed
+/// "past its intensity" on ends that were the shutdown's. It is now cancelled like any actor.
+#[test]
+fn a_runtime_dropped_during_a_restart_storm_cancels_the_supervisor() {
+    use threadlet::Scheduler;
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        for handler in [true, false] {
+            for round in 0..60 {
+                let what = format!("{scheduler:?}, handler child {handler}, round {round}");
+                let ended = common::within(common::WATCHDOG, &what, move || {
+                    let rt = Runtime::builder()
+                        .workers(1 + round % 2)
+                        .scheduler(scheduler)
+                        .build()
+                        .unwrap();
+                    let (child, _addr) = if handler {
+                        Child::handler("ends", || StopsAtStart)
+                    } else {
+                        Child::process("ends", |_: Mailbox<()>| ())
+                    };
+                    let mut sup = Supervisor::new(Strategy::OneForOne)
+                        .intensity(usize::MAX, Duration::from_secs(1));
+                    sup.add(child);
+                    let (_sup_addr, h) = sup.start(&rt.handle()).unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                    drop(rt);
+                    h.join()
+                });
+                let err = ended.expect_err("the supervisor never stops by itself");
+                assert!(err.is_cancelled(), "{what}: {err}");
+            }
+        }
+    }
+}
