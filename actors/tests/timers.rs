@@ -708,3 +708,56 @@ fn a_send_after_that_cannot_start_the_timer_thread_panics_without_aborting() {
     // Its workers' stacks are mapped under the cap; it is not dropped in a process that ends.
     std::mem::forget(rt);
 }
+
+/// A handler actor that keeps nothing: the channel senders sent to it are dropped with it.
+struct Holder;
+
+impl threadlet::Actor for Holder {
+    type Msg = channel::Sender<()>;
+    fn handle(&mut self, _: channel::Sender<()>, _: &mut threadlet::Context<Self>) {}
+}
+
+/// Delayed messages armed while their runtime shuts down, by plain threads (through a
+/// `Handle`) and by deliveries dropped unrun by the shutdown's clear, which arm themselves
+/// again. The clear ran once and the heap still took entries after it: nothing fired or
+/// dropped those while a `Handle` kept the runtime's memory (here, for good), so a receiver
+/// waiting on the delayed sender never heard it go (about 1% of such messages). Each message
+/// here is a channel's only sender, which nobody ever uses: every receiver must see it dropped.
+#[test]
+fn a_delayed_message_armed_during_shutdown_is_dropped_not_kept() {
+    let stranded = within_watchdog("shutdowns with delayed messages in flight", || {
+        let mut stranded = 0;
+        for round in 0..150u64 {
+            let rt = Runtime::builder().workers(1).build().unwrap();
+            let kept = rt.handle(); // as an application may keep one
+            let senders: Vec<_> = (0..2)
+                .map(|_| {
+                    let handle = rt.handle();
+                    std::thread::spawn(move || {
+                        (0..200)
+                            .map(|_| {
+                                let (addr, _ended) = handle.start(Holder);
+                                let (tx, rx) = channel::bounded::<()>(1);
+                                let _ = addr.send_after(Duration::from_millis(1), tx);
+                                rx
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_micros(100 + (round % 20) * 20));
+            drop(rt);
+            for rx in senders.into_iter().flat_map(|t| t.join().unwrap()) {
+                if let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(2)) {
+                    stranded += 1;
+                }
+            }
+            drop(kept);
+        }
+        stranded
+    });
+    assert_eq!(
+        stranded, 0,
+        "delayed messages kept by a shut-down runtime's timers"
+    );
+}

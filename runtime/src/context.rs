@@ -722,11 +722,13 @@ impl Drop for TimerElsewhere {
     }
 }
 
-/// Puts `action` on `shared`'s timer heap, waking its monitor if it is now the earliest.
+/// Puts `action` on `shared`'s timer heap, waking its monitor if it is now the earliest; on
+/// the process-wide heap if shutdown has closed that one (`timer.rs`, step 6).
 fn arm_timer(shared: &Shared, deadline: Instant, action: TimerAction) {
-    let (_timer, earliest) = shared.timers.add(deadline, action);
-    if earliest {
-        shared.monitor.kick();
+    match shared.timers.add_unless_closed(deadline, action) {
+        Ok((_timer, true)) => shared.monitor.kick(),
+        Ok((_timer, false)) => {}
+        Err(action) => crate::timer::add_process_wide(deadline, action),
     }
 }
 

@@ -1379,7 +1379,7 @@ fn shut_down(
     for r in shared.remotes.iter() {
         r.safe_point.clear_preempt();
     }
-    shared.timers.clear();
+    shared.timers.close();
     // Every actor has ended: stop the poller; a socket still open elsewhere (moved to a plain
     // thread) fails its next wait on this runtime's poller with an error.
     shared.io.shut_down();

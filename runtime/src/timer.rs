@@ -28,9 +28,14 @@
 //!    `call_at` closure when it fires, and its destructor when it is dropped without running
 //!    (cancelled, compacted away, or cleared at shutdown). A panic there is reported on stderr
 //!    and the thread carries on firing timers; it never runs under the heap lock.
-//! 6. *Shutdown*: `Timers::clear` (from `Runtime`'s drop) drops every pending entry without
-//!    running it, contained as in step 5: a `send_after` still pending is not delivered, and
-//!    its message is dropped. A cleared entry counts as cancelled for a later `cancel`.
+//! 6. *Shutdown*: `Timers::close` (from `Runtime`'s drop, once its monitor has exited) closes
+//!    the heap, then drops every pending entry without running it, contained as in step 5. A
+//!    cleared entry counts as cancelled for a later `cancel`. A closed heap takes no new entry:
+//!    nothing would ever fire or drop it while a `Handle` keeps the runtime's memory, and a
+//!    plain thread's `send_after` to one of the runtime's actors, or a delayed message armed
+//!    again as it is dropped here, can still come. `call_at_for` arms such an entry on the
+//!    process-wide heap instead (step 7), where it fires at its deadline (a delayed message
+//!    then finds its mailbox closed, and is dropped).
 //! 7. *The process-wide timer thread*: `call_at` outside any runtime adds to one process-wide
 //!    heap, fired by one thread named `threadlet-timer`, started by the first such call (it
 //!    is never started otherwise). It sleeps on a condition variable until the earliest
@@ -152,6 +157,9 @@ pub(crate) struct Timers {
     seq: AtomicU64,
     /// Cancelled entries still in the heap, plus cancels counted but not yet flipped (step 2).
     cancelled: AtomicUsize,
+    /// Set by a runtime's shutdown, under the heap lock, before its last clear (step 6): no
+    /// thread fires this heap any more, so it takes no new entry.
+    closed: AtomicBool,
 }
 
 impl Default for Timers {
@@ -166,6 +174,7 @@ impl Timers {
             heap: Mutex::new(BinaryHeap::new()),
             seq: AtomicU64::new(0),
             cancelled: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -177,19 +186,38 @@ impl Timers {
         debug_assert!(before >= n, "timer cancel count wrapped: {before} - {n}");
     }
 
-    /// Adds a timer (step 1). Returns its handle and whether it is now the earliest (the thread
-    /// that fires the heap must be told, since it may be sleeping past this deadline).
+    /// Adds a timer (step 1) to a heap that is never closed (the process-wide one, tests).
+    /// Returns its handle and whether it is now the earliest (the thread that fires the heap
+    /// must be told, since it may be sleeping past this deadline).
     pub(crate) fn add(&self, deadline: Instant, action: TimerAction) -> (TimerHandle, bool) {
+        match self.add_unless_closed(deadline, action) {
+            Ok(added) => added,
+            Err(_) => {
+                unreachable!("only a runtime's heap is closed, and only `arm_timer` adds there")
+            }
+        }
+    }
+
+    /// `add`, or the action back if the heap is closed (step 6).
+    pub(crate) fn add_unless_closed(
+        &self,
+        deadline: Instant,
+        action: TimerAction,
+    ) -> Result<(TimerHandle, bool), TimerAction> {
         let state = Arc::new(AtomicU8::new(PENDING));
-        let entry = Entry {
-            deadline,
-            // Relaxed: a unique tie-breaker; the heap lock orders the entries themselves.
-            seq: self.seq.fetch_add(1, Ordering::Relaxed),
-            state: state.clone(),
-            action,
-        };
         let (earliest, dropped) = {
             let mut heap = self.heap.lock();
+            // Relaxed: written under this lock (`close`), which orders the two.
+            if self.closed.load(Ordering::Relaxed) {
+                return Err(action);
+            }
+            let entry = Entry {
+                deadline,
+                // Relaxed: a unique tie-breaker; the heap lock orders the entries themselves.
+                seq: self.seq.fetch_add(1, Ordering::Relaxed),
+                state: state.clone(),
+                action,
+            };
             let dropped = self.compact(&mut heap);
             let earliest = heap.peek().is_none_or(|e| deadline < e.deadline);
             heap.push(entry);
@@ -199,7 +227,7 @@ impl Timers {
         for e in dropped {
             e.action.drop_unrun();
         }
-        (TimerHandle { state }, earliest)
+        Ok((TimerHandle { state }, earliest))
     }
 
     /// Step 4: takes the cancelled entries out of a heap that is mostly cancelled, and returns
@@ -281,6 +309,17 @@ impl Timers {
     #[cfg(test)]
     pub(crate) fn cancelled_count(&self) -> usize {
         self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A runtime's shutdown, once its monitor has exited (step 6): takes no entry from now on,
+    /// and drops the pending ones without running them.
+    pub(crate) fn close(&self) {
+        {
+            let _heap = self.heap.lock();
+            // Relaxed: read under the same lock (`add_unless_closed`).
+            self.closed.store(true, Ordering::Relaxed);
+        }
+        self.clear();
     }
 
     /// Drops every pending timer without running it (step 6).
@@ -526,6 +565,32 @@ mod tests {
         assert_eq!(t.len(), 0);
         assert_eq!(t.cancelled_count(), 0, "every count was taken back");
         assert_eq!(hits.load(Ordering::SeqCst) + cancelled, ROUNDS);
+    }
+
+    /// Step 6: a closed heap drops what it held, unrun, and takes nothing more: the action
+    /// comes back to the caller, who arms it where a thread still fires timers.
+    #[test]
+    fn a_closed_heap_hands_new_entries_back() {
+        let t = Timers::default();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let base = Instant::now();
+        let (pending, _) = t.add(base, counter_action(&hits, 1));
+        t.close();
+        assert_eq!(t.len(), 0);
+        assert!(pending.cancel(&t), "cleared: no longer pending");
+        let refused = t.add_unless_closed(base, counter_action(&hits, 10));
+        let Err(TimerAction::Call(f)) = refused else {
+            panic!("a closed heap took an entry");
+        };
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.fire_due(base), None);
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing ran in the heap");
+        f();
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            10,
+            "the action came back whole"
+        );
     }
 
     /// Step 5: a callback that panics, or whose destructor panics when it is dropped unrun
