@@ -1783,10 +1783,10 @@ impl<M> Addr<M> {
             if st.closed {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
-            let due = deadline.is_some_and(|d| Instant::now() >= d);
-            // With no time left to wait, as `try_send`: a capacity-0 mailbox whose owner waits
-            // in a receive takes it.
-            if st.has_room() || (due && st.owner_waits_at_rendezvous(false)) {
+            // As `try_send`: a capacity-0 mailbox whose owner waits in a receive takes it now,
+            // whatever time is left to wait. (Taken only with no time left, a send with a
+            // timeout of a microsecond was refused where one of zero was taken.)
+            if st.has_room() || st.owner_waits_at_rendezvous(false) {
                 st.enqueue(msg);
                 let w = st.waiter.take();
                 drop(st);
@@ -1795,7 +1795,7 @@ impl<M> Addr<M> {
                 }
                 return Ok(());
             }
-            if due {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(SendTimeoutError::Timeout(msg));
             }
             // A handler actor's mailbox is received from only between its messages (the

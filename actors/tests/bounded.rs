@@ -381,6 +381,42 @@ fn a_send_timeout_of_zero_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
     assert_eq!(got, (0..10).collect::<Vec<_>>());
 }
 
+/// A `send_timeout` with time to wait meets an owner waiting in a receive on a capacity-0
+/// mailbox at once, as one with none does: before, only a timeout already over took that
+/// path, and a timeout of a few microseconds waited in line for the owner (here an idle
+/// handler actor) to be woken and take the message, and often timed out first (a longer
+/// timeout, a worse result).
+#[test]
+fn a_short_send_timeout_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
+    struct Keep(Vec<u32>);
+    impl Actor for Keep {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+            self.0.push(n);
+        }
+    }
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (addr, h) = ActorBuilder::new()
+        .mailbox_capacity(0)
+        .start_on(&rt, Keep(Vec::new()))
+        .unwrap();
+    let id = h.id();
+    let got = within_watchdog("send_timeout(20 us) at a rendezvous", move || {
+        for n in 0..200 {
+            // Until the owner waits for a message (starting, or back from the last one).
+            while rt.dump().actor(id).and_then(|a| a.waiting_on()) != Some(threadlet::Wait::Message)
+            {
+                std::thread::yield_now();
+            }
+            let sent = addr.send_timeout(n, Duration::from_micros(20));
+            assert_eq!(sent, Ok(()), "message {n}, its owner waiting");
+        }
+        drop(addr);
+        h.join().unwrap().0
+    });
+    assert_eq!(got, (0..200).collect::<Vec<_>>());
+}
+
 /// A handler actor takes its next message only once `handle` returns, so a send from inside
 /// `handle` (or `started`) to its own full mailbox could never find room: it hands the message
 /// back at once (`send`, and `send_timeout` without waiting out its timeout) instead of hanging
