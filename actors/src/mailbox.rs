@@ -54,10 +54,11 @@
 //! The owner moves messages in, so a place freed is never lost between senders: there is no
 //! wake of a sender that then finds the place taken. The queue never holds more than the
 //! capacity, and a flood of senders costs one parked slot each, not queue growth. The one
-//! exception is a send that cannot wait (`try_send`, a timer's delivery) to a capacity-0
-//! mailbox whose owner waits for a message, with nobody in line: as a non-blocking send on an
-//! unbuffered Go channel meets a waiting receiver, it is accepted into the queue and takes
-//! the owner's waiter, so the next one is refused until the owner has taken it.
+//! exception is a send to a capacity-0 mailbox whose owner waits for a message in a receive,
+//! with nobody in line: as a send on an unbuffered Go channel meets a waiting receiver, it is
+//! accepted into the queue at once, waiting or not (`try_send`, a timer's delivery, `send`,
+//! `send_timeout`), and takes the owner's waiter, so the next one waits (or is refused) until
+//! the owner has taken it.
 //!
 //! # Conservation
 //!
