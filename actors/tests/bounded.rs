@@ -12,6 +12,16 @@ use common::{within, within_watchdog};
 use threadlet::channel::{SendError, SendTimeoutError, TrySendError};
 use threadlet::{Actor, ActorBuilder, Context, Mailbox, Runtime};
 
+/// A handler actor that keeps what it is sent, in order.
+struct Keep(Vec<u32>);
+
+impl Actor for Keep {
+    type Msg = u32;
+    fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+        self.0.push(n);
+    }
+}
+
 /// Four senders (three actors and a plain thread) flood a mailbox of capacity 8 whose actor
 /// reads slowly: the queue never holds more than 8, seen from inside and from outside, and
 /// every message arrives once.
@@ -289,13 +299,6 @@ fn a_select_on_a_bounded_mailbox_lets_waiting_senders_in() {
 /// actor in `recv`, a handler actor between messages), and the owner gets the message.
 #[test]
 fn try_send_is_taken_by_an_owner_waiting_on_a_capacity_zero_mailbox() {
-    struct Keep(Vec<u32>);
-    impl Actor for Keep {
-        type Msg = u32;
-        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
-            self.0.push(n);
-        }
-    }
     let rt = Runtime::builder().workers(2).build().unwrap();
     let (process, p) = ActorBuilder::new()
         .mailbox_capacity(0)
@@ -388,13 +391,6 @@ fn a_send_timeout_of_zero_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
 /// timeout, a worse result).
 #[test]
 fn a_short_send_timeout_meets_an_owner_waiting_on_a_capacity_zero_mailbox() {
-    struct Keep(Vec<u32>);
-    impl Actor for Keep {
-        type Msg = u32;
-        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
-            self.0.push(n);
-        }
-    }
     let rt = Runtime::builder().workers(1).build().unwrap();
     let (addr, h) = ActorBuilder::new()
         .mailbox_capacity(0)
