@@ -390,8 +390,9 @@ impl ActorBuilder {
     /// and handler actors). On a full mailbox [`Addr::send`] waits for room (suspending an
     /// actor, blocking a plain thread), [`Addr::try_send`] fails with `Full`, and
     /// [`Addr::send_timeout`] waits at most its timeout; so a flood of senders cannot grow the
-    /// queue past `capacity`. Capacity 0 is a rendezvous: every send waits until the actor
-    /// takes its message. Mailboxes are unbounded unless this is set.
+    /// queue past `capacity`. Capacity 0 is a rendezvous: `send` waits until the actor takes
+    /// its message; `try_send` and `send_timeout` succeed at once while the actor waits for a
+    /// message in a receive (it is then its next). Mailboxes are unbounded unless this is set.
     ///
     /// ```
     /// use threadlet::{ActorBuilder, Mailbox};

@@ -54,11 +54,12 @@
 //! The owner moves messages in, so a place freed is never lost between senders: there is no
 //! wake of a sender that then finds the place taken. The queue never holds more than the
 //! capacity, and a flood of senders costs one parked slot each, not queue growth. The one
-//! exception is a send to a capacity-0 mailbox whose owner waits for a message in a receive,
-//! with nobody in line: as a send on an unbuffered Go channel meets a waiting receiver, it is
-//! accepted into the queue at once, waiting or not (`try_send`, a timer's delivery, `send`,
-//! `send_timeout`), and takes the owner's waiter, so the next one waits (or is refused) until
-//! the owner has taken it.
+//! exception is a send that cannot wait (`try_send`, a timer's delivery) or may time out
+//! (`send_timeout`) to a capacity-0 mailbox whose owner waits for a message in a receive, with
+//! nobody in line: as a send on an unbuffered Go channel meets a waiting receiver, it is
+//! accepted into the queue at once, and takes the owner's waiter, so the next one waits (or
+//! is refused) until the owner has taken it. A `send` without a timeout always waits in line
+//! until the owner has taken its message.
 //!
 //! # Conservation
 //!
@@ -331,10 +332,11 @@ impl<M> State<M> {
 
     /// Whether the owner of a capacity-0 mailbox waits for a message now (parked in `recv`, or
     /// a handler actor between messages), with nothing queued and no sender in line: the one
-    /// time a send that cannot wait (`try_send`, a timer's delivery) meets it, as a
-    /// non-blocking send on an unbuffered Go channel meets a waiting receiver. The message
-    /// then goes into the queue, and the sender takes the recorded waiter, so a second such
-    /// send finds none and is refused: the queue holds at most that one. Not an owner waiting
+    /// time a send that cannot wait (`try_send`, a timer's delivery), or one that may time out
+    /// (`send_timeout`), meets it, as a non-blocking send on an unbuffered Go channel meets a
+    /// waiting receiver. The message then goes into the queue, and the sender takes the
+    /// recorded waiter, so a second such send finds none and is refused or waits in line: the
+    /// queue holds at most that one. Not an owner waiting
     /// in a select: it has not committed to this branch (a Go select commits to the case a
     /// sender meets; ours only watches), and if another branch fired, the message accepted
     /// would stay queued unreceived while the sender took it for received. (`to_a_select`: a
@@ -1784,10 +1786,12 @@ impl<M> Addr<M> {
             if st.closed {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
-            // As `try_send`: a capacity-0 mailbox whose owner waits in a receive takes it now,
-            // whatever time is left to wait. (Taken only with no time left, a send with a
-            // timeout of a microsecond was refused where one of zero was taken.)
-            if st.has_room() || st.owner_waits_at_rendezvous(false) {
+            // A send that may time out, as `try_send`: a capacity-0 mailbox whose owner waits
+            // in a receive takes it now, whatever time is left. (Taken only with no time left,
+            // a send with a timeout of some microseconds was refused, as the owner had not run
+            // yet to take it, where one of zero was taken.) A `send` without a timeout waits
+            // in line until the owner has taken its message: the rendezvous it promises.
+            if st.has_room() || (deadline.is_some() && st.owner_waits_at_rendezvous(false)) {
                 st.enqueue(msg);
                 let w = st.waiter.take();
                 drop(st);

@@ -110,8 +110,8 @@ pub trait Searcher {
     fn is_shutdown(&self) -> bool;
 
     /// The re-check of step 3: whether any queue that thieves can reach holds work this
-    /// worker may take, and the grace left of each queue the balance rule held it back from
-    /// (`grace.rs`, step 1). Its emptiness checks must take part in the `SeqCst` order (see
+    /// worker may take, and the grace left of the queues the balance rule held it back from
+    /// meanwhile (`grace.rs`, step 1). Its emptiness checks must take part in the `SeqCst` order (see
     /// "Why no wakeup is lost").
     fn recheck(&self) -> Recheck;
 
@@ -154,8 +154,9 @@ pub struct Recheck {
     /// Some queue this worker may take from holds work: it wakes a parked worker (maybe
     /// itself).
     pub work: bool,
-    /// The shortest grace left among the queues that held work the balance rule held this
-    /// worker back from (`grace.rs`, step 1); `None` if it was held back from none.
+    /// The shortest grace left among the queues, of those the re-check looked at before it
+    /// found work, that held work the balance rule held this worker back from (`grace.rs`,
+    /// step 1); `None` if it was held back from none. (`grace_left` covers the rest.)
     pub held_back: Option<Duration>,
 }
 

@@ -1379,7 +1379,6 @@ fn shut_down(
     for r in shared.remotes.iter() {
         r.safe_point.clear_preempt();
     }
-    shared.timers.close();
     // Every actor has ended: stop the poller; a socket still open elsewhere (moved to a plain
     // thread) fails its next wait on this runtime's poller with an error.
     shared.io.shut_down();
@@ -1391,6 +1390,11 @@ fn shut_down(
     // handler actors (step 4) was dropped with the queues just now; the table's reference to it
     // would keep the runtime allocated (the actor holds `Shared`).
     shared.live.release_handlers();
+    // Last, once every actor and its mailbox is gone: a delayed message dropped unrun here
+    // finds its mailbox closed and goes with it, rather than being armed again (`threadlet`'s
+    // `Delivery`). A timer armed from now on (a plain thread's `send_after` to an actor it
+    // still names) goes to the process-wide heap (`timer.rs`, step 6).
+    shared.timers.close();
 }
 
 /// How long `join_polling` waits in the poller at a time: the shutdown of a runtime with

@@ -28,14 +28,14 @@
 //!    `call_at` closure when it fires, and its destructor when it is dropped without running
 //!    (cancelled, compacted away, or cleared at shutdown). A panic there is reported on stderr
 //!    and the thread carries on firing timers; it never runs under the heap lock.
-//! 6. *Shutdown*: `Timers::close` (from `Runtime`'s drop, once its monitor has exited) closes
-//!    the heap, then drops every pending entry without running it, contained as in step 5. A
-//!    cleared entry counts as cancelled for a later `cancel`. A closed heap takes no new entry:
-//!    nothing would ever fire or drop it while a `Handle` keeps the runtime's memory, and a
-//!    plain thread's `send_after` to one of the runtime's actors, or a delayed message armed
-//!    again as it is dropped here, can still come. `call_at_for` arms such an entry on the
-//!    process-wide heap instead (step 7), where it fires at its deadline (a delayed message
-//!    then finds its mailbox closed, and is dropped).
+//! 6. *Shutdown*: `Timers::close` (the last step of `Runtime`'s drop, once its threads have
+//!    exited and every actor is gone) closes the heap, then drops every pending entry without
+//!    running it, contained as in step 5. A cleared entry counts as cancelled for a later
+//!    `cancel`. A closed heap takes no new entry: nothing would ever fire or drop it while a
+//!    `Handle` keeps the runtime's memory, and a plain thread's `send_after` to an actor it
+//!    still names can come after. `call_at_for` arms such an entry on the process-wide heap
+//!    instead (step 7), where it fires at its deadline and finds its mailbox closed. (A
+//!    delayed message dropped by the clear finds its mailbox closed, and goes at once.)
 //! 7. *The process-wide timer thread*: `call_at` outside any runtime adds to one process-wide
 //!    heap, fired by one thread named `threadlet-timer`, started by the first such call (it
 //!    is never started otherwise). It sleeps on a condition variable until the earliest
@@ -186,15 +186,14 @@ impl Timers {
         debug_assert!(before >= n, "timer cancel count wrapped: {before} - {n}");
     }
 
-    /// Adds a timer (step 1) to a heap that is never closed (the process-wide one, tests).
-    /// Returns its handle and whether it is now the earliest (the thread that fires the heap
-    /// must be told, since it may be sleeping past this deadline).
+    /// Adds a timer (step 1) to a heap that is open: the process-wide one, which is never
+    /// closed, or a runtime's from one of its actors (a timed park), which run no more once
+    /// it is closed (step 6). Returns its handle and whether it is now the earliest (the
+    /// thread that fires the heap must be told, since it may be sleeping past this deadline).
     pub(crate) fn add(&self, deadline: Instant, action: TimerAction) -> (TimerHandle, bool) {
         match self.add_unless_closed(deadline, action) {
             Ok(added) => added,
-            Err(_) => {
-                unreachable!("only a runtime's heap is closed, and only `arm_timer` adds there")
-            }
+            Err(_) => unreachable!("a timer added to a closed heap by one of its runtime's actors"),
         }
     }
 
@@ -311,7 +310,7 @@ impl Timers {
         self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// A runtime's shutdown, once its monitor has exited (step 6): takes no entry from now on,
+    /// A runtime's shutdown, once its threads have exited (step 6): takes no entry from now on,
     /// and drops the pending ones without running them.
     pub(crate) fn close(&self) {
         {
