@@ -2481,9 +2481,15 @@ impl<M> Drop for Addr<M> {
         let waiter = {
             let mut st = self.shared.state.lock();
             st.addrs -= 1;
-            st.outside -= u32::from(self.shared.flag());
+            let outside = self.shared.flag();
+            st.outside -= u32::from(outside);
             if st.addrs == 0 {
                 st.waiter.take()
+            } else if outside && st.outside == 0 {
+                // The last address a plain thread held: a receive it kept from looking dead
+                // (`deadlock.rs`) is woken to park again, so that the check judges it anew,
+                // as a channel's last outside end does. The waiter stays: a spurious wake.
+                st.waiter.clone()
             } else {
                 None
             }

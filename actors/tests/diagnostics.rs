@@ -844,6 +844,32 @@ fn a_send_is_judged_again_when_the_last_outside_receiver_goes() {
     });
 }
 
+/// The same for a receive on an actor's own mailbox, once the last address a plain thread held
+/// is gone: the drop of that address woke nothing (only the drop of the last address did), so
+/// the wait stayed judged alive, and the deadlock was never reported.
+#[test]
+fn a_receive_is_judged_again_when_the_last_outside_address_goes() {
+    within_watchdog("outside address gone", || {
+        let (rt, reports) = reporting_runtime(2);
+        // The actor keeps an address itself: once main's is gone, nothing can end its wait.
+        let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+            let _me = mb.addr();
+            mb.recv()
+        });
+        parked(&rt, &h);
+        // No report while main holds `addr`; one made before the wait was marked is let go.
+        std::thread::sleep(QUIET);
+        while reports.try_recv().is_ok() {}
+        drop(addr);
+        let report = reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the deadlock left once main's address went is reported");
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        assert!(h.abort());
+        assert!(h.join().unwrap_err().is_killed());
+    });
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {
