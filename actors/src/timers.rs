@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use threadlet_runtime::__private::ActorCell;
+use threadlet_runtime::__private::{ActorCell, ArmedTimer};
 
 use crate::channel::TrySendError;
 use crate::mailbox::Addr;
@@ -62,8 +62,25 @@ trait Cancel: Send + Sync {
 
 /// A message waiting for its deadline (`send_after`), with the address it goes to: the timer's
 /// closure holds only this, so that a cancel lets go of the address too (held until the
-/// deadline, it kept an actor whose last other address was gone from ending).
-struct Delayed<M>(Mutex<Option<(Addr<M>, M)>>);
+/// deadline, it kept an actor whose last other address was gone from ending). And the timer
+/// armed for it last, which a cancel cancels too: a cancelled message's timer must not count
+/// as pending for a deadlock check until its deadline (`ArmedTimer::cancel`).
+struct Delayed<M>(Mutex<Option<(Addr<M>, M)>>, Mutex<Option<ArmedTimer>>);
+
+impl<M> Delayed<M> {
+    /// Keeps the timer just armed for the message (`deliver`). A cancel takes the message,
+    /// then the timer; this stores the timer, then looks for the message, so that a cancel
+    /// in between is not missed: one of the two cancels the timer.
+    fn armed(&self, timer: ArmedTimer) {
+        *self.1.lock() = Some(timer);
+        if self.0.lock().is_none() {
+            let cancelled = self.1.lock().take();
+            if let Some(timer) = cancelled {
+                timer.cancel();
+            }
+        }
+    }
+}
 
 impl<M: Send> Cancel for Delayed<M> {
     fn cancel(&self) -> bool {
@@ -72,6 +89,10 @@ impl<M: Send> Cancel for Delayed<M> {
         // After unlocking: a destructor may use the timer again, and the address may be the
         // mailbox's last.
         drop(taken);
+        let timer = self.1.lock().take();
+        if let Some(timer) = timer {
+            timer.cancel();
+        }
         pending
     }
 }
@@ -120,7 +141,10 @@ pub(crate) fn send_after<M: Send + 'static>(
     delay: Duration,
     msg: M,
 ) -> TimerHandle {
-    let delayed = Arc::new(Delayed(Mutex::new(Some((addr.clone(), msg)))));
+    let delayed = Arc::new(Delayed(
+        Mutex::new(Some((addr.clone(), msg))),
+        Mutex::new(None),
+    ));
     // A delay too long to represent as an `Instant` never comes: drop the message now.
     let Some(deadline) = Instant::now().checked_add(delay) else {
         delayed.cancel();
@@ -136,7 +160,7 @@ fn call_at_receiver(
     receiver: Option<Arc<ActorCell>>,
     deadline: Instant,
     f: impl FnOnce() + Send + 'static,
-) {
+) -> ArmedTimer {
     /// Puts back what `ARMING` was (the arming may nest: a drop during it may arm again).
     struct Restore(bool);
     impl Drop for Restore {
@@ -145,7 +169,7 @@ fn call_at_receiver(
         }
     }
     let _restore = Restore(ARMING.try_with(|a| a.replace(true)).unwrap_or(false));
-    threadlet_runtime::__private::call_at_for(receiver.as_deref(), deadline, f);
+    threadlet_runtime::__private::call_at_for(receiver.as_deref(), deadline, f)
 }
 
 thread_local! {
@@ -171,11 +195,12 @@ fn deliver<M: Send + 'static>(
     slot: Arc<Delayed<M>>,
     deadline: Instant,
 ) {
+    let kept = slot.clone();
     let mut delivery = Delivery {
         slot: Some(slot),
         deadline,
     };
-    call_at_receiver(receiver, deadline, move || {
+    let timer = call_at_receiver(receiver, deadline, move || {
         let slot = delivery.slot.take().expect("a delivery runs once");
         let mut held = slot.0.lock();
         let Some((addr, msg)) = held.take() else {
@@ -201,6 +226,7 @@ fn deliver<M: Send + 'static>(
             }
         }
     });
+    kept.armed(timer);
 }
 
 /// A delayed message's delivery, as its timer holds it. Dropped unrun (the runtime whose timers
@@ -286,7 +312,9 @@ fn tick<M, F>(
         deadline,
         period,
     };
-    call_at_receiver(receiver, deadline, move || {
+    // Not kept: a cancelled interval's next tick stays pending, for a deadlock check too,
+    // until it comes (a period at most), and then finds the flag and does nothing.
+    let _next_tick = call_at_receiver(receiver, deadline, move || {
         let (interval, mut make_msg) = ticking.due.take().expect("a tick runs once");
         let (deadline, period) = (ticking.deadline, ticking.period);
         // Relaxed: see `Interval::cancel`.

@@ -870,6 +870,51 @@ fn a_receive_is_judged_again_when_the_last_outside_address_goes() {
     });
 }
 
+/// A cancelled `send_after` no longer counts as a pending timer: the cancel emptied the
+/// message's slot but left its heap entry pending, which held the deadlock check off until the
+/// entry's deadline (a minute here, an hour as well).
+#[test]
+fn a_cancelled_send_after_does_not_hide_a_deadlock() {
+    within_watchdog("cancelled send_after", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (_addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+            let me = mb.addr();
+            assert!(me.send_after(Duration::from_secs(60), 1).cancel());
+            mb.recv() // `me` keeps the mailbox open: nothing can end this wait
+        });
+        // `_addr`, held here, would keep the wait alive: only the actor's own is left.
+        drop(_addr);
+        let report = reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("reported before the cancelled timer's deadline");
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        assert!(h.abort());
+    });
+}
+
+/// The same for a `send_after` to an actor of another runtime, which counted for the sender's
+/// runtime's deadlock check (its message may lead to a reply) until it fired, not until it was
+/// cancelled.
+#[test]
+fn a_cancelled_send_after_to_another_runtime_does_not_hide_a_deadlock() {
+    within_watchdog("cancelled send_after elsewhere", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        // Made inside its runtime, so that no plain thread holds an address of it.
+        let (far, _far) = other.block_on(|| threadlet::spawn_actor(|mb: Mailbox<u32>| mb.recv()));
+        let (rt, reports) = reporting_runtime(1);
+        let h = rt.spawn(move || {
+            assert!(far.send_after(Duration::from_secs(60), 1).cancel());
+            let (_tx, rx) = channel::unbounded::<u32>();
+            rx.recv()
+        });
+        let report = reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("reported before the cancelled timer's deadline");
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        assert!(h.abort());
+    });
+}
+
 #[test]
 fn a_cancelled_timer_does_not_hide_a_deadlock() {
     within_watchdog("cancelled timer", || {

@@ -22,7 +22,7 @@ use crate::actor::{ActorCell, ActorFrame, ActorId, ActorRef, Finished, Suspend};
 use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
-use crate::timer::TimerAction;
+use crate::timer::{TimerAction, TimerHandle};
 use crate::wait::{Wait, encode};
 use crate::worker::Core;
 
@@ -606,7 +606,7 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
     let action = TimerAction::Call(Box::new(f));
     if let Some(action) = with_worker(|ctx| match ctx {
         Some(ctx) => {
-            arm_timer(&ctx.shared, deadline, action);
+            drop(arm_timer(&ctx.shared, deadline, action));
             None
         }
         None => Some(action),
@@ -616,8 +616,8 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
         // monitor holds (an `Arc`) for the whole call, and is reset before that call returns;
         // we are inside it, on its thread.
         match unsafe { firing.as_ref() } {
-            Some(shared) => arm_timer(shared, deadline, action),
-            None => crate::timer::add_process_wide(deadline, action),
+            Some(shared) => drop(arm_timer(shared, deadline, action)),
+            None => drop(crate::timer::add_process_wide(deadline, action)),
         }
     }
 }
@@ -640,11 +640,13 @@ pub fn call_at(deadline: Instant, f: impl FnOnce() + Send + 'static) {
 /// counting is passed along
 /// (`FIRING_COUNTED_FOR`). The count of the next is taken before the count of the one running
 /// goes: in between, the runtime that counts never looks free of timers.
+///
+/// Returns the timer armed, which the caller may cancel ([`ArmedTimer::cancel`]).
 pub fn call_at_for(
     actor: Option<&ActorCell>,
     deadline: Instant,
     f: impl FnOnce() + Send + 'static,
-) {
+) -> ArmedTimer {
     let target = actor.map(|a| &a.shared);
     let elsewhere_of = |shared: &Arc<Shared>| match target {
         Some(t) if Arc::ptr_eq(shared, t) => None,
@@ -659,14 +661,84 @@ pub fn call_at_for(
         Some(counting) => elsewhere_of(&counting),
         None => with_worker(|ctx| ctx.and_then(|ctx| elsewhere_of(&ctx.shared))),
     };
-    let action = match elsewhere {
+    // The count, shared by the timer and its `ArmedTimer`: it goes when `f` has run, when the
+    // timer is dropped unrun (cleared, compacted), or when the caller cancels it, whichever
+    // comes first (a cancelled entry stays in its heap until its deadline).
+    let counted = elsewhere.map(|c| Arc::new(parking_lot::Mutex::new(Some(c))));
+    let action = match &counted {
         None => TimerAction::Call(Box::new(f)),
-        // Dropped after `f` has run, or with it unrun (cleared, cancelled).
-        Some(counted) => TimerAction::Call(Box::new(move || counted.fire(f))),
+        Some(counted) => {
+            let count = CountedTimer(counted.clone());
+            TimerAction::Call(Box::new(move || {
+                let taken = count.0.lock().take();
+                match taken {
+                    Some(counted) => counted.fire(f),
+                    None => f(), // cancelled: `f` finds nothing left to do
+                }
+            }))
+        }
     };
-    match target {
-        Some(shared) => arm_timer(shared, deadline, action),
-        None => crate::timer::add_process_wide(deadline, action),
+    let (entry, heap) = match target {
+        Some(shared) => match arm_timer(shared, deadline, action) {
+            (entry, true) => (entry, Some(Arc::downgrade(shared))),
+            (entry, false) => (entry, None),
+        },
+        None => (crate::timer::add_process_wide(deadline, action), None),
+    };
+    ArmedTimer {
+        entry,
+        heap,
+        counted,
+    }
+}
+
+/// A timer armed by [`call_at_for`], for its caller to cancel. Dropped, it cancels nothing.
+/// For the `threadlet` crate (`__private`); not part of the API.
+pub struct ArmedTimer {
+    entry: TimerHandle,
+    /// The runtime whose heap holds the entry; `None`: the process-wide heap.
+    heap: Option<Weak<Shared>>,
+    /// The count the timer keeps for another runtime's deadlock check (`TimerElsewhere`).
+    counted: Option<Arc<parking_lot::Mutex<Option<TimerElsewhere>>>>,
+}
+
+impl ArmedTimer {
+    /// Cancels the timer: its entry no longer counts as pending for the deadlock check of the
+    /// runtime whose heap holds it (`Timers::is_pending`), nor for another's
+    /// (`TimerElsewhere`), though the entry, with its closure, stays in the heap until its
+    /// deadline or a compaction. Its closure, if it still runs, must find nothing to do.
+    pub fn cancel(&self) {
+        match &self.heap {
+            Some(heap) => {
+                if let Some(shared) = heap.upgrade() {
+                    self.entry.cancel(&shared.timers);
+                }
+            }
+            None => {
+                self.entry.cancel(crate::timer::process_wide());
+            }
+        }
+        if let Some(counted) = &self.counted {
+            let gone = counted.lock().take();
+            drop(gone); // after unlocking: it may kick the monitor
+        }
+    }
+}
+
+impl std::fmt::Debug for ArmedTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArmedTimer").finish_non_exhaustive()
+    }
+}
+
+/// The timer's side of an `ArmedTimer`'s count: dropped with the timer's closure, run or not,
+/// it lets the count go if nothing has.
+struct CountedTimer(Arc<parking_lot::Mutex<Option<TimerElsewhere>>>);
+
+impl Drop for CountedTimer {
+    fn drop(&mut self) {
+        let gone = self.0.lock().take();
+        drop(gone); // after unlocking: it may kick the monitor
     }
 }
 
@@ -723,12 +795,17 @@ impl Drop for TimerElsewhere {
 }
 
 /// Puts `action` on `shared`'s timer heap, waking its monitor if it is now the earliest; on
-/// the process-wide heap if shutdown has closed that one (`timer.rs`, step 6).
-fn arm_timer(shared: &Shared, deadline: Instant, action: TimerAction) {
+/// the process-wide heap if shutdown has closed that one (`timer.rs`, step 6). Returns the
+/// entry, and whether `shared`'s heap holds it (`false`: the process-wide heap).
+fn arm_timer(shared: &Shared, deadline: Instant, action: TimerAction) -> (TimerHandle, bool) {
     match shared.timers.add_unless_closed(deadline, action) {
-        Ok((_timer, true)) => shared.monitor.kick(),
-        Ok((_timer, false)) => {}
-        Err(action) => crate::timer::add_process_wide(deadline, action),
+        Ok((entry, earliest)) => {
+            if earliest {
+                shared.monitor.kick();
+            }
+            (entry, true)
+        }
+        Err(action) => (crate::timer::add_process_wide(deadline, action), false),
     }
 }
 

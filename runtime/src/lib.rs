@@ -114,7 +114,7 @@ pub mod __private {
     //! Exposed for the loom models and tests, and for the `threadlet` crate's `select!` and
     //! mailboxes; not part of the API.
     pub use crate::actor::{ActorCell, unassigned_actor_id};
-    pub use crate::context::call_at_for;
+    pub use crate::context::{ArmedTimer, call_at_for};
     pub use crate::exit_hooks::{ExitHook, ExitHooks, Listener};
     pub use crate::grace::{FRESH_GRACE, FreshMark};
     pub use crate::home::Home;

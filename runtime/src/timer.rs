@@ -373,14 +373,20 @@ static PROCESS_TIMERS: ProcessTimers = ProcessTimers {
 ///
 /// If the operating system refuses to start the thread; the action is then dropped, and a later
 /// call tries again.
-pub(crate) fn add_process_wide(deadline: Instant, action: TimerAction) {
+pub(crate) fn add_process_wide(deadline: Instant, action: TimerAction) -> TimerHandle {
     let p = &PROCESS_TIMERS;
     p.ensure_started();
-    let (_handle, earliest) = p.timers.add(deadline, action);
+    let (handle, earliest) = p.timers.add(deadline, action);
     if earliest {
         *p.kicked.lock() = true;
         p.cv.notify_one();
     }
+    handle
+}
+
+/// The process-wide heap, for a cancel of one of its entries (`context::ArmedTimer`).
+pub(crate) fn process_wide() -> &'static Timers {
+    &PROCESS_TIMERS.timers
 }
 
 /// When the last timer pending on the process-wide heap is due, if one is (`deadlock.rs`: a
