@@ -28,7 +28,9 @@
 //!   of its own failed arming (`ARMING`).
 //!
 //! The heap entry of a cancelled timer stays until its deadline (the runtime's heap cancels
-//! lazily, and `call_at_for` gives no handle), holding only the emptied state.
+//! lazily), holding only the emptied state; a cancelled `send_after` cancels that entry too
+//! (`call_at_for`'s `ArmedTimer`), so that it no longer counts as pending for a deadlock check.
+//! (An interval's next tick is not cancelled: it counts until it comes, a period at most.)
 //!
 //! Timer callbacks run on the thread that fires the timers (the runtime's monitor), which must
 //! never wait: a full bounded mailbox would stall every timer of the runtime. So they send with
@@ -86,13 +88,16 @@ impl<M: Send> Cancel for Delayed<M> {
     fn cancel(&self) -> bool {
         let taken = self.0.lock().take();
         let pending = taken.is_some();
-        // After unlocking: a destructor may use the timer again, and the address may be the
-        // mailbox's last.
-        drop(taken);
+        // The timer before the message goes: dropping the address may wake its actor, whose
+        // deadlock check must not find the timer still pending (nor miss its cancel if the
+        // message's destructor panics).
         let timer = self.1.lock().take();
         if let Some(timer) = timer {
             timer.cancel();
         }
+        // After unlocking: a destructor may use the timer again, and the address may be the
+        // mailbox's last.
+        drop(taken);
         pending
     }
 }
@@ -207,15 +212,18 @@ fn deliver<M: Send + 'static>(
             return; // cancelled
         };
         match addr.try_send_now(msg, true) {
-            // The address after unlocking: it may be the mailbox's last.
+            // The address after unlocking: it may be the mailbox's last. The timer that ran
+            // goes too (it holds a weak reference to its runtime's memory).
             Ok(()) => {
                 drop(held);
+                drop(slot.1.lock().take());
                 drop(addr);
             }
             // The actor has ended: there is nobody to hand the message back to. Dropped after
             // unlocking: its destructor may use the timer again.
             Err(TrySendError::Disconnected(msg)) => {
                 drop(held);
+                drop(slot.1.lock().take());
                 drop((addr, msg));
             }
             Err(TrySendError::Full(msg)) => {

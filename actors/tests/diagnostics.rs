@@ -892,6 +892,33 @@ fn a_cancelled_send_after_does_not_hide_a_deadlock() {
     });
 }
 
+/// The same with the cancel made by a plain thread: nothing ran on the runtime then, and its
+/// check, which had put its next look off until the timer's deadline, looked again only then.
+#[test]
+fn a_send_after_cancelled_from_a_plain_thread_does_not_hide_a_deadlock() {
+    within_watchdog("send_after cancelled outside", || {
+        let (rt, reports) = reporting_runtime(2);
+        let (give, timer) = mpsc::channel();
+        let (addr, h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+            let me = mb.addr();
+            give.send(me.send_after(Duration::from_secs(60), 1))
+                .unwrap();
+            mb.recv() // `me` keeps the mailbox open: nothing can end this wait
+        });
+        let timer = timer.recv().unwrap();
+        drop(addr);
+        parked(&rt, &h);
+        // Held off by the pending timer, the check looks next at its deadline, a minute away.
+        std::thread::sleep(QUIET);
+        assert!(timer.cancel());
+        let report = reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("reported once the timer was cancelled");
+        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        assert!(h.abort());
+    });
+}
+
 /// The same for a `send_after` to an actor of another runtime, which counted for the sender's
 /// runtime's deadlock check (its message may lead to a reply) until it fired, not until it was
 /// cancelled.

@@ -710,8 +710,13 @@ impl ArmedTimer {
     pub fn cancel(&self) {
         match &self.heap {
             Some(heap) => {
-                if let Some(shared) = heap.upgrade() {
-                    self.entry.cancel(&shared.timers);
+                if let Some(shared) = heap.upgrade()
+                    && !self.entry.cancel(&shared.timers)
+                {
+                    // It was pending: the runtime's deadlock check, which may have put its next
+                    // look off until this entry's deadline, looks again (a cancel from a plain
+                    // thread, or from another runtime, runs nothing there that would).
+                    shared.monitor.kick();
                 }
             }
             None => {
