@@ -684,6 +684,15 @@ fn parked<R>(rt: &Runtime, h: &JoinHandle<R>) {
     });
 }
 
+/// Waits up to 10 s for a deadlock report, which must name actor `id`; `expected` says when
+/// the report is due.
+fn reported_naming(reports: &mpsc::Receiver<Deadlock>, id: threadlet::ActorId, expected: &str) {
+    let report = reports
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("no deadlock report: expected {expected}"));
+    assert!(report.actors.iter().any(|a| a.id == id), "{report}");
+}
+
 #[test]
 fn a_sender_cloned_on_a_plain_thread_after_the_receiver_waits_counts() {
     quiet_in_some_round("late outside sender", |rt| {
@@ -861,10 +870,7 @@ fn a_receive_is_judged_again_when_the_last_outside_address_goes() {
         std::thread::sleep(QUIET);
         while reports.try_recv().is_ok() {}
         drop(addr);
-        let report = reports
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the deadlock left once main's address went is reported");
-        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        reported_naming(&reports, h.id(), "once main's address went");
         assert!(h.abort());
         assert!(h.join().unwrap_err().is_killed());
     });
@@ -877,17 +883,14 @@ fn a_receive_is_judged_again_when_the_last_outside_address_goes() {
 fn a_cancelled_send_after_does_not_hide_a_deadlock() {
     within_watchdog("cancelled send_after", || {
         let (rt, reports) = reporting_runtime(2);
-        let (_addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+        let (addr, h) = rt.spawn_actor(|mb: Mailbox<u32>| {
             let me = mb.addr();
             assert!(me.send_after(Duration::from_secs(60), 1).cancel());
             mb.recv() // `me` keeps the mailbox open: nothing can end this wait
         });
-        // `_addr`, held here, would keep the wait alive: only the actor's own is left.
-        drop(_addr);
-        let report = reports
-            .recv_timeout(Duration::from_secs(10))
-            .expect("reported before the cancelled timer's deadline");
-        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        // `addr`, held here, would keep the wait alive: only the actor's own is left.
+        drop(addr);
+        reported_naming(&reports, h.id(), "before the cancelled timer's deadline");
         assert!(h.abort());
     });
 }
@@ -911,10 +914,7 @@ fn a_send_after_cancelled_from_a_plain_thread_does_not_hide_a_deadlock() {
         // Held off by the pending timer, the check looks next at its deadline, a minute away.
         std::thread::sleep(QUIET);
         assert!(timer.cancel());
-        let report = reports
-            .recv_timeout(Duration::from_secs(10))
-            .expect("reported once the timer was cancelled");
-        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        reported_naming(&reports, h.id(), "once the timer was cancelled");
         assert!(h.abort());
     });
 }
@@ -934,10 +934,7 @@ fn a_cancelled_send_after_to_another_runtime_does_not_hide_a_deadlock() {
             let (_tx, rx) = channel::unbounded::<u32>();
             rx.recv()
         });
-        let report = reports
-            .recv_timeout(Duration::from_secs(10))
-            .expect("reported before the cancelled timer's deadline");
-        assert!(report.actors.iter().any(|a| a.id == h.id()), "{report}");
+        reported_naming(&reports, h.id(), "before the cancelled timer's deadline");
         assert!(h.abort());
     });
 }
