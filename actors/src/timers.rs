@@ -67,16 +67,19 @@ trait Cancel: Send + Sync {
 /// deadline, it kept an actor whose last other address was gone from ending). And the timer
 /// armed for it last, which a cancel cancels too: a cancelled message's timer must not count
 /// as pending for a deadlock check until its deadline (`ArmedTimer::cancel`).
-struct Delayed<M>(Mutex<Option<(Addr<M>, M)>>, Mutex<Option<ArmedTimer>>);
+struct Delayed<M> {
+    msg: Mutex<Option<(Addr<M>, M)>>,
+    timer: Mutex<Option<ArmedTimer>>,
+}
 
 impl<M> Delayed<M> {
     /// Keeps the timer just armed for the message (`deliver`). A cancel takes the message,
     /// then the timer; this stores the timer, then looks for the message, so that a cancel
     /// in between is not missed: one of the two cancels the timer.
     fn armed(&self, timer: ArmedTimer) {
-        *self.1.lock() = Some(timer);
-        if self.0.lock().is_none() {
-            let cancelled = self.1.lock().take();
+        *self.timer.lock() = Some(timer);
+        if self.msg.lock().is_none() {
+            let cancelled = self.timer.lock().take();
             if let Some(timer) = cancelled {
                 timer.cancel();
             }
@@ -86,12 +89,12 @@ impl<M> Delayed<M> {
 
 impl<M: Send> Cancel for Delayed<M> {
     fn cancel(&self) -> bool {
-        let taken = self.0.lock().take();
+        let taken = self.msg.lock().take();
         let pending = taken.is_some();
         // The timer before the message goes: dropping the address may wake its actor, whose
         // deadlock check must not find the timer still pending (nor miss its cancel if the
         // message's destructor panics).
-        let timer = self.1.lock().take();
+        let timer = self.timer.lock().take();
         if let Some(timer) = timer {
             timer.cancel();
         }
@@ -146,10 +149,10 @@ pub(crate) fn send_after<M: Send + 'static>(
     delay: Duration,
     msg: M,
 ) -> TimerHandle {
-    let delayed = Arc::new(Delayed(
-        Mutex::new(Some((addr.clone(), msg))),
-        Mutex::new(None),
-    ));
+    let delayed = Arc::new(Delayed {
+        msg: Mutex::new(Some((addr.clone(), msg))),
+        timer: Mutex::new(None),
+    });
     // A delay too long to represent as an `Instant` never comes: drop the message now.
     let Some(deadline) = Instant::now().checked_add(delay) else {
         delayed.cancel();
@@ -207,7 +210,7 @@ fn deliver<M: Send + 'static>(
     };
     let timer = call_at_receiver(receiver, deadline, move || {
         let slot = delivery.slot.take().expect("a delivery runs once");
-        let mut held = slot.0.lock();
+        let mut held = slot.msg.lock();
         let Some((addr, msg)) = held.take() else {
             return; // cancelled
         };
@@ -216,14 +219,14 @@ fn deliver<M: Send + 'static>(
             // goes too (it holds a weak reference to its runtime's memory).
             Ok(()) => {
                 drop(held);
-                drop(slot.1.lock().take());
+                drop(slot.timer.lock().take());
                 drop(addr);
             }
             // The actor has ended: there is nobody to hand the message back to. Dropped after
             // unlocking: its destructor may use the timer again.
             Err(TrySendError::Disconnected(msg)) => {
                 drop(held);
-                drop(slot.1.lock().take());
+                drop(slot.timer.lock().take());
                 drop((addr, msg));
             }
             Err(TrySendError::Full(msg)) => {
@@ -260,7 +263,7 @@ impl<M: Send + 'static> Drop for Delivery<M> {
             // as it did before the guard existed.
             return;
         }
-        let mut held = slot.0.lock();
+        let mut held = slot.msg.lock();
         let receiver = match held.as_ref() {
             None => return, // cancelled
             Some((addr, _)) if addr.is_closed() => {
