@@ -2600,3 +2600,42 @@ fn links_to_actors_that_ended_do_not_pile_up() {
     server.send(0).unwrap();
     assert_eq!(h.join().unwrap(), (Some(0), 1_000));
 }
+
+/// A plain thread's `spawn_actor` queues the actor before it attaches the mailbox: an actor
+/// that parks on its mailbox in between is not judged deadlocked, for the address its spawner
+/// holds is not known to the check until the attach. Here the spawner stays in that window
+/// for several of the check's sample periods (a plain thread taken off its CPU there, for a
+/// long moment); the report came every time.
+#[cfg(test)]
+#[test]
+fn an_actor_parked_before_its_spawner_attaches_its_mailbox_is_not_reported() {
+    let (tx, reports) = std::sync::mpsc::channel();
+    let rt = crate::Runtime::builder()
+        .workers(1)
+        .on_deadlock(move |d| {
+            let _ = tx.send(d.to_string());
+        })
+        .build()
+        .unwrap();
+    // `RuntimeExt::spawn_actor`, with time between its spawn and its attach.
+    let (addr, mb) = mailbox::<u32>();
+    let h = rt.spawn(crate::run_with_mailbox(mb, |mb: Mailbox<u32>| mb.recv()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rt.dump().actor(h.id()).and_then(|a| a.waiting_on()) != Some(Wait::Message) {
+        assert!(
+            Instant::now() < deadline,
+            "the actor never waited on its mailbox"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Forty sample periods of the default 10 ms time slice: a report is due within three.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        reports.try_recv().is_err(),
+        "reported while its spawner holds its address"
+    );
+    addr.attach(&h);
+    addr.send(7).unwrap();
+    assert_eq!(h.join().unwrap(), Some(7));
+    assert!(reports.try_recv().is_err());
+}
