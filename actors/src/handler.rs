@@ -352,6 +352,8 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
     #[inline(never)]
     fn start(actor: &mut A, ctx: &mut Context<A>, on_started: &mut S) -> Option<Step> {
         ctx.mailbox.owner_bits |= STARTED;
+        // Before its first park on the mailbox (the spawner's attach may come later).
+        ctx.mailbox.sink_for_self();
         // Dropped on every way out of `started`, a panic included: the waiter goes on.
         let told = std::mem::take(on_started);
         actor.started(ctx);

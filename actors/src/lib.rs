@@ -121,6 +121,7 @@ where
     move || {
         if let Some(id) = current() {
             mb.set_actor(id);
+            mb.sink_for_self();
         }
         f(mb)
     }

@@ -111,7 +111,7 @@ use std::time::{Duration, Instant};
 
 use threadlet_runtime::__private::{
     ActorCell, ExitHook, ExitHooks, ExitSink, Listener, actor_of, call_exit_hook, kill_actor,
-    mailbox_ended, set_exit_sink, unassigned_actor_id,
+    mailbox_ended, set_exit_sink, set_own_exit_sink, unassigned_actor_id,
 };
 use threadlet_runtime::sync::Mutex;
 use threadlet_runtime::{
@@ -1098,6 +1098,18 @@ impl<M> Mailbox<M> {
     /// Records the owning actor (see `run_with_mailbox` in `lib.rs`).
     pub(crate) fn set_actor(&self, id: ActorId) {
         self.shared.state.lock().actor = Some(id);
+    }
+
+    /// Tells the calling actor's end to this mailbox, from the actor's side, before it first
+    /// waits on it: `attach` does the same from the spawner's side once `spawn` returns, which
+    /// an actor started from a plain thread may outrun, and the deadlock check reads a waiting
+    /// actor's mailbox (for a message queued, an address held outside) through what its end is
+    /// told to.
+    pub(crate) fn sink_for_self(&self)
+    where
+        M: Send + 'static,
+    {
+        set_own_exit_sink(self.shared.clone() as Arc<dyn ExitSink>);
     }
 
     /// The actor whose mailbox this is, once `set_actor` (or an attach) has told it.

@@ -19,9 +19,7 @@
 //!   ([`Wait::is_external`]: sleeps, sockets, the blocking pool and selects do not count);
 //! - no plain thread holds an address of a waiting actor's mailbox, or a sender or receiver of
 //!   a channel an actor waits on (`MailboxStats::held_outside`, `Wait::ChannelRecv::outside`):
-//!   the `threadlet` crate counts those made or cloned outside any actor. A mailbox the check
-//!   cannot reach yet (an actor started from a plain thread runs before its spawner attaches
-//!   the mailbox to it, and may wait on it meanwhile) counts as held outside;
+//!   the `threadlet` crate counts those made or cloned outside any actor;
 //! - every runtime linked to this one is in the same state (see "Linked runtimes"): an actor
 //!   of one may hold an address of one of ours.
 //!
@@ -583,13 +581,13 @@ fn looks_dead(cell: &ActorCell, shared: &Shared) -> bool {
         // not ours to judge.
         return false;
     }
-    // A message already queued, or an address held by a plain thread: it may run. So may an
-    // actor whose mailbox the check cannot reach yet: one started from a plain thread is queued
-    // before its spawner attaches the mailbox (which tells the packet of it), and may park on
-    // it in between, while that spawner holds its first address. (Only the threadlet crate
-    // waits on `Message`, always on the actor's own mailbox, which its spawner attaches at
-    // once; a later outside drop of the address wakes the actor, and so a later look.)
-    !(on == Wait::Message && dump::mailbox_of(cell).is_none_or(|m| m.len > 0 || m.held_outside > 0))
+    // A message already queued, or an address held by a plain thread: it may run. (The
+    // `threadlet` crate's actors tell their end to their mailbox before they first wait on it,
+    // `join::set_own_exit_sink`, so that the mailbox is seen here even while a plain thread
+    // that started the actor has not attached it yet. A bare `park_on(Wait::Message)` has no
+    // mailbox: nothing but another actor wakes it.)
+    !(on == Wait::Message
+        && dump::mailbox_of(cell).is_some_and(|m| m.len > 0 || m.held_outside > 0))
 }
 
 /// Whether every live actor of a linked runtime looks dead (step 2), by its own runtime's

@@ -356,6 +356,8 @@ pub(crate) trait ExitSource: Send + Sync {
     fn is_ended(&self) -> bool;
     /// The actor's mailbox's figures, from its exit sink, if it has one (`dump.rs`).
     fn mailbox(&self) -> Option<crate::MailboxStats>;
+    /// [`set_exit_sink`], from the actor's side ([`set_own_exit_sink`]).
+    fn set_sink(&self, sink: Arc<dyn ExitSink>);
 }
 
 impl<R: Send> ExitSource for Packet<R> {
@@ -370,6 +372,10 @@ impl<R: Send> ExitSource for Packet<R> {
     fn mailbox(&self) -> Option<crate::MailboxStats> {
         let sink = self.state.lock().sink.clone()?;
         sink.mailbox()
+    }
+
+    fn set_sink(&self, sink: Arc<dyn ExitSink>) {
+        self.set_sink(sink);
     }
 }
 
@@ -422,23 +428,43 @@ pub trait ExitSink: Send + Sync {
 /// call replaces an earlier one that has not been told yet. For the `threadlet` crate's
 /// mailboxes (`__private`); not part of the API.
 pub fn set_exit_sink<R>(h: &JoinHandle<R>, sink: Arc<dyn ExitSink>) {
-    let reason = {
-        let mut st = h.packet.state.lock();
-        match st.slot.reason() {
-            Some(reason) => reason,
-            None => {
-                let replaced = st.sink.replace(sink);
-                drop(st);
-                // After unlocking, contained: it may be the last reference to a mailbox.
-                if let Some(old) = replaced {
-                    let id = h.packet.id;
-                    fault::contain(format_args!("the exit sink of actor {id}"), || drop(old));
-                }
-                return;
-            }
-        }
+    h.packet.set_sink(sink);
+}
+
+/// [`set_exit_sink`] for the calling actor's own end, from inside it, before it waits on the
+/// mailbox that `sink` is: the deadlock check reads a waiting actor's mailbox through its
+/// sink (`dump::mailbox_of`), and an actor started from a plain thread may run before its
+/// spawner has set the sink from the join handle. `false` outside an actor (nothing set).
+/// For the `threadlet` crate's mailboxes (`__private`); not part of the API.
+pub fn set_own_exit_sink(sink: Arc<dyn ExitSink>) -> bool {
+    let Some(packet) = context::with_current(|cur| cur.and_then(|(_, a)| a.exit.upgrade())) else {
+        return false;
     };
-    tell_sink(sink, &h.packet.down(reason));
+    packet.set_sink(sink);
+    true
+}
+
+impl<R> Packet<R> {
+    /// See [`set_exit_sink`].
+    fn set_sink(&self, sink: Arc<dyn ExitSink>) {
+        let reason = {
+            let mut st = self.state.lock();
+            match st.slot.reason() {
+                Some(reason) => reason,
+                None => {
+                    let replaced = st.sink.replace(sink);
+                    drop(st);
+                    // After unlocking, contained: it may be the last reference to a mailbox.
+                    if let Some(old) = replaced {
+                        let id = self.id;
+                        fault::contain(format_args!("the exit sink of actor {id}"), || drop(old));
+                    }
+                    return;
+                }
+            }
+        };
+        tell_sink(sink, &self.down(reason));
+    }
 }
 
 /// Tells a sink of the end; contained, as an exit hook.

@@ -121,7 +121,7 @@ pub mod __private {
     pub use crate::idle::{Idle, Recheck, Searcher};
     pub use crate::join::{
         ExitSink, actor_of, call_exit_hook, exit_hooks_waiting, join_cancelled, join_take_now,
-        join_unwatch, join_watch, kill_actor, never_started, set_exit_sink,
+        join_unwatch, join_watch, kill_actor, never_started, set_exit_sink, set_own_exit_sink,
     };
     pub use crate::next_slot::{NextSlot, NextStealer, SlotEntry, next_slot};
     pub use crate::poll_right::PollRight;
