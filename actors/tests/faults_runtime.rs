@@ -934,3 +934,34 @@ fn f14_blocking_during_a_panics_unwind_runs_in_place() {
     );
     assert_eq!(rx.recv_timeout(WATCHDOG), Ok(true));
 }
+
+// A panic in an actor on the smallest stack, with backtraces asked for (`RUST_BACKTRACE`):
+// the runtime's panic hook, which runs on the actor's stack, captured and formatted the
+// backtrace there, which overflowed 16 KiB, and the process died of the overflow. Checked in
+// a child, under each setting.
+
+const SMALL_STACK_PANIC_CHILD: &str = "THREADLET_TEST_SMALL_STACK_PANIC_CHILD";
+
+#[test]
+fn a_panic_on_the_smallest_stack_with_backtraces_ends_only_its_actor() {
+    if std::env::var_os(SMALL_STACK_PANIC_CHILD).is_some() {
+        let rt = Runtime::builder()
+            .workers(1)
+            .stack_size(threadlet::MIN_STACK_SIZE)
+            .build()
+            .unwrap();
+        let h = rt.spawn(|| -> u32 { panic!("on a small stack") });
+        assert!(h.join().unwrap_err().is_panic());
+        assert_eq!(rt.block_on(|| 1), 1);
+        return;
+    }
+    for backtrace in ["0", "1", "full"] {
+        passes_in_child(
+            "a_panic_on_the_smallest_stack_with_backtraces_ends_only_its_actor",
+            &[
+                (SMALL_STACK_PANIC_CHILD, "1"),
+                ("RUST_BACKTRACE", backtrace),
+            ],
+        );
+    }
+}

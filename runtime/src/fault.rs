@@ -77,9 +77,19 @@ fn report_actor_panic(label: &str, info: &std::panic::PanicHookInfo<'_>) {
     let location = info
         .location()
         .map_or_else(String::new, |l| format!(" at {l}"));
+    // Captured here (the frames are this stack's), formatted on a thread of its own: the
+    // symbols' lookup takes more stack than an actor's smallest (`MIN_STACK_SIZE`) has left
+    // under a panic, and this hook runs on the actor's stack.
     let backtrace = std::backtrace::Backtrace::capture();
     let backtrace = match backtrace.status() {
-        std::backtrace::BacktraceStatus::Captured => format!("stack backtrace:\n{backtrace}\n"),
+        std::backtrace::BacktraceStatus::Captured => std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("threadlet-backtrace".into())
+                .spawn_scoped(s, || format!("stack backtrace:\n{backtrace}\n"))
+                .ok()
+                .and_then(|t| t.join().ok())
+        })
+        .unwrap_or_else(|| "(no thread to format its backtrace on)\n".to_owned()),
         _ => String::new(),
     };
     // One write, ignoring errors: a hook must not panic (stderr may be closed).
