@@ -44,7 +44,9 @@ pub const PAGE_SIZE: usize = 4096;
 pub(crate) const GUARD: usize = PAGE_SIZE;
 
 /// Smallest stack the runtime accepts. corosensei needs 4 KiB; our entry frame, a panic's
-/// unwinding and the payload formatting need more than that, so one page is not enough.
+/// unwinding and the payload formatting need more than that, so one page is not enough. (A
+/// panic's backtrace, when `RUST_BACKTRACE` asks for one, is captured on the actor's stack and
+/// formatted on a thread of its own: the lookup of its symbols would not fit.)
 ///
 /// ```
 /// use threadlet_runtime::{MIN_STACK_SIZE, Runtime};
