@@ -115,8 +115,9 @@ struct Interval<M> {
 
 impl<M: Send> Cancel for Interval<M> {
     fn cancel(&self) -> bool {
-        // Relaxed: a tick reads the flag under `addr`'s lock, after this store's lock below or
-        // before it (then this takes the address); a tick that reads it late sends once more.
+        // Relaxed: a tick reads the flag under `addr`'s lock, after this store's lock below
+        // (the lock orders them) or before it (then this waits for the tick's send, which it
+        // holds that lock across, or takes the address): once this returns, nothing is sent.
         let was_stopped = self.stopped.swap(true, Ordering::Relaxed);
         let addr = self.addr.lock().take();
         drop(addr); // after unlocking: it may be the mailbox's last address
@@ -346,11 +347,27 @@ fn tick<M, F>(
                 std::panic::resume_unwind(panic);
             }
         };
-        if let Err(TrySendError::Disconnected(_)) = addr.try_send_now(msg, true) {
-            interval.end(addr); // the actor is gone
-            return;
+        // Sent under the slot's lock, which a cancel takes after raising the flag: a cancel
+        // that has returned stopped this send (a `make_msg` that ran meanwhile made a message
+        // for nothing), and one that comes during it waits for it.
+        let sent = {
+            let _slot = interval.addr.lock();
+            if interval.stopped.load(Ordering::Relaxed) {
+                None
+            } else {
+                Some(addr.try_send_now(msg, true))
+            }
+        };
+        // A message handed back drops here, after unlocking (its destructor is user code).
+        match sent {
+            None => return, // cancelled: `addr` and the message go with this closure's frame
+            Some(Err(TrySendError::Disconnected(_))) => {
+                interval.end(addr); // the actor is gone
+                return;
+            }
+            // (A full bounded mailbox skips this tick.)
+            Some(_) => {}
         }
-        // (A full bounded mailbox skips this tick.)
         // Fixed rate: the next tick is one period after this one was due, not after it ran.
         let Some(next) = deadline.checked_add(period) else {
             return;
