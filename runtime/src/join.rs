@@ -434,14 +434,12 @@ pub fn set_exit_sink<R>(h: &JoinHandle<R>, sink: Arc<dyn ExitSink>) {
 /// [`set_exit_sink`] for the calling actor's own end, from inside it, before it waits on the
 /// mailbox that `sink` is: the deadlock check reads a waiting actor's mailbox through its
 /// sink (`dump::mailbox_of`), and an actor started from a plain thread may run before its
-/// spawner has set the sink from the join handle. `false` outside an actor (nothing set).
-/// For the `threadlet` crate's mailboxes (`__private`); not part of the API.
-pub fn set_own_exit_sink(sink: Arc<dyn ExitSink>) -> bool {
-    let Some(packet) = context::with_current(|cur| cur.and_then(|(_, a)| a.exit.upgrade())) else {
-        return false;
-    };
-    packet.set_sink(sink);
-    true
+/// spawner has set the sink from the join handle. Outside an actor it does nothing. For the
+/// `threadlet` crate's mailboxes (`__private`); not part of the API.
+pub fn set_own_exit_sink(sink: Arc<dyn ExitSink>) {
+    if let Some(packet) = context::with_current(|cur| cur.and_then(|(_, a)| a.exit.upgrade())) {
+        packet.set_sink(sink);
+    }
 }
 
 impl<R> Packet<R> {
