@@ -1,4 +1,4 @@
-//! Placement of process actors at spawn (`runtime/src/worker.rs`, "Placement"): a burst of
+//! Placement of process actors at spawn (`runtime/src/worker/placement.rs`): a burst of
 //! long-lived actors spawned by one actor, or from outside the runtime, starts on both workers
 //! of two, not all on one worker, where they would stay (started process actors are pinned).
 
@@ -119,7 +119,7 @@ fn spin_until(flag: &AtomicBool) -> bool {
 
 /// Runs `wait_for_child` in an actor on `rt`, with a parked pinned actor on another worker:
 /// that worker's load then equals the spawner's, so the balance rule of
-/// `runtime/src/worker.rs` ("Placement", step 5) holds it back from the spawner's unstarted
+/// `runtime/src/worker/placement.rs` (step 5) holds it back from the spawner's unstarted
 /// child. `wait_for_child` spawns the child and waits for it without ever suspending; it
 /// says whether the child ran.
 fn child_of_a_stuck_spawner(rt: Runtime, wait_for_child: fn() -> bool) -> bool {

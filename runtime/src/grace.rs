@@ -2,7 +2,7 @@
 //! and why that work is never stranded.
 //!
 //! A process actor pins to the worker that starts it, so a thief that starts one decides where
-//! it will run for good. Placement (`worker.rs`, "Placement", step 5) keeps pinned load
+//! it will run for good. Placement (`worker/placement.rs`, step 5) keeps pinned load
 //! balanced by holding an idle worker that already holds pinned actors back from another
 //! worker's unstarted process actors (its *fresh queue*, and those placed on it) unless that
 //! worker is clearly busier. Held back, the work still needs a worker answerable for it: it is

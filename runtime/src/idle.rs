@@ -58,7 +58,7 @@
 //! when the last searcher found work and stopped could then park next to a stranded spawn.
 //! `examples/steal_probe.rs` reproduced it.) A second exception, also by design: a worker may hold
 //! back from another worker's unstarted process actors (its fresh queue, and those placed on it)
-//! for a short grace, to keep pinned load balanced (`worker.rs`, "Placement", steps 5 and 6), in
+//! for a short grace, to keep pinned load balanced (`worker/placement.rs`, steps 5 and 6), in
 //! its steals and in its re-check alike. It then stays answerable for that work: the work is marked
 //! with the time it was first held back from, its sleep ends when that grace does and, once the
 //! grace is over, [`Idle::search`] takes what is still there, searching or not; if it finds other

@@ -713,7 +713,7 @@ pub(crate) struct Shared {
     pub(crate) names: ActorNames,
     /// Spare workers for stuck ones (`spare.rs`); their remotes follow the workers'.
     pub(crate) spares: crate::spare::Spares,
-    /// Where spawns from outside the runtime place process actors (`worker.rs`, "Placement",
+    /// Where spawns from outside the runtime place process actors (`worker/placement.rs`,
     /// step 7).
     pub(crate) outside: worker::OutsidePlacement,
     /// The zero of the graces' clock (`grace_now`).
@@ -772,7 +772,7 @@ impl Shared {
 
     /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque,
     /// where a thief can take it before it starts, another worker's inbox if placement picks
-    /// one (`worker.rs`, "Placement"); from outside the runtime, a parked worker's placed
+    /// one (`worker/placement.rs`); from outside the runtime, a parked worker's placed
     /// actors for a process actor (placement, step 7), else the injector.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {

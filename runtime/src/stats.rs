@@ -79,8 +79,8 @@ pub struct WorkerSnapshot {
     pub actors_run: u64,
     /// Actors spawned from this worker.
     pub spawns: u64,
-    /// Of those, actors placed on another, less loaded worker to start there (see `worker.rs`,
-    /// "Placement").
+    /// Of those, actors placed on another, less loaded worker to start there (see
+    /// `worker/placement.rs`).
     pub placed: u64,
     /// Successful steal operations.
     pub steals: u64,

@@ -21,7 +21,7 @@
 //! | `placed_actors` | process actors not started yet, placed here by spawns elsewhere (from other workers, or from outside the runtime) | anyone | this worker (after `fresh`), thieves that the balance rule lets, a covering spare |
 //! | `free_fifo` | free runnable actors (handler actors between activations, migratable actors) waiting for their turn: a handler actor whose batch ran out, free actors displaced from `next` by a long chain or a preemption | this worker | this worker, thieves, a covering spare |
 //! | `deque` (LIFO) | handler and migratable actors not started yet, free actors displaced from `next` by another wake, batches taken from the injector | this worker | this worker, thieves, a covering spare |
-//! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or stolen by this worker | this worker | this worker, thieves that the balance rule lets (see "Placement"), a covering spare |
+//! | `fresh` (LIFO) | process actors not started yet (they pin where they start), spawned here or stolen by this worker | this worker | this worker, thieves that the balance rule lets (`placement.rs`), a covering spare |
 //! | `injector` (shared) | spawns from outside that placement does not place, migratable wakes from outside | anyone | every worker |
 //!
 //! # Finding work
@@ -35,96 +35,15 @@
 //! the injector. A chain cut by the cap with nothing queued runs again at once
 //! (`turn_after_chain`). With none, the worker runs the sleep protocol (`Idle::search` in
 //! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque (or
-//! else of its unstarted process actors, fresh or placed, if the balance rule of "Placement" lets
+//! else of its unstarted process actors, fresh or placed, if the balance rule of `placement.rs` lets
 //! it, or else of its free FIFO), for up to `idle::SEARCH_ROUNDS` rounds, then parks.
 //!
 //! # Placement
 //!
-//! A process actor starts on the worker that first pops it and stays there (`actor.rs`), so
-//! where it starts is where it will ever run. Stealing decides that for most spawns, but a
-//! burst of actors that start and then wait (a pool waiting for jobs) is started by the
-//! spawner's worker, one after another, before a parked worker woken to steal gets there; when
-//! the jobs come, all of them compute on one worker. So a spawn may hand the new actor to a
-//! parked worker directly ("power of two choices": the spawner's worker and one other):
-//!
-//! 1. Only a process actor that is neither a handler actor nor migratable (those are not pinned
-//!    where they start: thieves balance them), spawned by an actor running on worker W of a
-//!    runtime with two or more workers, not shutting down, is considered ([`place`]).
-//! 2. W's load is the number of actors pinned to it (its registry of started actors, published
-//!    in `Remote::pinned`), plus those placed on it and not started yet (`Remote::placed`), plus
-//!    the length of its fresh queue (process actors not started yet). Below `PLACE_MIN_LOAD`,
-//!    the actor goes to W's fresh queue without reading another worker's state. Otherwise W
-//!    picks one other worker O at random; if O is parked (`Remote::parked`), holds fewer than
-//!    `PLACE_PER_PARK` placed actors, and its load (the same three terms) is at least
-//!    `PLACE_MARGIN` below W's, the actor is placed on O; else it goes to W's fresh queue, as
-//!    without placement. So spawn, run and exit, fork-join and pairs of
-//!    actors that talk keep their cheap local path (the spawner counts itself: on a worker that
-//!    holds nothing else, its first two children stay), ties stay local, and a parked worker is
-//!    handed a couple of actors, after which, awake, it steals as without placement. On a worker
-//!    that already holds other pinned actors, a parked and lighter worker may get even a first
-//!    child: placement balances load, it does not know which actors talk to each other.
-//! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
-//!    actor goes into O's queue of placed actors (`Remote::placed_actors`), whose push is
-//!    followed by an unpark of O and, as for any stealable work, `Shared::notify_parked`
-//!    (`Remote::take_placed`). O takes it after its fresh queue and, unless a thief takes it
-//!    first, starts it like any queued actor, pinning it to itself. Thieves take placed actors
-//!    under the same rule as fresh queues (step 5), and a covering spare takes them freely. So
-//!    a placed actor never waits on O alone: O may have been woken for other work just before
-//!    (`parked` is only a hint), and run first an actor that then blocks its thread. (An
-//!    earlier version put placed actors in O's inbox, which only O drains; an actor placed on a
-//!    worker that had just woken from its I/O poll waited there behind the actor the poll woke,
-//!    `tests/placement.rs`.)
-//! 4. The actor leaves `placed` exactly once, through `ActorCell::unplace`, by whoever holds its
-//!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
-//!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
-//!    moved it to). `pinned` is the registry's length, republished at every change of it.
-//! 5. Thieves keep the balance too, for a while. A process actor spawned by an actor waits in its
-//!    worker's fresh queue until it starts, apart from the deque, and an idle worker that already
-//!    holds pinned or placed actors steals from another's fresh queue only if that worker's load
-//!    (the three terms of step 2) is at least `PLACE_MARGIN` above its own, or once that queue has
-//!    been held back from for `FRESH_GRACE` (`may_take_fresh`, `grace.rs`). A worker that holds
-//!    nothing steals freely, and deques and free FIFOs stay open to all (they hold what does not
-//!    pin, and what came through the injector). Without the rule a burst came apart whenever the
-//!    spawner's thread lost its CPU for a moment (the kernel may run a woken thread on its waker's
-//!    CPU): the woken worker started the members placed on it, then stole the spawner's own, and
-//!    the whole pool ran on one worker (in 4 of 10 runs of `threadlet-bench pool` here).
-//! 6. The grace, and why nothing held back is stranded. A worker's unstarted process actors
-//!    (its fresh queue and `placed_actors`) are its own to start, and it empties both before it
-//!    searches or parks; but it may be stuck in actor code that never comes back to the loop (a
-//!    blocking call, a loop without safe points), with no spare to cover it, and the wakeup
-//!    argument of `idle.rs` needs a worker that sees work to take it. So the first worker held
-//!    back from them marks them with the time (`Remote::fresh_mark`), every worker held back
-//!    from them sleeps no longer than `FRESH_GRACE` from that mark, and once the grace is over
-//!    their searches take the work, right after `find`, searching or not. What a held-back
-//!    worker does meanwhile does not move the mark, and a worker that finds work of its own
-//!    while it holds back wakes a parked worker for what it holds back. Whoever pushes into
-//!    them while both are empty clears the mark first, so new work gets a grace of its own. `grace.rs` keeps this protocol
-//!    and its argument; `Idle::search` runs it through the `Searcher` hooks (`holds_back`,
-//!    `grace_left`, `take_held_back`), and `tests/loom_idle.rs` models it. Held-back work
-//!    therefore waits for its own worker for about one grace, or, if every worker that holds
-//!    it back is busy with work of its own, until one of them next looks for work after that;
-//!    never for good. `actors/tests/placement.rs` leaves a child behind a spawner blocked in
-//!    a plain `recv` (2 and 3 workers, time slices off) and behind one spinning, and checks
-//!    that a worker that held back, then went idle, sleeps.
-//! 7. Spawns from outside the runtime (a plain thread, `block_on`, a `Handle`) of process
-//!    actors are placed too ([`place_from_outside`]), or a pool spawned from `main` would
-//!    start on whichever worker woke first, one member after another, before the others woke
-//!    (4 members on one worker of two in 39 of 40 runs, as stealing alone left it). The
-//!    runtime keeps an *outside home*, a worker that takes such spawns while it is not
-//!    `PLACE_MARGIN` more loaded (its `Remote::load`: pinned and placed actors) than another
-//!    candidate, which turns over the other workers; when it is, the candidate takes the
-//!    spawn and becomes the home. The worker so picked takes the actor only if it is parked
-//!    (only that condition of step 2 applies here, not its `PLACE_PER_PARK` cap or its
-//!    fresh-queue term): it goes in as a placed actor (step 3). A spawn that picks an awake
-//!    worker goes through the injector, open to every worker, as before: an awake worker
-//!    would run its own actors first. So a burst spawned onto an idle runtime spreads two by
-//!    two, and two actors spawned in a row (a server and its client) tend to start together.
-//!    Handler and migratable actors, which thieves balance at any time, and every spawn on a
-//!    runtime of one worker go through the injector.
-//!
-//! The figures are read with relaxed loads and may lag: a stale one makes one placement less
-//! apt, never a wrong one (every placed actor is started by some worker, or dropped, and stays
-//! stealable until it starts, in `placed_actors` or the fresh queue of whoever stole it).
+//! Where a spawned process actor starts, which is where it will ever run, is decided by
+//! placement (`worker/placement.rs`, whose module docs number the steps): a spawn from a busy
+//! worker may hand the actor to a parked, lighter one, and idle workers steal unstarted process
+//! actors only under the balance rule that keeps.
 //!
 //! # Shutdown
 //!
@@ -228,12 +147,11 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCell, ActorCoroutine, ActorFrame, ActorId, ActorRef, ActorStack, ActorYielder, Body,
-    Finished, Out, Registry, Runnable, Suspend,
+    ActorCoroutine, ActorFrame, ActorId, ActorRef, ActorStack, ActorYielder, Body, Finished, Out,
+    Registry, Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
-use crate::fault;
 use crate::fault::AbortOnUnwind;
 use crate::grace::FreshMark;
 use crate::handler::Step;
@@ -248,6 +166,13 @@ use crate::stack::StackPool;
 use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
+mod carrier;
+mod placement;
+
+use carrier::{Carrier, activation_suspended, drop_unwound_program};
+use placement::PLACE_MARGIN;
+pub(crate) use placement::{OutsidePlacement, place, place_from_outside};
+
 /// Every this many turns a worker looks at the injector, its deque and its fresh queue before
 /// its local queue, so that a worker busy with pinned actors still starts new ones. (The inbox
 /// is drained every turn; the next slot is capped by `MAX_NEXT_RUNS`.) 61 is Go's choice: a
@@ -260,103 +185,11 @@ const GLOBAL_POLL_INTERVAL: u32 = 61;
 /// 3 for the same reason; a small number keeps the cache-hot hand-off for short exchanges.
 const MAX_NEXT_RUNS: u32 = 3;
 
-/// The load (see "Placement") the spawning worker must have before a spawn may be placed on
-/// another worker. The spawner counts itself, so on a worker that holds nothing else, 3 keeps
-/// its first two children local: an actor
-/// that spawns a child and joins it (spawn, run, exit; a fork-join node) keeps its warm core,
-/// and so does a pair of actors spawned to talk to each other (`pingpong`: split over two
-/// workers, each message wakes a thread on the other core, about 10x slower here).
-const PLACE_MIN_LOAD: usize = 3;
-
-/// How much less loaded the other worker must be: a tie, or a lead of one, stays local.
-const PLACE_MARGIN: usize = 2;
-
-/// How many placed actors may wait on one parked worker. Enough for a burst of four long-lived
-/// actors (the `pool` benchmark) to end up two and two; few enough that a burst of a thousand
-/// (a hackysack circle) is not split evenly while the woken thread is still on its way (most
-/// kicks then wake a player on the other worker, 3x slower here): once awake, the worker
-/// steals what it has time for, as without placement.
-const PLACE_PER_PARK: usize = 2;
-
-/// Placement, steps 1 and 2 (module docs): where a process actor spawned by an actor running
-/// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
-/// [`Remote::take_placed`]); `None`: in the spawner's own fresh queue, the common case.
-pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
-    let remotes = &ctx.shared.remotes;
-    // The workers only: spares take no placed actors (`spare.rs`).
-    let n = ctx.shared.spares.first;
-    // Handler and migratable actors are not pinned where they first run, so thieves balance
-    // them; once shutdown has begun nothing new should go to another worker's queues. A spare
-    // places nothing: what it starts stays with it.
-    if n < 2 || ctx.index >= n || !actor.pins_at_start() {
-        return None;
-    }
-    let mine = remotes[ctx.index].load() + ctx.core.fresh.len();
-    // The common case, decided without reading another worker's cache lines.
-    if mine < PLACE_MIN_LOAD || ctx.shared.is_shutdown() {
-        return None;
-    }
-    let o = (ctx.index + 1 + ctx.core.rand() as usize % (n - 1)) % n;
-    let other = &remotes[o];
-    // Only a parked worker takes placed actors: an awake one steals what it has time for, and
-    // a hand-off to a busy worker would only move waiting from one queue to another.
-    // Relaxed, both: hints (see `Remote::parked`, `Remote::load`). A stale `parked` keeps one
-    // actor local or places one on a worker that has just woken, which then runs it; a stale
-    // `placed` lets a burst place one more or one fewer.
-    if !other.parked.load(Ordering::Relaxed)
-        || other.placed.load(Ordering::Relaxed) >= PLACE_PER_PARK
-    {
-        return None;
-    }
-    let theirs = other.load() + other.fresh_stealer.len();
-    (theirs + PLACE_MARGIN <= mine).then_some(o)
-}
-
-/// Placement, step 7 (module docs): where spawns from outside the runtime place process
-/// actors. Touched by any thread that spawns from outside; relaxed accesses, as for the loads
-/// they weigh: a stale value makes one placement less apt, never a wrong one.
-#[derive(Debug, Default)]
-pub(crate) struct OutsidePlacement {
-    /// The worker that took the last one, kept while it is not `PLACE_MARGIN` more loaded
-    /// than the other candidate.
-    home: AtomicUsize,
-    /// Turns the other candidate over the remaining workers.
-    turn: AtomicUsize,
-}
-
-/// Placement, step 7 (module docs): the worker on which a process actor spawned from outside
-/// the runtime is placed; `None` (the worker picked is awake, one worker, an actor that does not
-/// pin at start, shutdown begun): the injector, as before placement.
-pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<usize> {
-    // The workers only, as for placement from inside.
-    let n = shared.spares.first;
-    if n < 2 || !actor.pins_at_start() || shared.is_shutdown() {
-        return None;
-    }
-    let outside = &shared.outside;
-    // Relaxed, all: see `OutsidePlacement` (and `Remote::parked` for the flag). The turn is
-    // a load and a store, not a read-modify-write: two spawns that race may see the same one.
-    let home = outside.home.load(Ordering::Relaxed);
-    let turn = outside.turn.load(Ordering::Relaxed);
-    outside.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
-    let other = (home + 1 + turn % (n - 1)) % n;
-    let remotes = &shared.remotes;
-    let pick = if remotes[other].load() + PLACE_MARGIN <= remotes[home].load() {
-        outside.home.store(other, Ordering::Relaxed);
-        other
-    } else {
-        home
-    };
-    // Only a parked worker, as from inside (step 2): an awake one would run its own actors
-    // first, and the injector is open to every worker.
-    remotes[pick].parked.load(Ordering::Relaxed).then_some(pick)
-}
-
 /// Whether a steal may take from a victim's fresh queue (unstarted process actors, which pin to
 /// whoever starts them).
 #[derive(Clone, Copy)]
 enum Fresh {
-    /// Under the balance rule of "Placement", step 5: an idle worker's search.
+    /// Under the balance rule of `placement.rs`, step 5: an idle worker's search.
     Balanced,
     /// Freely: a covering spare, or a worker whose grace has run out (step 6).
     Open,
@@ -420,7 +253,7 @@ pub(crate) struct Remote {
     /// The stealer end of `Core::fresh`.
     pub(crate) fresh_stealer: Stealer<Runnable>,
     /// The grace of this worker's unstarted process actors, `Core::fresh` and
-    /// `placed_actors` ("Placement", step 6; `grace.rs`): marked by idle workers held back
+    /// `placed_actors` (`placement.rs`, step 6; `grace.rs`): marked by idle workers held back
     /// from them, cleared by whoever pushes into them while both are empty.
     pub(crate) fresh_mark: FreshMark,
     /// The stealer end of `Core::free_fifo`.
@@ -431,7 +264,7 @@ pub(crate) struct Remote {
     /// Pinned actors of this worker woken from other threads (started, so only this worker
     /// may run them).
     pub(crate) inbox: Injector<Runnable>,
-    /// Process actors placed here by spawns elsewhere and not started yet ("Placement", step
+    /// Process actors placed here by spawns elsewhere and not started yet (`placement.rs`, step
     /// 3): this worker takes them after its fresh queue, and thieves under the same rule as
     /// that queue, whose grace (`fresh_mark`) covers them too.
     pub(crate) placed_actors: Injector<Runnable>,
@@ -446,7 +279,7 @@ pub(crate) struct Remote {
     /// The id of the actor running now (for the monitor's long-run report).
     pub(crate) running_actor: AtomicU64,
     /// Started actors pinned here (the length of `Core::live`), published by the owner after
-    /// every change of its registry: part of this worker's load (see "Placement").
+    /// every change of its registry: part of this worker's load (`placement.rs`).
     pinned: AtomicUsize,
     /// Actors that spawns on other workers placed here and that have not started or ended yet:
     /// the other part of its load. Raised by the placing spawner, lowered by whoever holds
@@ -638,54 +471,6 @@ impl Remote {
     }
 }
 
-/// Idle carriers a worker keeps. A carrier leaves the pool only while an activation suspended
-/// inside `handle` holds it; a few cover the common case of a handful of such actors at a time,
-/// and the rest are unwound rather than kept.
-const IDLE_CARRIERS: usize = 4;
-
-/// A coroutine that runs handler actors' activations one after another (`handler.rs`); its
-/// frame (`ActorFrame`) carries the guard page and size of its stack, for the overflow report
-/// of the actor it runs.
-struct Carrier {
-    coroutine: ActorCoroutine,
-}
-
-/// Whether `actor` is a handler actor whose activation is suspended: its body is lent to its
-/// carrier (`program.rs`), so no reference to the body may be made until the carrier has been
-/// unwound or the activation has returned. A live handler actor is pinned exactly then
-/// (`suspend_activation` pins it, `end_activation` unpins it; handler actors are never placed
-/// or migratable). One ended by unwinding its carrier (a kill, or shutdown) stays pinned, with
-/// no carrier left: nothing runs it or looks at its body again but `drop_queued`, which
-/// returns at this check.
-fn activation_suspended(actor: &ActorCell) -> bool {
-    actor.is_handler() && actor.home().is_some()
-}
-
-/// Drops the program of a handler actor whose suspended activation's carrier was just unwound
-/// (a kill, or shutdown), contained; nothing for a process actor (its body is `Done` by then).
-fn drop_unwound_program(actor: &ActorCell, body: &mut Body) {
-    if let Body::Idle(_) = body {
-        let program = std::mem::replace(body, Body::Done);
-        let id = actor.id;
-        fault::contain(
-            format_args!("handler actor {id}, dropped after its activation was unwound"),
-            move || drop(program),
-        );
-    }
-}
-
-/// Names the handler actor an activation runs, for a contained panic's report.
-struct ActivationOf(&'static str);
-
-impl std::fmt::Display for ActivationOf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match context::current() {
-            Some(id) => write!(f, "{} of handler actor {id}", self.0),
-            None => write!(f, "{} of a handler actor", self.0),
-        }
-    }
-}
-
 /// The owner ends of a worker's three stealable queues and its next slot (their stealer ends go
 /// to its `Remote`).
 pub(crate) struct StealableQueues {
@@ -696,7 +481,7 @@ pub(crate) struct StealableQueues {
     /// the injector.
     pub(crate) deque: Deque<Runnable>,
     /// LIFO for its owner: process actors not started yet, which pin where they start (see
-    /// "Placement": thieves take them only to even out pinned load).
+    /// `placement.rs`: thieves take them only to even out pinned load).
     pub(crate) fresh: Deque<Runnable>,
     /// FIFO: free actors waiting for their turn here (see the module docs' table).
     pub(crate) free_fifo: Deque<Runnable>,
@@ -752,7 +537,7 @@ pub(crate) struct Core {
     /// yet.
     preempted: Cell<bool>,
     /// Held back from another worker's unstarted process actors since `Searcher::holds_back`
-    /// last asked ("Placement", step 6): a hint that spares the search that found work a look
+    /// last asked (`placement.rs`, step 6): a hint that spares the search that found work a look
     /// at every worker when it has held back from none.
     held_back: Cell<bool>,
 }
@@ -1094,7 +879,7 @@ impl WorkerLoop<'_> {
     }
 
     /// A covering spare's stealing (step 2 of `spare.rs`): from the covered worker's deque,
-    /// fresh queue (without the balance rule of "Placement") and free FIFO, then its next slot
+    /// fresh queue (without the balance rule of `placement.rs`) and free FIFO, then its next slot
     /// if a free actor is in it, then the injector; never from a healthy worker, whose actors
     /// would be pinned to the spare for good if they started there.
     fn steal_covered(&self, w: usize) -> Option<Runnable> {
@@ -1308,7 +1093,7 @@ impl WorkerLoop<'_> {
             .or_else(|| steal_half(&mine.fresh, |d| theirs.placed_actors.steal_batch_and_pop(d)))
     }
 
-    /// Placement, step 5 (module docs): whether this worker, idle, may take unstarted process
+    /// Placement, step 5 (`placement.rs`): whether this worker, idle, may take unstarted process
     /// actors from `victim` (its fresh queue, or those placed there), which the caller saw
     /// holding some. Starting one pins it here for good, so a worker that already holds
     /// pinned (or placed) actors takes them only from a worker whose load, counting its fresh
@@ -1702,129 +1487,6 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Starts an activation of an idle handler actor (`handler.rs`, steps 1 and 2): makes sure
-    /// this worker has an idle carrier to lend it, the top one (making one, on a stack from the
-    /// pool, if there is none), and marks the actor started. The program stays in the body,
-    /// which the caller then lends to that carrier (`program.rs`); the carrier stays where it
-    /// is unless the activation suspends (`suspend_activation`). `false` if no stack could be
-    /// had for a new carrier: the actor then ends (its program is dropped, and its join handle
-    /// reports `Cancelled`).
-    fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
-        debug_assert!(
-            matches!(body, Body::Idle(_)),
-            "activate() on an actor that is not idle"
-        );
-        let mut carriers = self.core().carriers.borrow_mut();
-        if carriers.is_empty() {
-            match self.new_carrier() {
-                Ok(c) => carriers.push(c),
-                Err(e) => {
-                    let Body::Idle(program) = std::mem::replace(body, Body::Done) else {
-                        unreachable!("checked above");
-                    };
-                    drop(carriers);
-                    actor.end();
-                    self.remote().slice.store(0, Ordering::Relaxed);
-                    let id = actor.id;
-                    fault::contain(
-                        format_args!("handler actor {id}, which could not get a stack ({e})"),
-                        move || drop(program),
-                    );
-                    return false;
-                }
-            }
-        }
-        // From its first activation on, a handler actor's body belongs to registries, as a
-        // started process actor's does: a queue entry of it is only a reference, which sweeps
-        // at shutdown may drop (`Shared::after_push`, `Runnable::release_at_shutdown`); an idle
-        // one is held by the live table, which shutdown step 4 sweeps.
-        actor.mark_started();
-        true
-    }
-
-    /// A new carrier (`handler.rs`): a coroutine on a pooled stack that runs one program per
-    /// resume, and suspends with the outcome.
-    fn new_carrier(&self) -> std::io::Result<Carrier> {
-        let stack = self.core().pool.borrow_mut().take(&self.shared().slab)?;
-        let stack = ActorStack::Pooled(stack);
-        let guard = stack.guard_span();
-        let coroutine =
-            Coroutine::with_stack(stack, move |y: &ActorYielder, first: Option<Lent>| {
-                let frame = ActorFrame { yielder: y, guard };
-                let mut next = first;
-                loop {
-                    let Some(mut body) = next.take() else {
-                        unreachable!("a carrier is resumed with a program when idle");
-                    };
-                    // The actor this activation runs suspends through this carrier, and an
-                    // overflow of this stack is reported as its.
-                    context::enter_frame(&frame);
-                    // `run` catches the user's panics; one of its own ends the actor, contained.
-                    let step = fault::contain(ActivationOf("an activation"), || {
-                        // SAFETY: lent by `run_actor`, which keeps step 2 of the lending
-                        // protocol (`program.rs`) until this carrier suspends with the outcome
-                        // below; the one reference made through `body`.
-                        unsafe { body.get() }.run()
-                    });
-                    next = match step {
-                        Some(step @ (Step::Park | Step::Yield)) => y.suspend(Out::Activated(step)),
-                        Some(Step::Stop) | None => {
-                            // SAFETY: as above; taken out before the drop (step 3), which an
-                            // unwind of this carrier may cut short.
-                            let program = unsafe { body.take() };
-                            // Dropped here, inside the actor: its mailbox and what is left.
-                            fault::contain(ActivationOf("dropping"), move || drop(program));
-                            y.suspend(Out::Stopped)
-                        }
-                    };
-                }
-            });
-        Ok(Carrier { coroutine })
-    }
-
-    /// An activation suspended: its carrier, lent on top of the idle ones, goes to `suspended`
-    /// (not into the body, where its program stays in place: `program.rs`). The first time,
-    /// the actor is also pinned here and registered, for wakes and shutdown (`handler.rs`,
-    /// step 2). Until it suspends nobody needs any of these: a wake while it runs only leaves
-    /// `NOTIFIED`, no queue holds it, and shutdown never interrupts a run.
-    fn suspend_activation(&self, actor: &ActorRef, first: bool) {
-        let carrier = (self.core().carriers.borrow_mut().pop()).expect("lent to it");
-        self.core().suspended.borrow_mut().insert(actor.id, carrier);
-        if !first {
-            return;
-        }
-        // Step 1 of the hand-off (`home.rs`), before the state word's `after_park` or
-        // `yielded` that follow in `run_actor`.
-        actor.home.pin(self.ctx.index);
-        self.register_local(actor);
-    }
-
-    /// An activation ended (`handler.rs`, step 3): its carrier, lent on top of this worker's
-    /// idle ones, is idle again. If it had suspended, the idle ones may now be one too many
-    /// (the rest are retired), and the actor leaves its registry and is unpinned.
-    fn end_activation(&self, actor: &ActorRef, had_suspended: bool) {
-        if !had_suspended {
-            return;
-        }
-        let mut carriers = self.core().carriers.borrow_mut();
-        if carriers.len() > IDLE_CARRIERS {
-            let extra = carriers.pop().expect("more than none");
-            drop(carriers);
-            self.retire_carrier(extra);
-        }
-        // It had suspended (`suspend_activation`).
-        self.unregister_local(actor);
-        // Step 2 of the hand-off (`home.rs`), before the state word's `after_park` or
-        // `yielded`: a waker that then schedules the actor routes it as free.
-        actor.home.unpin();
-    }
-
-    /// The carrier of `actor`'s activation that suspended, out of `suspended`.
-    fn take_suspended(&self, actor: &ActorCell) -> Carrier {
-        let carrier = self.core().suspended.borrow_mut().remove(&actor.id);
-        carrier.expect("a suspended activation's carrier is with its worker")
-    }
-
     /// Force-unwinds `actor`'s coroutine (a process actor's, or the carrier of its suspended
     /// activation) on this worker, as `actor`: destructors run on its stack. A panic other than
     /// corosensei's forced unwind can come out of it (an actor that caught the unwind and
@@ -1845,19 +1507,6 @@ impl WorkerLoop<'_> {
         self.ctx.current.set(std::ptr::null());
         self.ctx.frame.set(std::ptr::null());
         unwound
-    }
-
-    /// Unwinds an idle carrier (it holds no actor: only its own loop is on its stack) and gives
-    /// its stack back.
-    fn retire_carrier(&self, carrier: Carrier) {
-        let mut coroutine = carrier.coroutine;
-        let unwound = catch_unwind(AssertUnwindSafe(|| coroutine.force_unwind()));
-        self.ctx.frame.set(std::ptr::null());
-        if unwound.is_ok() {
-            self.recycle(coroutine.into_stack());
-        } else {
-            std::mem::forget(coroutine);
-        }
     }
 
     /// Gives a new actor its stack and coroutine, and pins it. `false` if it could not start
@@ -2214,13 +1863,13 @@ impl Searcher for WorkerLoop<'_> {
         remote.parked.store(false, Ordering::Relaxed);
     }
 
-    /// Placement, step 6 (module docs; `grace.rs`, step 3). Looks at the fresh queues only
+    /// Placement, step 6 (`placement.rs`; `grace.rs`, step 3). Looks at the fresh queues only
     /// if this worker has been held back since it was last asked.
     fn holds_back(&self) -> bool {
         self.core().held_back.replace(false) && self.held_back_from().next().is_some()
     }
 
-    /// Placement, step 6 (`grace.rs`, steps 1 and 2). The clock is read after each look at
+    /// Placement, step 6 (`placement.rs`; `grace.rs`, steps 1 and 2). The clock is read after each look at
     /// a worker's queues.
     fn grace_left(&self) -> Option<Duration> {
         self.held_back_from()
@@ -2231,7 +1880,7 @@ impl Searcher for WorkerLoop<'_> {
             .min()
     }
 
-    /// Placement, step 6 (`grace.rs`, step 2): unstarted process actors whose grace is over,
+    /// Placement, step 6 (`placement.rs`; `grace.rs`, step 2): unstarted process actors whose grace is over,
     /// taken as a covering spare takes them, without the balance rule. A worker that holds no
     /// pinned actors is never held back, and looks nowhere; the others read a mark (relaxed,
     /// mostly unmarked) before they look at a queue, then read it again after.
