@@ -2190,7 +2190,7 @@ impl<M> Addr<M> {
     }
 
     /// Watches the actor: the returned [`Monitor`] yields one [`Down`] when it ends (at once
-    /// if it already has), with its id, name and [`ExitReason`](crate::ExitReason). Any
+    /// if it already has), with its id, name and [`ExitReason`]. Any
     /// number of monitors may watch one actor; dropping one is all it takes to stop watching.
     ///
     /// ```
@@ -2422,7 +2422,7 @@ impl<M> Addr<M> {
 
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe
     /// point, its stack unwound on its own worker, and monitors hear
-    /// [`ExitReason::Killed`](crate::ExitReason::Killed). Messages still queued are dropped with
+    /// [`ExitReason::Killed`]. Messages still queued are dropped with
     /// the mailbox; later sends hand theirs back. `false` if it had already ended.
     ///
     /// ```

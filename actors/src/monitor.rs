@@ -2,7 +2,7 @@
 //!
 //! A [`Monitor`] is the receiving end of a one-value channel. Its sending end sits in the
 //! actor's exit hooks (its mailbox's for [`Addr::monitor`](crate::Addr::monitor), see
-//! `mailbox.rs`; the runtime's `ExitWatch` for [`Monitor::of`] and [`monitor`](crate::monitor)),
+//! `mailbox.rs`; the runtime's `ExitWatch` for [`Monitor::of`] and [`monitor`](fn@crate::monitor)),
 //! which run once, when the actor ends, right after its join handle learns the result: the hook
 //! sends the [`Down`] and is gone. A monitor made after the end gets its `Down` at once. A
 //! monitor keeps the `Down` it got, so asking again gives the same one (and in a `select!` a

@@ -517,7 +517,7 @@ pub mod __private {
 /// `result` is a pattern bound to what the operation gives (see [`Recv`] for each source; a
 /// send gives `Result<(), SendError<T>>`). When several branches are ready, one is picked at
 /// random; only the branch that fires takes anything. Bodies run in the caller's scope, so
-/// `break`, `continue`, `return` and `?` work in them. See the [module docs](crate::select)
+/// `break`, `continue`, `return` and `?` work in them. See the [module docs](mod@crate::select)
 /// for the rules and the one limit (two selects on a rendezvous channel).
 ///
 /// ```

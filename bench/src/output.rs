@@ -106,7 +106,7 @@ impl Out {
         }
     }
 
-    /// "skip: <scenario> has no <runtime> version".
+    /// "skip: `<scenario>` has no `<runtime>` version".
     pub fn skip(&self, scenario: &str, runtime: &str) {
         self.line(&format!("skip: {scenario} has no {runtime} version"));
     }

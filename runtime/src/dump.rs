@@ -1,6 +1,6 @@
 //! The dump: every live actor and every worker of a runtime, as one value that prints
 //! ([`Runtime::dump`](crate::Runtime::dump)), and the per-actor counters behind it
-//! ([`stats`](crate::stats)).
+//! ([`stats`](fn@crate::stats)).
 //!
 //! # How it is gathered
 //!
@@ -306,7 +306,7 @@ impl fmt::Display for Dump {
     }
 }
 
-/// Counters of one actor, from [`stats`](crate::stats).
+/// Counters of one actor, from [`stats`](fn@crate::stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ActorStats {

@@ -184,7 +184,7 @@ impl Handle {
         crate::stats::metrics(&self.shared)
     }
 
-    /// The counters of the live actor `id` (see [`stats`](crate::stats)).
+    /// The counters of the live actor `id` (see [`stats`](fn@crate::stats)).
     pub fn stats(&self, id: ActorId) -> Option<crate::ActorStats> {
         crate::dump::actor_stats(&self.shared, id)
     }

@@ -13,7 +13,7 @@
 //! it is killed and unwound.
 //!
 //! Name resolution (`ToSocketAddrs` with a host name) runs `getaddrinfo` on the calling thread,
-//! as std does; inside an actor, resolve with [`blocking`](crate::blocking) first when the
+//! as std does; inside an actor, resolve with [`blocking`](fn@crate::blocking) first when the
 //! resolver may be slow.
 
 use std::fmt;

@@ -111,7 +111,7 @@ pub enum BuildError {
         /// The largest accepted count.
         maximum: usize,
     },
-    /// The stack size is above [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE).
+    /// The stack size is above [`MAX_STACK_SIZE`].
     StackTooLarge {
         /// What was asked for.
         requested: usize,
@@ -507,7 +507,7 @@ impl Builder {
     /// The most spare worker threads the runtime brings in at once (default: one per worker;
     /// 0 turns handoff off). When an actor holds its worker for two time slices without a safe
     /// point (a blocking system call or a long C call made outside
-    /// [`blocking`](crate::blocking)), the monitor brings a spare in to run the actors that may
+    /// [`blocking`](fn@crate::blocking)), the monitor brings a spare in to run the actors that may
     /// run anywhere (handler actors between messages, actors not started yet) until that worker
     /// is back; the actors pinned to the stuck worker wait for it. Spares are started on first
     /// need and sleep when not needed. Only the work-stealing scheduler has spares, and only
@@ -1259,7 +1259,7 @@ impl Runtime {
         crate::stats::metrics(&self.shared)
     }
 
-    /// The counters of the live actor `id` (see [`stats`](crate::stats)).
+    /// The counters of the live actor `id` (see [`stats`](fn@crate::stats)).
     pub fn actor_stats(&self, id: crate::ActorId) -> Option<crate::ActorStats> {
         crate::dump::actor_stats(&self.shared, id)
     }
