@@ -10,7 +10,7 @@
 //! The runtime runs a handler actor in *activations*. Its body is `Body::Idle(program)` while
 //! it waits; a worker that pops it:
 //!
-//! 1. lends it one of its idle *carriers* (or makes one, on a stack from its pool): a coroutine
+//! 1. lends it one of its idle *carriers* (`worker/carrier.rs`; or makes one, on a stack from its pool): a coroutine
 //!    that loops, resumed with a program each time, calling [`Activation::run`] (which
 //!    handles a batch of messages) and suspending with the outcome (`Out::Activated`, or
 //!    `Out::Stopped` once the actor has stopped and the carrier has dropped its program). The
