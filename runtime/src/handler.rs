@@ -10,11 +10,12 @@
 //! The runtime runs a handler actor in *activations*. Its body is `Body::Idle(program)` while
 //! it waits; a worker that pops it:
 //!
-//! 1. lends it one of its idle *carriers* (`worker/carrier.rs`; or makes one, on a stack from its pool): a coroutine
-//!    that loops, resumed with a program each time, calling [`Activation::run`] (which
-//!    handles a batch of messages) and suspending with the outcome (`Out::Activated`, or
-//!    `Out::Stopped` once the actor has stopped and the carrier has dropped its program). The
-//!    lent carrier is the top one of the worker's idle carriers, and is resumed where it lies;
+//! 1. lends it one of its idle *carriers* (`worker/carrier.rs`; or makes one, on a stack from
+//!    its pool): a coroutine that loops, resumed with a program each time, calling
+//!    [`Activation::run`] (which handles a batch of messages) and suspending with the outcome
+//!    (`Out::Activated`, or `Out::Stopped` once the actor has stopped and the carrier has
+//!    dropped its program). The lent carrier is the top one of the worker's idle carriers, and
+//!    is resumed where it lies;
 //!    the program is lent where it lies too, in the body (in place if it is small: see
 //!    `program.rs`, which also gives the lending protocol): an activation moves nothing;
 //! 2. marks it started (from then on its body belongs to registries, and a queue entry of it is
