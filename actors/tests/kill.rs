@@ -4,10 +4,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::within_watchdog;
+use common::{until, within_watchdog};
 use parking_lot::Mutex;
 use threadlet::{
     Actor, ActorBuilder, Context, JoinError, JoinHandle, Mailbox, Runtime, RuntimeExt, Scheduler,
@@ -453,4 +453,151 @@ fn a_kill_poisons_a_std_mutex_the_actor_holds_as_a_panic_would() {
         let value = *lock.lock().unwrap_or_else(|e| e.into_inner());
         assert_eq!(value, 1);
     });
+}
+
+/// A runtime of two workers under the GIL baseline, one of them held by an actor that keeps the
+/// global lock (it spins with no safe point) until the returned flag is raised.
+fn gil_runtime_with_the_lock_held() -> (Runtime, Arc<AtomicBool>, JoinHandle<()>) {
+    let rt = Runtime::builder()
+        .workers(2)
+        .scheduler(Scheduler::Gil)
+        .build()
+        .unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let flag = release.clone();
+    let holder = rt.spawn(move || {
+        inside_tx.send(()).unwrap();
+        while !flag.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    inside.recv().unwrap();
+    (rt, release, holder)
+}
+
+/// Waits until the other worker has taken actor `id` from its queue and waits for the global
+/// lock to run it: the dump shows it running, on no worker yet (a worker says which actor it
+/// runs only once it holds the lock).
+fn wait_until_it_waits_for_the_lock(rt: &Runtime, id: threadlet::ActorId) {
+    until("an actor taken by a worker waiting for the GIL", || {
+        rt.dump().actor(id).map(|a| a.state)
+            == Some(threadlet::ActorState::Running { worker: None })
+    });
+}
+
+#[test]
+fn under_the_gil_a_kill_while_the_worker_waits_for_the_lock_stops_the_run() {
+    struct Counter(Arc<AtomicUsize>);
+    impl Actor for Counter {
+        type Msg = ();
+        fn started(&mut self, _ctx: &mut Context<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn handle(&mut self, _: (), _ctx: &mut Context<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    // A process actor that has not started: its closure must never run.
+    let (rt, release, holder) = gil_runtime_with_the_lock_held();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let h = rt.spawn(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    wait_until_it_waits_for_the_lock(&rt, h.id());
+    assert!(h.abort());
+    release.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    let r = within_watchdog("join a process actor killed before it ran", move || {
+        h.join()
+    });
+    assert!(r.as_ref().is_err_and(JoinError::is_killed), "{r:?}");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the closure ran after the kill"
+    );
+
+    // A handler actor that has not started: neither `started` nor `handle` runs.
+    let (rt, release, holder) = gil_runtime_with_the_lock_held();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Counter(calls.clone()));
+    addr.send(()).unwrap();
+    wait_until_it_waits_for_the_lock(&rt, h.id());
+    assert!(h.abort());
+    release.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    let r = within_watchdog("join a handler actor killed before it ran", move || {
+        h.join()
+    });
+    assert!(r.as_ref().err().is_some_and(JoinError::is_killed));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "started or handle ran after the kill"
+    );
+
+    // A handler actor between messages, woken by one: the message is not handled.
+    let (rt, release, holder) = gil_runtime_with_the_lock_held();
+    release.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (addr, h) = rt.start(Counter(calls.clone()));
+    addr.send(()).unwrap();
+    until("the first message", || calls.load(Ordering::SeqCst) == 2);
+    let (release, inside) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (flag, entered) = (release.clone(), inside.clone());
+    let holder = rt.spawn(move || {
+        entered.store(true, Ordering::SeqCst);
+        while !flag.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    while !inside.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    addr.send(()).unwrap();
+    wait_until_it_waits_for_the_lock(&rt, h.id());
+    assert!(addr.kill());
+    release.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    let r = within_watchdog("join a handler actor killed while woken", move || h.join());
+    assert!(r.as_ref().err().is_some_and(JoinError::is_killed));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "a message was handled after the kill"
+    );
+}
+
+/// `activation_preempted` and `activation_killed` speak of a handler actor's activation only: a
+/// killed process actor, still running up to its next safe point, is in none.
+#[test]
+fn a_killed_process_actor_is_not_a_killed_activation() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (go_tx, go) = std::sync::mpsc::channel::<()>();
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let (seen_tx, seen) = std::sync::mpsc::channel();
+    let h = rt.spawn(move || {
+        inside_tx.send(()).unwrap();
+        // A plain wait, not a safe point: the kill lands after it.
+        go.recv().unwrap();
+        seen_tx
+            .send((
+                threadlet_runtime::activation_preempted(),
+                threadlet_runtime::activation_killed(),
+            ))
+            .unwrap();
+        threadlet::checkpoint();
+    });
+    inside.recv().unwrap();
+    assert!(h.abort());
+    go_tx.send(()).unwrap();
+    let r = within_watchdog("join the killed process actor", move || h.join());
+    assert!(r.is_err_and(|e| e.is_killed()));
+    assert_eq!(seen.recv().unwrap(), (false, false), "(preempted, killed)");
 }

@@ -120,7 +120,7 @@ pub trait Activation: Send + 'static {
 /// ```
 pub fn activation_preempted() -> bool {
     context::with_current(|cur| {
-        cur.is_some_and(|(_, a)| a.activation_preempted.get() || a.is_killed())
+        cur.is_some_and(|(_, a)| a.is_handler() && (a.activation_preempted.get() || a.is_killed()))
     })
 }
 
@@ -134,7 +134,7 @@ pub fn activation_preempted() -> bool {
 /// assert!(!threadlet_runtime::activation_killed()); // not an actor
 /// ```
 pub fn activation_killed() -> bool {
-    context::with_current(|cur| cur.is_some_and(|(_, a)| a.is_killed()))
+    context::with_current(|cur| cur.is_some_and(|(_, a)| a.is_handler() && a.is_killed()))
 }
 
 /// The one-shot completion of a handler actor's join handle. Dropped without completing, it

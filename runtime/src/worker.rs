@@ -120,8 +120,10 @@
 //!    the preemption request of 1 makes yield.
 //! 3. Every time a worker is about to resume an actor (`run_actor`: before starting or
 //!    activating it, before resuming it after a park that a wake cut short, after a yield,
-//!    after an activation), it reads the flag (acquire). Raised, it ends the actor instead (`kill`), with `cancelling` and
-//!    `killing` set: an unstarted actor's closure, or an idle handler actor's program (state
+//!    after an activation), it reads the flag (acquire); under the GIL baseline, once it holds
+//!    the lock, so that a kill that comes while it waits for the lock is seen. Raised, it ends
+//!    the actor instead (`kill`), with `cancelling` and `killing` set: an unstarted actor's
+//!    closure, or an idle handler actor's program (state
 //!    and mailbox), is dropped; a started coroutine is force-unwound right here, which is its
 //!    home worker for a pinned actor, so destructors run on the thread the stack belongs to.
 //!    A join completer dropped meanwhile reports `Killed`. Then the usual end: stack back to
@@ -1169,10 +1171,18 @@ impl WorkerLoop<'_> {
         // suspended, its body is lent to the carrier (`program.rs`), and this function makes
         // short-lived references to it only outside those times.
         let (actor, body) = entry.body_ptr(self.core());
+        // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`),
+        // and take it before anything says that this worker runs the actor: a worker that
+        // waits for the lock runs nothing, and neither the monitor (time slices, long runs,
+        // CPU time) nor the dump may take it for running the actor it waits with. Taken
+        // before the kill flag is read, too: a kill that comes while this worker waits for the
+        // lock must still stop the run (an actor killed before it started ran its closure, and
+        // a killed handler actor handled one more message). Starting or activating the actor
+        // needs the lock anyway when it fails: it drops the closure or program, user code.
+        let gil = self.shared().policy.run_guard();
         if actor.is_killed() {
             // Step 3 of "Kill", before it starts or runs again (under the GIL baseline's lock,
             // as any run: destructors are actor code).
-            let _gil = self.shared().policy.run_guard();
             self.kill(actor, body);
             return;
         }
@@ -1220,11 +1230,6 @@ impl WorkerLoop<'_> {
         if !ready {
             return;
         }
-        // Under the GIL baseline, hold the global lock for the whole run (see `baseline.rs`),
-        // and take it before anything says that this worker runs the actor: a worker that
-        // waits for the lock runs nothing, and neither the monitor (time slices, long runs,
-        // CPU time) nor the dump may take it for running the actor it waits with.
-        let gil = self.shared().policy.run_guard();
         let remote = self.remote();
         let core = self.core();
         remote.stats.bump(&remote.stats.actors_run);
