@@ -8,8 +8,10 @@
 //! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
 //! given through its address goes at a restart); `whereis` also drops an entry whose mailbox it
 //! finds closed (the actor closed it, or the hook has not run yet), so a name never leads to an
-//! ended actor. Nor does it lead to one whose counted addresses have all gone: that actor is
-//! ending, and an address made for it would take messages that it never receives. Entries
+//! ended actor. Nor does it lead to one whose counted addresses have all gone: that actor has
+//! seen, or will see, its mailbox end (most actors then end), and an address made for it would
+//! take messages that it may never receive. Such an actor keeps its name (it is live, and may
+//! make itself a new address, after which `whereis` finds it again). Entries
 //! removed from the registry are dropped after its lock is released: the last reference to a
 //! mailbox drops the messages in it, whose destructors are user code.
 
@@ -206,7 +208,14 @@ pub fn register<M: Send + 'static>(
     }
 }
 
-/// The address registered under `name`, if its actor is live and its messages are `M`.
+/// The address registered under `name`, if its actor is live and can be sent to, and its
+/// messages are `M`.
+///
+/// `None` also while every counted address of the actor's mailbox is gone, though the actor
+/// may still run: its `recv` returns `None` then (a handler actor stops), so a message sent
+/// through an address made for it might never be received. The name stays the actor's
+/// meanwhile ([`register`] by another actor is refused with `Taken`), and leads to it again
+/// once the actor makes itself an address ([`Mailbox::addr`](crate::Mailbox::addr)).
 pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
     let mut names = names();
     let entry = names.by_name.get(name)?;

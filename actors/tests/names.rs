@@ -144,3 +144,37 @@ fn a_name_does_not_revive_an_actor_whose_addresses_have_all_gone() {
         "a send through the name was accepted after every address had gone (and dropped)"
     );
 }
+
+/// A live actor whose counted addresses have all gone keeps its name: `whereis` gives no
+/// address for it (a message sent then might never be received), and no other actor may take
+/// the name; once the actor makes itself an address again, the name leads to it again.
+#[test]
+fn a_live_actor_without_addresses_keeps_its_name_and_is_found_once_it_has_one() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (step_tx, step) = std::sync::mpsc::channel();
+    let (gate, gate_rx) = threadlet::channel::unbounded::<()>();
+    let (addr, h) = rt.spawn_actor(move |mb: Mailbox<u32>| {
+        // Registered through an address of its own that goes at once.
+        threadlet::register("names-test-limbo", &mb.addr()).unwrap();
+        step_tx.send(()).unwrap();
+        gate_rx.recv().unwrap();
+        let _again = mb.addr();
+        step_tx.send(()).unwrap();
+        mb.recv()
+    });
+    step.recv().unwrap();
+    drop(addr); // the last counted address, while the actor runs on
+    assert!(threadlet::whereis::<u32>("names-test-limbo").is_none());
+    let (other, other_h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+    assert_eq!(
+        threadlet::register("names-test-limbo", &other),
+        Err(RegisterError::Taken("names-test-limbo".into()))
+    );
+    gate.send(()).unwrap();
+    step.recv().unwrap();
+    let found = threadlet::whereis::<u32>("names-test-limbo").expect("found again");
+    found.send(5).unwrap();
+    assert_eq!(h.join().unwrap(), Some(5));
+    drop(other);
+    assert_eq!(other_h.join().unwrap(), None);
+}
