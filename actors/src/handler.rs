@@ -96,7 +96,7 @@ pub trait Actor: Send + Sized + 'static {
 /// pointer, from which an address and the actor's id are made when asked for, so that an idle
 /// handler actor keeps no copies of them (`program_size`).
 pub struct Context<A: Actor> {
-    /// With the context's flags (`STOPPING`, `STARTED`) in its `owner_bits`, a byte that
+    /// With the context's flags (`STOPPING`, `STARTED`, `SPAWNED_OUTSIDE`) in its `owner_bits`, a byte that
     /// would otherwise be padding (see `Program`).
     mailbox: Mailbox<A::Msg>,
 }
@@ -105,6 +105,9 @@ pub struct Context<A: Actor> {
 const STOPPING: u8 = 1;
 /// `Actor::started` has run.
 const STARTED: u8 = 2;
+/// Started from a plain thread: the actor links its mailbox to its end itself, before its
+/// first park (`Mailbox::sink_for_self`), as the spawner's attach may come later.
+const SPAWNED_OUTSIDE: u8 = 4;
 
 // SAFETY: a `Mailbox` is not `Sync` because its receiving operations (`recv`, `poll`, `close`,
 // `take_queued`) assume one receiver. Through a shared `&Context` none of them is reachable:
@@ -352,8 +355,10 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
     #[inline(never)]
     fn start(actor: &mut A, ctx: &mut Context<A>, on_started: &mut S) -> Option<Step> {
         ctx.mailbox.owner_bits |= STARTED;
-        // Before its first park on the mailbox (the spawner's attach may come later).
-        ctx.mailbox.sink_for_self();
+        if ctx.mailbox.owner_bits & SPAWNED_OUTSIDE != 0 {
+            // Before its first park on the mailbox (the spawner's attach may come later).
+            ctx.mailbox.sink_for_self();
+        }
         // Dropped on every way out of `started`, a panic included: the waiter goes on.
         let told = std::mem::take(on_started);
         actor.started(ctx);
@@ -501,10 +506,13 @@ pub(crate) fn start_lent<A: Actor>(
 /// `start_with` on a given mailbox (a supervised child's lent one).
 fn start_in<A: Actor, S: StartSignal>(
     actor: A,
-    (addr, mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
+    (addr, mut mailbox): (Addr<A::Msg>, Mailbox<A::Msg>),
     on_started: S,
     start: impl FnOnce(Make<A, S>) -> io::Result<JoinHandle<A>>,
 ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
+    if crate::on_plain_thread() {
+        mailbox.owner_bits |= SPAWNED_OUTSIDE;
+    }
     let handle = start(Make {
         actor,
         mailbox,

@@ -111,17 +111,21 @@ pub fn __bounded_mailbox_for_tests<M>(capacity: usize) -> (Addr<M>, Mailbox<M>) 
 
 /// An actor's body with its mailbox. The mailbox learns its actor's id from both sides: here,
 /// before `f` runs (so the actor's own addresses know it), and from the spawner once `spawn`
-/// returns the handle (so the caller's address knows it, even before the actor starts).
+/// returns the handle (so the caller's address knows it, even before the actor starts). Called
+/// on the spawner's thread, before the spawn.
 pub(crate) fn run_with_mailbox<M, F, R>(mb: Mailbox<M>, f: F) -> impl FnOnce() -> R + Send + 'static
 where
     M: Send + 'static,
     F: FnOnce(Mailbox<M>) -> R + Send + 'static,
     R: Send + 'static,
 {
+    let spawned_outside = on_plain_thread();
     move || {
         if let Some(id) = current() {
             mb.set_actor(id);
-            mb.sink_for_self();
+            if spawned_outside {
+                mb.sink_for_self();
+            }
         }
         f(mb)
     }

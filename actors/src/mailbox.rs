@@ -1104,7 +1104,10 @@ impl<M> Mailbox<M> {
     /// waits on it: `attach` does the same from the spawner's side once `spawn` returns, which
     /// an actor started from a plain thread may outrun, and the deadlock check reads a waiting
     /// actor's mailbox (for a message queued, an address held outside) through what its end is
-    /// told to.
+    /// told to. Called only for an actor spawned from a plain thread: a spawner that is an
+    /// actor is running or runnable until its `attach` (nothing between the spawn and the
+    /// attach waits), and the deadlock check reports nothing while any actor is, so the
+    /// attach alone is in time.
     pub(crate) fn sink_for_self(&self)
     where
         M: Send + 'static,

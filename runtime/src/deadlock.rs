@@ -582,10 +582,11 @@ fn looks_dead(cell: &ActorCell, shared: &Shared) -> bool {
         return false;
     }
     // A message already queued, or an address held by a plain thread: it may run. (The
-    // `threadlet` crate's actors tell their end to their mailbox before they first wait on it,
-    // `join::set_own_exit_sink`, so that the mailbox is seen here even while a plain thread
-    // that started the actor has not attached it yet. A bare `park_on(Wait::Message)` has no
-    // mailbox: nothing but another actor wakes it.)
+    // `threadlet` crate's actors started from a plain thread tell their end to their mailbox
+    // before they first wait on it, `join::set_own_exit_sink`, so that the mailbox is seen here
+    // even while that thread has not attached it yet; a spawner that is an actor is not dead
+    // until it has. A bare `park_on(Wait::Message)` has no mailbox: nothing but another actor
+    // wakes it.)
     !(on == Wait::Message
         && dump::mailbox_of(cell).is_some_and(|m| m.len > 0 || m.held_outside > 0))
 }
