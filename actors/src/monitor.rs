@@ -44,7 +44,8 @@ pub struct Monitor {
     /// Wakes whoever waits: the hook sends the `Down` here once it has set `got`.
     rx: channel::Receiver<Down>,
     /// The `Down`, set by the hook before it sends (or, for a hook dropped unsent, by the first
-    /// receive that finds the channel closed). Shared with the hook, so that every user of one
+    /// receive that finds the channel closed; not by a wait that gave up because its caller
+    /// may not wait, `given_up`). Shared with the hook, so that every user of one
     /// monitor (a `Monitor` is `Sync`: say, a thread polling it beside a select waiting on it)
     /// reads the same `Down`: the one that did not get the channel's one message, finding it
     /// closed, took the end for lost, and its `Cancelled` could be the one both kept.
@@ -110,8 +111,10 @@ impl Monitor {
         if let Some(d) = self.got.get() {
             return d.clone();
         }
-        let d = self.rx.recv().unwrap_or_else(|_| self.lost());
-        self.keep(d)
+        match self.rx.recv() {
+            Ok(d) => self.keep(d),
+            Err(_) => self.given_up(),
+        }
     }
 
     /// The `Down` if the actor has ended, without waiting.
@@ -134,7 +137,24 @@ impl Monitor {
         match self.rx.recv_timeout(timeout) {
             Ok(d) => Some(self.keep(d)),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(self.keep(self.lost())),
+            Err(RecvTimeoutError::Disconnected) => Some(self.given_up()),
+        }
+    }
+
+    /// What a wait that failed gives: the channel closed for good (the hook went unsent, see
+    /// [`lost`](Monitor::lost)), or the caller may not wait (a destructor that a kill or
+    /// shutdown runs), which the channel reports alike. Only the first decides the monitor; the
+    /// second gives this caller the same `Cancelled` but keeps nothing, so that the monitor,
+    /// shared, still hears the real end. The `Down` the hook may have set or sent meanwhile
+    /// wins over both.
+    fn given_up(&self) -> Down {
+        if let Some(d) = self.got.get() {
+            return d.clone();
+        }
+        match self.rx.try_recv() {
+            Ok(d) => self.keep(d),
+            Err(TryRecvError::Disconnected) => self.keep(self.lost()),
+            Err(TryRecvError::Empty) => self.lost(),
         }
     }
 
@@ -191,7 +211,7 @@ impl Recv for Monitor {
         self.rx.unwatch(w);
     }
     fn closed(&self) -> Down {
-        self.keep(self.lost())
+        self.given_up()
     }
 }
 

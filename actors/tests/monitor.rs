@@ -297,3 +297,59 @@ fn an_address_monitor_hears_the_real_end_after_the_last_address_went() {
         ]
     );
 }
+
+/// A wait on a monitor that gives up because its caller may not wait (a destructor run by a
+/// kill's unwind) is that caller's answer only: the monitor, shared, still hears the real end.
+#[test]
+fn a_wait_given_up_in_an_unwind_does_not_decide_a_shared_monitor() {
+    use std::sync::Arc;
+
+    /// How a destructor asks the monitor.
+    #[derive(Clone, Copy, Debug)]
+    enum Ask {
+        Recv,
+        RecvTimeout,
+        Select,
+    }
+    /// Asks the monitor from its destructor, and reports what it was given.
+    struct AskWhenDropped(Arc<Monitor>, Ask, channel::Sender<ExitReason>);
+    impl Drop for AskWhenDropped {
+        fn drop(&mut self) {
+            let down = match self.1 {
+                Ask::Recv => self.0.recv(),
+                Ask::RecvTimeout => self.0.recv_timeout(Duration::from_secs(3600)).unwrap(),
+                Ask::Select => {
+                    let (_tx, rx) = channel::unbounded::<()>();
+                    threadlet::select! {
+                        recv(*self.0) -> down => down,
+                        recv(rx) -> _ => unreachable!("nothing is sent"),
+                    }
+                }
+            };
+            let _ = self.2.send(down.reason);
+        }
+    }
+
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    for ask in [Ask::Recv, Ask::RecvTimeout, Ask::Select] {
+        let (watched, watched_h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+        let monitor = Arc::new(watched.monitor());
+        let (gave_tx, gave) = channel::unbounded();
+        let (running_tx, running) = channel::bounded(1);
+        let asker = AskWhenDropped(monitor.clone(), ask, gave_tx);
+        let killed = rt.spawn(move || {
+            let _asker = asker;
+            running_tx.send(()).unwrap();
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        running.recv().unwrap();
+        assert!(killed.abort());
+        assert!(killed.join().unwrap_err().is_killed());
+        // The destructor could not wait: it gave up, with no end heard.
+        assert_eq!(gave.recv().unwrap(), ExitReason::Cancelled, "{ask:?}");
+        watched.send(()).unwrap();
+        watched_h.join().unwrap();
+        let heard = within_watchdog("the shared monitor", move || monitor.recv());
+        assert_eq!(heard.reason, ExitReason::Normal, "{ask:?}");
+    }
+}
