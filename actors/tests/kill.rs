@@ -456,13 +456,20 @@ fn a_kill_poisons_a_std_mutex_the_actor_holds_as_a_panic_would() {
 }
 
 /// A runtime of two workers under the GIL baseline, one of them held by an actor that keeps the
-/// global lock (it spins with no safe point) until the returned flag is raised.
+/// global lock until the returned flag is raised (`hold_the_lock`).
 fn gil_runtime_with_the_lock_held() -> (Runtime, Arc<AtomicBool>, JoinHandle<()>) {
     let rt = Runtime::builder()
         .workers(2)
         .scheduler(Scheduler::Gil)
         .build()
         .unwrap();
+    let (release, holder) = hold_the_lock(&rt);
+    (rt, release, holder)
+}
+
+/// Starts an actor on `rt` that spins with no safe point, holding its worker (and under the GIL
+/// baseline the global lock) until the returned flag is raised; returns once it runs.
+fn hold_the_lock(rt: &Runtime) -> (Arc<AtomicBool>, JoinHandle<()>) {
     let release = Arc::new(AtomicBool::new(false));
     let (inside_tx, inside) = std::sync::mpsc::channel();
     let flag = release.clone();
@@ -473,7 +480,7 @@ fn gil_runtime_with_the_lock_held() -> (Runtime, Arc<AtomicBool>, JoinHandle<()>
         }
     });
     inside.recv().unwrap();
-    (rt, release, holder)
+    (release, holder)
 }
 
 /// Waits until the other worker has taken actor `id` from its queue and waits for the global
@@ -546,20 +553,7 @@ fn under_the_gil_a_kill_while_the_worker_waits_for_the_lock_stops_the_run() {
     let (addr, h) = rt.start(Counter(calls.clone()));
     addr.send(()).unwrap();
     until("the first message", || calls.load(Ordering::SeqCst) == 2);
-    let (release, inside) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let (flag, entered) = (release.clone(), inside.clone());
-    let holder = rt.spawn(move || {
-        entered.store(true, Ordering::SeqCst);
-        while !flag.load(Ordering::SeqCst) {
-            std::hint::spin_loop();
-        }
-    });
-    while !inside.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
+    let (release, holder) = hold_the_lock(&rt);
     addr.send(()).unwrap();
     wait_until_it_waits_for_the_lock(&rt, h.id());
     assert!(addr.kill());
