@@ -243,3 +243,75 @@ fn a_join_that_cannot_wait_does_not_claim_a_shutdown() {
         assert!(text.contains("cancelled by runtime shutdown"), "{text}");
     });
 }
+
+/// Sets its flag when dropped.
+struct FlagOnDrop(Arc<AtomicBool>);
+
+impl Drop for FlagOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// An actor of one runtime that drops the last handle of another waits for that runtime's
+/// shutdown (its suspended actors unwound) as a plain thread would, suspended rather than
+/// holding its worker.
+#[test]
+fn an_actor_dropping_another_runtime_waits_for_its_shutdown() {
+    within_watchdog("drop a runtime from an actor of another", || {
+        let a = Runtime::builder().workers(1).build().unwrap();
+        let b = Runtime::builder().workers(1).build().unwrap();
+        let unwound = Arc::new(AtomicBool::new(false));
+        let guard = FlagOnDrop(unwound.clone());
+        let (parked_tx, parked) = std::sync::mpsc::channel();
+        let parked_on_b = b.spawn(move || {
+            let _guard = guard;
+            parked_tx.send(()).unwrap();
+            while threadlet_runtime::park().is_ok() {}
+        });
+        parked.recv().unwrap();
+        // Meanwhile A's only worker runs another actor.
+        let other = a.spawn(|| 6 * 7);
+        let seen = a
+            .spawn(move || {
+                drop(b);
+                unwound.load(Ordering::SeqCst)
+            })
+            .join()
+            .unwrap();
+        assert!(seen, "the drop returned before B's actors were unwound");
+        assert!(parked_on_b.join().unwrap_err().is_cancelled());
+        assert_eq!(other.join().unwrap(), 42);
+    });
+}
+
+/// Two runtimes, each one's last handle held by an actor of the other: an actor of A drops
+/// B, whose shutdown unwinds the actor that holds A. Both shut down; neither waits for the
+/// other for good (each drop ran its shutdown on the dropping thread, a worker of the other
+/// runtime, and joined the other's worker: both hung).
+#[test]
+fn two_runtimes_that_hold_each_others_last_handle_both_shut_down() {
+    within_watchdog("two runtimes dropped through each other", || {
+        let a = Arc::new(Runtime::builder().workers(1).build().unwrap());
+        let b = Arc::new(Runtime::builder().workers(1).build().unwrap());
+        let (parked_tx, parked) = std::sync::mpsc::channel();
+        let holds_a = a.clone();
+        let on_b = b.spawn(move || {
+            let _a = holds_a;
+            parked_tx.send(()).unwrap();
+            while threadlet_runtime::park().is_ok() {}
+        });
+        parked.recv().unwrap();
+        let (go_tx, go) = std::sync::mpsc::channel::<()>();
+        let holds_b = b.clone();
+        let on_a = a.spawn(move || {
+            go.recv().unwrap();
+            drop(holds_b);
+        });
+        drop((a, b));
+        go_tx.send(()).unwrap();
+        // A shut down while its actor waited for B's shutdown, or after: either end is right.
+        let _ = on_a.join();
+        assert!(on_b.join().unwrap_err().is_cancelled());
+    });
+}

@@ -1280,6 +1280,12 @@ impl Runtime {
     /// Stops the workers, unwinding every actor still suspended so its destructors run. The
     /// same happens on drop; this spells it out.
     ///
+    /// Returns once they are stopped, except on a thread that must not wait for that: one of
+    /// this runtime's (an actor of it goes on until it next suspends, and is then cancelled
+    /// like the others), or a worker of another runtime where no actor may suspend (a
+    /// destructor in an unwind); there the shutdown goes on in the background. An actor of
+    /// another runtime waits for it suspended, its worker free for its other actors.
+    ///
     /// ```
     /// use std::sync::Arc;
     /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -1335,14 +1341,19 @@ impl Drop for Runtime {
             .chain(&monitor)
             .any(|t| t.thread().id() == me)
             || self.shared.spares.runs_on(me);
-        if !on_own_thread {
+        // A worker (or spare) of another runtime: an actor there, or its worker's own loop.
+        let on_a_worker = context::with_worker(|ctx| ctx.is_some());
+        if !on_own_thread && !on_a_worker {
             shut_down(&self.shared, threads, monitor);
             return;
         }
-        // The last handle was dropped by an actor of this runtime (or by a timer callback on
-        // its monitor): joining the workers from here would join this very thread. Hand the
-        // shutdown to a thread of its own; the actor carries on until it next suspends, and
-        // from then on it is cancelled like every other.
+        // The last handle was dropped on a thread that must not join the workers: one of this
+        // runtime's (an actor of it, or a timer callback on its monitor: joining would join
+        // this very thread), or a worker of another runtime, which would be held for the whole
+        // shutdown with no safe point, its other actors waiting, and for good if the shutdown
+        // needs that worker in turn (an actor unwound here drops the last handle of the other
+        // runtime: two runtimes that hold each other's last handle). Hand the shutdown to a
+        // thread of its own.
         let shared = self.shared.clone();
         let handed_off = thread::Builder::new()
             .name("threadlet-shutdown".into())
@@ -1350,9 +1361,23 @@ impl Drop for Runtime {
                 let shared = shared.clone();
                 move || shut_down(&shared, threads, monitor)
             });
-        if handed_off.is_err() {
+        match handed_off {
+            // An actor of another runtime that may wait: it waits for the shutdown as a plain
+            // thread would, suspended, so that its worker runs its other actors. (If its own
+            // runtime shuts down meanwhile, the wait ends early; the shutdown goes on.) An
+            // actor of this runtime goes on until it next suspends, and from then on it is
+            // cancelled like every other; where no actor may wait (an unwind, a worker's
+            // loop), the shutdown goes on in the background.
+            Ok(shutdown) if !on_own_thread && context::actor_may_suspend() => {
+                crate::blocking(move || {
+                    // A shutdown thread never unwinds: the runtime's threads contain what
+                    // they run, and its own code aborts on a panic (`worker::run`).
+                    let _ = shutdown.join();
+                });
+            }
+            Ok(_) => {}
             // No thread to be had: start the shutdown and let the threads finish detached.
-            shared.begin_shutdown();
+            Err(_) => shared.begin_shutdown(),
         }
     }
 }

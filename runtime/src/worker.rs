@@ -50,7 +50,8 @@
 //! 1. `Runtime::drop` sets `shutdown`, asks every worker's running actor to yield at its next
 //!    safe point (a preemption request: the monitor exits now and would not ask any more), and
 //!    unparks every worker (handing the whole shutdown to a thread of its own if it runs on one
-//!    of the runtime's threads). From then on wakes and pushes of started actors are dropped,
+//!    of the runtime's threads or on a worker of another runtime, whose actor then waits for
+//!    it suspended). From then on wakes and pushes of started actors are dropped,
 //!    not queued (see `Shared::after_push`). An actor that never reaches a safe point keeps its
 //!    worker, and the drop waits for it.
 //! 2. A worker sees the flag at the top of its loop (after the running actor suspended: actors
