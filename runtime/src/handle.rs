@@ -41,7 +41,9 @@ use crate::runtime::{Shared, check_options, prepare_stack, spawn_prepared};
 /// Spawns and starts actors on a runtime from any thread, without owning it: dropping every
 /// handle never shuts the runtime down, and once the runtime has shut down, spawns through a
 /// handle fail (or, with [`spawn`](Handle::spawn), give a join handle that reports
-/// `Cancelled`). `Clone + Send + Sync`.
+/// `Cancelled`). `Clone + Send + Sync`. A handle kept after the runtime's drop keeps the state
+/// its workers shared, and with it the address space of the runtime's stacks, whose memory the
+/// shutdown gave back.
 ///
 /// ```
 /// use threadlet_runtime::{Handle, Runtime};
@@ -240,5 +242,33 @@ impl fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("workers", &self.shared.spares.first)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Runtime;
+
+    /// A handle kept after its runtime's drop keeps the runtime's shared state, stacks
+    /// included: the shutdown gave every stack's pages back to the kernel, so what it keeps
+    /// is address space, not memory (it kept every stack its actors had touched).
+    #[test]
+    fn a_handle_kept_after_the_drop_keeps_no_stack_memory() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let actors: Vec<_> = (0..200)
+            .map(|i| {
+                rt.spawn(move || {
+                    let touched = std::hint::black_box([i as u8; 8 * 1024]);
+                    crate::yield_now();
+                    touched[i % touched.len()]
+                })
+            })
+            .collect();
+        for a in actors {
+            a.join().unwrap();
+        }
+        let kept = rt.handle();
+        drop(rt);
+        assert_eq!(kept.shared.slab.resident_free(), 0);
     }
 }

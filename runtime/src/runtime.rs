@@ -1399,6 +1399,10 @@ fn shut_down(
     for t in shared.spares.take_threads() {
         join_polling(shared, t);
     }
+    // Every worker has given its stacks back, and none will be taken again (no worker is
+    // left): their pages go back to the kernel now, not when the last `Handle` goes, which
+    // may be never.
+    shared.slab.trim_all();
     // Step 1's requests that no actor took (an idle worker, an actor that parked first) would
     // hold the process-wide safe-point gate open until this runtime's memory is freed.
     for r in shared.remotes.iter() {

@@ -407,16 +407,35 @@ impl StackSlab {
     /// `MADV_GUARD_INSTALL` guards the range may span the guard pages between them, since guard
     /// markers survive `MADV_DONTNEED` (checked by `guard_pages_fault_and_survive_trim`).
     pub fn trim(&self, now: Instant) -> Option<Duration> {
+        self.trim_where(now, |since| {
+            now.saturating_duration_since(since) >= TRIM_AFTER
+        })
+    }
+
+    /// Gives back to the kernel the pages of every stack returned so far, however recently: at
+    /// the end of the runtime's shutdown, when no worker is left to trim them later and no
+    /// stack will be taken again, so that a [`Handle`](crate::Handle) kept after the drop, which
+    /// keeps the slab, keeps its address space but not its memory.
+    pub fn trim_all(&self) {
+        self.trim_where(Instant::now(), |_| true);
+    }
+
+    /// Stacks given back whose pages are still resident (for tests).
+    #[cfg(test)]
+    pub(crate) fn resident_free(&self) -> usize {
+        self.dirty_len.load(Ordering::Relaxed)
+    }
+
+    /// [`trim`](StackSlab::trim) of the oldest batches, as long as `due` says so of the time
+    /// each was given back.
+    fn trim_where(&self, now: Instant, due: impl Fn(Instant) -> bool) -> Option<Duration> {
         if self.dirty_len.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let mut stacks = Vec::new();
         let next_due = {
             let mut dirty = self.dirty.lock();
-            while dirty
-                .front()
-                .is_some_and(|b| now.saturating_duration_since(b.since) >= TRIM_AFTER)
-            {
+            while dirty.front().is_some_and(|b| due(b.since)) {
                 let batch = dirty.pop_front().expect("checked");
                 stacks.extend(batch.stacks);
             }
