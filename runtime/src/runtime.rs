@@ -1385,7 +1385,7 @@ impl Drop for Runtime {
 /// Shutdown as `Runtime::drop` runs it (steps 1 and 6 in `worker.rs`), on a thread that is not
 /// one of the runtime's.
 fn shut_down(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
     monitor: Option<thread::JoinHandle<()>>,
 ) {
@@ -1400,9 +1400,13 @@ fn shut_down(
         join_polling(shared, t);
     }
     // Every worker has given its stacks back, and none will be taken again (no worker is
-    // left): their pages go back to the kernel now, not when the last `Handle` goes, which
-    // may be never.
-    shared.slab.trim_all();
+    // left): where something else keeps the shared state (a `Handle`), their pages go back to
+    // the kernel now, not when the last of those goes, which may be never. (Alone, the slab
+    // is unmapped right after: a trim would only add system calls, one a stack under
+    // `mprotect` guards.)
+    if Arc::strong_count(shared) > 1 {
+        shared.slab.trim_all();
+    }
     // Step 1's requests that no actor took (an idle worker, an actor that parked first) would
     // hold the process-wide safe-point gate open until this runtime's memory is freed.
     for r in shared.remotes.iter() {
