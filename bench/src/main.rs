@@ -5,7 +5,8 @@
 //! ```
 //!
 //! Every scenario runs on each runtime of `--runtime` and each worker count of `--workers`,
-//! `--repeat` times, and reports the median run: a readable table, or with `--json` one JSON
+//! `--repeat` times, and reports the median run (ranked by time per operation, the figure a
+//! scenario is about, where it defines one): a readable table, or with `--json` one JSON
 //! object per measurement on its own line. A runtime a scenario has no version for is skipped
 //! with one line (`skip: <scenario> has no <runtime> version`), never faked. A scenario run at
 //! two or more worker counts also draws `<scenario>_workers.svg` into `--plot-dir`

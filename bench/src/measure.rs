@@ -54,6 +54,11 @@ impl Sample {
             .filter(|&(n, _)| n > 0)
             .map(|(n, d)| d.as_secs_f64() * 1e9 / n as f64)
     }
+
+    /// What runs are ranked by for the median (see [`measure`]): lower is faster.
+    fn rank_key(&self) -> f64 {
+        self.per_op_ns().unwrap_or(self.total.as_secs_f64())
+    }
 }
 
 /// What is being measured: the identifying fields of its record.
@@ -90,8 +95,11 @@ impl Spec<'_> {
 /// A finished measurement: the JSON object that is printed.
 pub type Record = Map<String, Value>;
 
-/// Runs `run` `repeat` times and reports the median run (by total time; with an even count the
-/// lower of the two middle runs, so that every field comes from one real run). A run that
+/// Runs `run` `repeat` times and reports the median run (with an even count the lower of the
+/// two middle runs, so that every field comes from one real run). Runs are ranked by the
+/// figure a scenario is about: the time per operation where one is defined (`per_op_ns`: a
+/// hackysack game's kicks, not its setup too; an HTTP load of fixed length by its requests, whose
+/// total time hardly varies), else the total time. The record says which (`median_by`). A run that
 /// fails prints one line and ends the measurement; `None` is returned. A measurement that takes
 /// longer than [`progress::INTERVAL`] says how far it got on stderr, once per interval.
 pub fn measure(
@@ -126,9 +134,24 @@ pub fn measure_then(
         }
     }
     drop(ticker);
-    samples.sort_by_key(|s| s.total);
-    let min = samples[0].total;
-    let max = samples[samples.len() - 1].total;
+    let (min, max) = (
+        samples
+            .iter()
+            .map(|s| s.total)
+            .min()
+            .expect("one run at least"),
+        samples
+            .iter()
+            .map(|s| s.total)
+            .max()
+            .expect("one run at least"),
+    );
+    samples.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
+    let median_by = if samples[0].per_op_ns().is_some() {
+        "per_op_ns"
+    } else {
+        "total_s"
+    };
     let median = samples.swap_remove((samples.len() - 1) / 2);
 
     let mut rec = Map::new();
@@ -153,6 +176,7 @@ pub fn measure_then(
         rec.insert(k.into(), v);
     }
     rec.insert("repeat".into(), json!(repeat));
+    rec.insert("median_by".into(), json!(median_by));
     rec.insert("min_s".into(), json!(min.as_secs_f64()));
     rec.insert("max_s".into(), json!(max.as_secs_f64()));
     edit(&mut rec);
@@ -213,5 +237,35 @@ pub mod rss {
                 _ => s,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sample;
+    use std::time::Duration;
+
+    /// The median run is the median of the figure a scenario is about: for a load of fixed
+    /// length, the time per request, not the total time (nearly the same in every run).
+    #[test]
+    fn runs_rank_by_time_per_operation_where_one_is_defined() {
+        let ms = Duration::from_millis;
+        // Totals ranked 1, 2, 3; requests ranked the other way round.
+        let runs = [
+            Sample::new(ms(10_001)).per_op(300, ms(10_001)),
+            Sample::new(ms(10_002)).per_op(100, ms(10_002)),
+            Sample::new(ms(10_003)).per_op(200, ms(10_003)),
+        ];
+        let mut ranked = runs.to_vec();
+        ranked.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
+        assert_eq!(
+            ranked[1].total,
+            ms(10_003),
+            "the median of 300, 200, 100 requests"
+        );
+        // Without operations, the total time.
+        let mut plain = [ms(3), ms(1), ms(2)].map(Sample::new).to_vec();
+        plain.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
+        assert_eq!(plain[1].total, ms(2));
     }
 }

@@ -128,6 +128,7 @@ fn details(rec: &Record) -> String {
         "repeat",
         "min_s",
         "max_s",
+        "median_by",
         "stats",
         "rss_base_bytes",
         "migrate",
