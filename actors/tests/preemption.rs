@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use threadlet::{Mailbox, Runtime, RuntimeExt, channel};
 
-/// n! with wrapping multiplication and one safe point per multiplication, as in the seed's
-/// Stackless demo (`shared/seeds/003_*`). Returns (n! mod 2^64, times preempted).
+/// The seed's factorial loop (`threadlet_examples::cpu::factorial`: each factor made odd, so
+/// that the product never wraps to zero), with one safe point per multiplication. Returns
+/// (the product, times preempted).
 fn factorial(n: u64) -> (u64, u64) {
     let mut acc = 1u64;
     for i in 1..=n {
-        acc = acc.wrapping_mul(i);
+        acc = acc.wrapping_mul(i | 1);
         threadlet::checkpoint();
     }
     (acc, threadlet::preemptions())
@@ -47,7 +48,8 @@ fn ticks_preempt_exactly_as_often_as_the_rule_says() {
                 1024 / t,
                 "factorial(1024), {ticks} ticks, {workers} workers"
             );
-            assert_eq!(a.0, (1..=512u64).fold(1u64, |x, i| x.wrapping_mul(i)));
+            assert_eq!(a.0, (1..=512u64).fold(1u64, |x, i| x.wrapping_mul(i | 1)));
+            assert_ne!(a.0, 0);
             let total: u64 = rt.stats().workers.iter().map(|w| w.preemptions).sum();
             assert_eq!(total, 512 / t + 1024 / t);
         }

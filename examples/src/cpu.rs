@@ -37,12 +37,14 @@ pub fn count_without_safe_points(n: u64) {
     }
 }
 
-/// `n!` in wrapping `u64` arithmetic with a safe point per multiplication, as the seed's
-/// factorial tasklets do. Returns the product.
+/// The seed's factorial loop: `n` multiplications, wrapping in `u64`, with a safe point per
+/// multiplication, as its factorial tasklets do. Returns the product. Each factor `i` is made
+/// odd (`i | 1`): `n!` itself wraps to zero from `n = 66` on (it holds 2^64), and a product that
+/// is always zero would let a broken loop pass every check of its result.
 pub fn factorial(n: u64) -> u64 {
     let mut acc = 1u64;
     for i in 1..=n {
-        acc = black_box(acc.wrapping_mul(i));
+        acc = black_box(acc.wrapping_mul(i | 1));
         threadlet::checkpoint();
     }
     acc
