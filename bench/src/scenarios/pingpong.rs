@@ -184,13 +184,13 @@ fn threadlet_pairs(pairs: usize, rts: u64, migrate: bool) -> Outcome {
 
 /// The ponger as a handler actor: told where to reply, then echoes every number.
 struct Ponger {
-    pinger: Option<Addr<u64>>,
+    pinger: Option<Addr<PingMsg>>,
     echoed: u64,
 }
 
 /// What a handler ponger is sent.
 enum PongMsg {
-    ReplyTo(Addr<u64>),
+    ReplyTo(Addr<PingMsg>),
     Ping(u64),
 }
 
@@ -201,42 +201,69 @@ impl Actor for Ponger {
             PongMsg::ReplyTo(a) => self.pinger = Some(a),
             PongMsg::Ping(n) => {
                 let pinger = self.pinger.as_ref().expect("told first");
-                pinger.send(n).expect("the pinger waits for its reply");
+                pinger
+                    .send(PingMsg::Reply(n))
+                    .expect("the pinger waits for its reply");
                 self.echoed += 1;
             }
         }
     }
 }
 
-/// The pinger as a handler actor: each reply triggers the next ping, until the last.
+/// What a handler pinger is sent.
+enum PingMsg {
+    /// The ponger's echo of a number.
+    Reply(u64),
+    /// The driver's start, after the warm-up round trip.
+    Go,
+}
+
+/// The pinger as a handler actor: one warm-up round trip (number 0), then, told to go, each
+/// reply triggers the next ping, until the last.
 struct Pinger {
     ponger: Addr<PongMsg>,
     rts: u64,
     wrong: u64,
     expect: u64,
-    done: channel::Sender<()>,
+    ready: channel::Sender<()>,
 }
 
-impl Actor for Pinger {
-    type Msg = u64;
-    fn handle(&mut self, n: u64, ctx: &mut Context<Self>) {
-        self.wrong += u64::from(n != self.expect);
-        if n == self.rts {
-            let _ = self.done.send(());
+impl Pinger {
+    fn ping(&mut self, n: u64, ctx: &mut Context<Self>) {
+        if n > self.rts {
             ctx.stop();
             return;
         }
-        self.expect = n + 1;
+        self.expect = n;
         self.ponger
-            .send(PongMsg::Ping(n + 1))
+            .send(PongMsg::Ping(n))
             .expect("the ponger waits");
     }
 }
 
-/// Both sides as handler actors; runs inside an actor. The first ping starts each pair, all
-/// at once after every pair is set up.
+impl Actor for Pinger {
+    type Msg = PingMsg;
+    fn handle(&mut self, msg: PingMsg, ctx: &mut Context<Self>) {
+        match msg {
+            PingMsg::Reply(n) => {
+                self.wrong += u64::from(n != self.expect);
+                if n == 0 {
+                    // Warmed up: wait for the driver's go.
+                    let _ = self.ready.send(());
+                } else {
+                    self.ping(n + 1, ctx);
+                }
+            }
+            PingMsg::Go => self.ping(1, ctx),
+        }
+    }
+}
+
+/// Both sides as handler actors; runs inside an actor. As for process actors: each pair makes
+/// one warm-up round trip and reports ready, and the clock runs from the driver's go to the
+/// last join.
 fn handler_pairs(pairs: usize, rts: u64) -> Outcome {
-    let (done_tx, done_rx) = channel::unbounded::<()>();
+    let (ready_tx, ready_rx) = channel::unbounded::<()>();
     let mut sides = Vec::with_capacity(pairs);
     for _ in 0..pairs {
         let (ponger, pong_h) = threadlet::start(Ponger {
@@ -248,30 +275,32 @@ fn handler_pairs(pairs: usize, rts: u64) -> Outcome {
             rts,
             wrong: 0,
             expect: 0,
-            done: done_tx.clone(),
+            ready: ready_tx.clone(),
         });
+        // In order, from one sender: where to reply, then the warm-up ping.
         ponger
-            .send(PongMsg::ReplyTo(pinger))
+            .send(PongMsg::ReplyTo(pinger.clone()))
             .expect("the ponger waits");
-        sides.push((ponger, ping_h, pong_h));
-    }
-    drop(done_tx);
-    let start = Instant::now();
-    for (ponger, _, _) in &sides {
         ponger.send(PongMsg::Ping(0)).expect("the ponger waits");
+        sides.push((pinger, ponger, ping_h, pong_h));
     }
+    drop(ready_tx);
     for _ in 0..pairs {
-        done_rx.recv().expect("every pair finishes");
+        ready_rx.recv().expect("every pair warms up");
     }
-    let took = start.elapsed();
+    let start = Instant::now();
+    for (pinger, _, _, _) in &sides {
+        pinger.send(PingMsg::Go).expect("the pinger waits");
+    }
     let (mut wrong, mut echoed) = (0, 0);
-    for (ponger, ping_h, pong_h) in sides {
+    for (pinger, ponger, ping_h, pong_h) in sides {
+        drop(pinger);
         wrong += ping_h.join().expect("pingers do not panic").wrong;
         drop(ponger);
         echoed += pong_h.join().expect("pongers do not panic").echoed;
     }
     Outcome {
-        took,
+        took: start.elapsed(),
         wrong,
         echoed,
     }
