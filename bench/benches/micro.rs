@@ -167,7 +167,9 @@ fn spawn_echo_elsewhere() -> (
 }
 
 /// `threadlet::checkpoint()` in a loop inside an actor, with no preemption due (time slices
-/// off, no tick budget): the cost a CPU-bound loop pays per safe point.
+/// off, no tick budget): the cost a CPU-bound loop pays per safe point. The loop is the `count`
+/// seed's (`threadlet_examples::cpu::count`), and the baseline the same loop without the safe
+/// point (`count_without_safe_points`): the two differ by the safe point alone.
 fn checkpoint(c: &mut Criterion) {
     let rt = Runtime::builder()
         .workers(1)
@@ -178,9 +180,7 @@ fn checkpoint(c: &mut Criterion) {
         b.iter_custom(|iters| {
             rt.block_on(move || {
                 let start = Instant::now();
-                for _ in 0..iters {
-                    threadlet::checkpoint();
-                }
+                threadlet_examples::cpu::count(iters);
                 let took = start.elapsed();
                 assert_eq!(threadlet::preemptions(), 0, "no preemption was due");
                 took
@@ -192,9 +192,7 @@ fn checkpoint(c: &mut Criterion) {
         b.iter_custom(|iters| {
             rt.block_on(move || {
                 let start = Instant::now();
-                for i in 0..iters {
-                    std::hint::black_box(i);
-                }
+                threadlet_examples::cpu::count_without_safe_points(iters);
                 start.elapsed()
             })
         })
