@@ -1409,7 +1409,7 @@ fn under_the_gil_a_worker_waiting_for_the_lock_is_not_reported_as_running_its_ac
 /// replace the workers' queues and the injector, which it never uses): before, a dump taken
 /// while the one worker was held showed none of the actors queued behind it.
 #[test]
-fn the_dump_counts_the_actors_waiting_in_the_global_queue() {
+fn the_dump_and_the_metrics_count_the_actors_waiting_in_the_global_queue() {
     within_watchdog("a dump under the global queue", || {
         let rt = Runtime::builder()
             .workers(1)
@@ -1426,6 +1426,7 @@ fn the_dump_counts_the_actors_waiting_in_the_global_queue() {
         started.recv().unwrap();
         let queued: Vec<_> = (0..5).map(|_| rt.spawn(|| ())).collect();
         let dump = rt.dump();
+        let metrics = rt.metrics();
         release.send(()).unwrap();
         holder.join().unwrap();
         for h in queued {
@@ -1433,5 +1434,9 @@ fn the_dump_counts_the_actors_waiting_in_the_global_queue() {
         }
         let waiting = dump.injected + dump.workers.iter().map(|w| w.queued).sum::<usize>();
         assert_eq!(waiting, 5, "{dump}");
+        // The metrics say the same (they said 0: they read only the queues this baseline
+        // replaces).
+        let waiting = metrics.injected + metrics.workers.iter().map(|w| w.queued).sum::<usize>();
+        assert_eq!(waiting, 5, "{metrics:?}");
     });
 }

@@ -80,6 +80,16 @@ impl Policy {
         }
     }
 
+    /// Under the global-queue baseline, whose queues replace the workers' and the injector: the
+    /// actors in its shared FIFO and in each worker's pinned FIFO, for the dump and the
+    /// metrics (none under the other schedulers).
+    pub(crate) fn global_queue_lens(&self) -> (usize, Vec<usize>) {
+        match self {
+            Policy::GlobalQueue(gq) => gq.lens(),
+            Policy::WorkStealing | Policy::Gil(_) => (0, Vec::new()),
+        }
+    }
+
     /// Point 7: what a worker holds while it runs an actor, from the first resume to the
     /// suspension or return: the GIL under `Gil`, nothing otherwise.
     pub(crate) fn run_guard(&self) -> Option<MutexGuard<'_, ()>> {

@@ -353,7 +353,7 @@ pub(crate) fn actor_stats(shared: &Shared, id: ActorId) -> Option<ActorStats> {
 
 /// Gathers a dump (steps 1 to 3 of the module docs).
 pub(crate) fn dump(shared: &Shared) -> Dump {
-    let (in_global_queue, pinned_in_global_queue) = global_queue_lens(shared);
+    let (in_global_queue, pinned_in_global_queue) = shared.policy.global_queue_lens();
     let workers = shared
         .remotes
         .iter()
@@ -387,15 +387,6 @@ pub(crate) fn dump(shared: &Shared) -> Dump {
         workers,
         injected: shared.injector.len() + in_global_queue,
         actors,
-    }
-}
-
-/// Under the global-queue baseline, whose queues replace the workers' and the injector: the
-/// actors in its shared FIFO and in each worker's pinned FIFO (none under the other schedulers).
-fn global_queue_lens(shared: &Shared) -> (usize, Vec<usize>) {
-    match &shared.policy {
-        crate::baseline::Policy::GlobalQueue(gq) => gq.lens(),
-        crate::baseline::Policy::WorkStealing | crate::baseline::Policy::Gil(_) => (0, Vec::new()),
     }
 }
 

@@ -271,10 +271,19 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
         messages += r.stats.mailbox_messages.load(Relaxed);
         high_water = high_water.max(r.stats.mailbox_high_water.load(Relaxed) as usize);
     }
+    // Under the global-queue baseline its queues hold what the workers' and the injector
+    // would (as in the dump).
+    let (in_global_queue, pinned_in_global_queue) = shared.policy.global_queue_lens();
+    let pinned = |i: usize| pinned_in_global_queue.get(i).copied().unwrap_or(0);
+    let spares_from = shared.worker_remotes().len();
     Metrics {
-        workers: shared.worker_remotes().iter().map(worker_metrics).collect(),
-        spares: shared.spare_remotes().iter().map(worker_metrics).collect(),
-        injected: shared.injector.len(),
+        workers: (shared.worker_remotes().iter().enumerate())
+            .map(|(i, r)| worker_metrics(r, pinned(i)))
+            .collect(),
+        spares: (shared.spare_remotes().iter().enumerate())
+            .map(|(i, r)| worker_metrics(r, pinned(spares_from + i)))
+            .collect(),
+        injected: shared.injector.len() + in_global_queue,
         live_process: counts.live - live_handler,
         live_handler,
         spawned: counts.inserted,
@@ -284,10 +293,12 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     }
 }
 
-fn worker_metrics(r: &crate::worker::Remote) -> WorkerMetrics {
+/// One worker's figures; `pinned_in_global_queue`: its actors in the global-queue baseline's
+/// pinned FIFO.
+fn worker_metrics(r: &crate::worker::Remote, pinned_in_global_queue: usize) -> WorkerMetrics {
     WorkerMetrics {
         counters: r.stats.snapshot(),
-        queued: r.stealable_len(),
+        queued: r.stealable_len() + pinned_in_global_queue,
         inbox: r.inbox.len(),
     }
 }
