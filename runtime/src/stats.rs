@@ -238,7 +238,8 @@ pub struct Metrics {
     pub spawned: u64,
     /// Of those, actors that have ended.
     pub ended: u64,
-    /// Messages accepted into mailboxes (live actors' and ended ones').
+    /// Messages accepted into mailboxes (live actors' and ended ones'; of a mailbox handed over
+    /// to another actor, those up to its first actor's end).
     pub messages: u64,
     /// The most messages one mailbox has held at once.
     pub mailbox_high_water: usize,
