@@ -19,10 +19,12 @@
 //!    monitor. A process child has no `init`: the mark is that its body has been entered, so
 //!    what its body does first may interleave with the next child's start on another worker.
 //!    A child whose setup must come before its siblings' is a handler child with that setup
-//!    in `started`.
+//!    in `started`. A nested supervisor's mark is that its own children have started, as
+//!    OTP's supervisor `init` returns once they have.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
-//! 3. A child ended (a start that failed, for want of a stack, counts as an abnormal end of an
-//!    incarnation that never ran: `ExitReason::NoStart`): if its restart policy asks for a restart
+//! 3. A child ended (a start that failed, for want of a stack or because a handler child's
+//!    factory panicked, counts as an abnormal end of an incarnation that never ran:
+//!    `ExitReason::NoStart`): if its restart policy asks for a restart
 //!    (`Permanent` always, `Transient` after an abnormal end, `Temporary` never), count the restart
 //!    against the intensity (at most `max_restarts` in any `period`). Past it, stop every child and
 //!    end abnormally (a panic), so that a supervisor above decides. Otherwise restart by the
@@ -158,6 +160,24 @@ impl Child {
         F: Fn(Mailbox<M>) -> R + Send + Sync + 'static,
         R: Send + 'static,
     {
+        // Ordered start: the next child starts once this one runs (an OTP child's `init`
+        // returns before the next starts; a process actor has no `init`, so running is the
+        // mark).
+        Child::process_telling(name, move |mb, started| {
+            let _ = started.send(());
+            drop(started);
+            f(mb)
+        })
+    }
+
+    /// [`Child::process`], with the ordered start's signal handed to `f`: the supervisor
+    /// starts the next child once `f` sends on it (or drops it).
+    fn process_telling<M, F, R>(name: impl Into<String>, f: F) -> (Child, Addr<M>)
+    where
+        M: Send + 'static,
+        F: Fn(Mailbox<M>, crate::channel::Sender<()>) -> R + Send + Sync + 'static,
+        R: Send + 'static,
+    {
         let (addr, first) = mailbox::mailbox::<M>();
         let lender = first.uncounted();
         drop(first.into_lent());
@@ -166,17 +186,12 @@ impl Child {
         let start: StartFn = Box::new(move |handle, name| {
             let mb = lender.lend();
             let f = f.clone();
-            // Ordered start: the next child starts once this one runs (an OTP child's `init`
-            // returns before the next starts; a process actor has no `init`, so running is
-            // the mark). A child cancelled before it runs drops the sender: no wait either.
+            // Ordered start: the next child starts once `f` says so. A child cancelled before
+            // it runs drops the sender: no wait either.
             let (running_tx, running_rx) = crate::channel::bounded::<()>(1);
             let h = handle.spawn_with(
                 SpawnOptions::new().name(name),
-                crate::run_with_mailbox(mb, move |mb| {
-                    let _ = running_tx.send(());
-                    drop(running_tx);
-                    f(mb)
-                }),
+                crate::run_with_mailbox(mb, move |mb| f(mb, running_tx)),
             )?;
             stable.attach(&h);
             let starting = Starting::new(&h);
@@ -198,11 +213,21 @@ impl Child {
         drop(first.into_lent());
         let stable = addr.clone();
         let start: StartFn = Box::new(move |handle, name| {
+            // `make` runs here, on the supervisor's stack: a panic in it is this child's failed
+            // start (`NoStart`, which its policy and the intensity decide on, as on any end),
+            // not the supervisor's, which would take every sibling down with it. (A process
+            // child's body, and a nested supervisor's `make`, run in the child.)
+            let actor = threadlet_runtime::catch_actor_panic(&make).map_err(|p| {
+                let what = (p.downcast_ref::<&str>().copied())
+                    .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a payload that is not a string");
+                io::Error::other(format!("its factory panicked: {what}"))
+            })?;
             let mb = lender.lend();
             // Ordered start: the next child starts once this one's `started` has returned (or
             // the actor ended without running it, dropping the sender).
             let (started_tx, started_rx) = crate::channel::bounded::<()>(1);
-            let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, make(), started_tx)?;
+            let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, actor, started_tx)?;
             let starting = Starting::new(&h);
             let _ = started_rx.recv();
             starting.started();
@@ -217,7 +242,13 @@ impl Child {
     where
         F: Fn() -> Supervisor + Send + Sync + 'static,
     {
-        Child::process(name, move |mb: Mailbox<SupervisorMsg>| make().run(mb))
+        // Ordered start: the next sibling starts once this supervisor's own children have
+        // started (OTP: a supervisor's `init` returns then).
+        Child::process_telling(name, move |mb: Mailbox<SupervisorMsg>, started| {
+            let mut sup = make();
+            sup.started = Some(started);
+            sup.run(mb)
+        })
     }
 
     fn new<M: Send + 'static>(name: String, start: StartFn, addr: &Addr<M>) -> Child {
@@ -329,6 +360,9 @@ pub struct Supervisor {
     max_restarts: usize,
     period: Duration,
     children: Vec<Child>,
+    /// A nested supervisor's ordered start (`Child::supervisor`): told once its own children
+    /// have started, so that its parent starts the next sibling only then.
+    started: Option<crate::channel::Sender<()>>,
 }
 
 /// One child's current incarnation. Dropped before its end (the supervisor unwound by a kill,
@@ -359,6 +393,7 @@ impl Supervisor {
             max_restarts: 3,
             period: Duration::from_secs(5),
             children: Vec::new(),
+            started: None,
         }
     }
 
@@ -396,6 +431,10 @@ impl Supervisor {
         let mut running: Vec<Option<Running>> = (0..n)
             .map(|i| self.start_child(&handle, i, &mut failed))
             .collect();
+        if let Some(started) = self.started.take() {
+            // Its children have started (each after the one before): the parent may go on.
+            let _ = started.send(());
+        }
         let mut restarts: VecDeque<Instant> = VecDeque::new();
         // Children whose policy declined a restart: done for the supervisor's life (step 3).
         let mut finished = vec![false; n];
@@ -595,6 +634,13 @@ impl Supervisor {
                 }
             }
             self.children[i].mailbox.close_for_good();
+        }
+        if undrained.is_some() {
+            // During shutdown every start is refused and every incarnation cancelled: a queue
+            // left undrained for that is the shutdown's doing, not the supervisor's failure.
+            // A refusal means the shutdown has begun, so a suspension now lets it cancel the
+            // supervisor first, as in the loop (`run`).
+            threadlet_runtime::yield_now();
         }
         undrained
     }
