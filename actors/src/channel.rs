@@ -81,6 +81,16 @@
 //! So a value is delivered exactly once, or handed back to its sender, or dropped with a sender
 //! that never returned, or dropped with the channel when the last `Receiver` goes.
 //!
+//! **A known defect** (found in session 27, not fixed yet): the value a killed receiver puts
+//! back may come *after* the channel has told other receivers it is empty and disconnected. A
+//! sender hands a value to a parked receiver, that receiver is killed before it runs again, and
+//! the last `Sender` goes (or `close` is called) before its unwind: a `recv` in between returns
+//! `RecvError` (and a `try_recv`, `Disconnected`), then the value is back in the buffer. A
+//! consumer that stops at `RecvError` and drops the last `Receiver` drops it unreceived. The
+//! channel keeps no count of values handed to receivers and not yet taken, so its disconnect
+//! cannot wait for them; counting them, and waking the receivers told to wait when the last is
+//! taken, is the fix this needs (with a loom model of the hand-off).
+//!
 //! # Select
 //!
 //! A [`select!`](crate::select!) waiting on a channel does not park a slot: it *watches*. Two
