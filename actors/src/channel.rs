@@ -81,15 +81,39 @@
 //! So a value is delivered exactly once, or handed back to its sender, or dropped with a sender
 //! that never returned, or dropped with the channel when the last `Receiver` goes.
 //!
-//! **A known defect** (found in session 27, not fixed yet): the value a killed receiver puts
-//! back may come *after* the channel has told other receivers it is empty and disconnected. A
-//! sender hands a value to a parked receiver, that receiver is killed before it runs again, and
-//! the last `Sender` goes (or `close` is called) before its unwind: a `recv` in between returns
-//! `RecvError` (and a `try_recv`, `Disconnected`), then the value is back in the buffer. A
-//! consumer that stops at `RecvError` and drops the last `Receiver` drops it unreceived. The
-//! channel keeps no count of values handed to receivers and not yet taken, so its disconnect
-//! cannot wait for them; counting them, and waking the receivers told to wait when the last is
-//! taken, is the fix this needs (with a loom model of the hand-off).
+//! # Values in hand
+//!
+//! A value handed to a parked receiver (invariant 1) is *in hand* until that receiver takes it
+//! from its slot. A receiver killed in between puts it back (above), so the channel must not
+//! tell anyone it is drained while a value is in hand, or the value would come back after a
+//! `recv` had returned `RecvError`, and a consumer that stopped there would drop it unreceived.
+//!
+//! 1. A send that hands its value to a parked receiver counts it in hand (`Chan::in_hand`),
+//!    under the lock.
+//! 2. Receivers are told the channel is disconnected (a `recv`'s `RecvError`, `try_recv`'s
+//!    `Disconnected`, a parked receiver completed so) only once its senders are gone or it is
+//!    closed *and* no value is in hand. Until then a receive finds it empty, and one that may
+//!    wait parks.
+//! 3. The receiver takes its value from its slot, without the channel's lock, and lowers the
+//!    count; if it took the last value in hand and the channel is disconnected, step 4.
+//! 4. The disconnect (the last `Sender` dropped, `close`) raises `Chan::disconnected`, then
+//!    reads the count (under the lock); the receiver of step 3 lowers the count, then reads the
+//!    flag; each side has a `SeqCst` fence between its write and its read. Of the two fences
+//!    one comes first in their single total order, so at least one side sees the other's
+//!    write: the disconnect sees the count at 0 (and tells the waiting receivers itself), or
+//!    the taker sees the flag (and tells them, under the lock, if the channel is drained by
+//!    then: nothing buffered, nothing in hand; telling twice is harmless). A receiver that
+//!    parked in between (step 2) did so under the lock after the disconnect, having read a
+//!    count the taker had not lowered yet: the disconnect's read came no later, so it saw the
+//!    value in hand too, and then the taker's fence came after the disconnect's, and the taker
+//!    sees the flag.
+//! 5. A killed receiver's value goes to the next waiting receiver (still in hand) or to the
+//!    front of the buffer (out of hand: the count is lowered under the lock). Into the buffer
+//!    only when no receiver waits (invariant 1), and a buffered value is received before any
+//!    `Disconnected`.
+//!
+//! So a receiver that waits because a value is in hand is woken by that value (step 5) or by
+//! the end of its being in hand (steps 3 and 4): none waits for good.
 //!
 //! # Select
 //!
@@ -110,7 +134,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use threadlet_runtime::sync::Mutex;
+use threadlet_runtime::sync::{AtomicBool, AtomicUsize, Mutex, fence};
 use threadlet_runtime::{ActorId, Wait, Waiter, checkpoint, park_on, park_on_until};
 
 use crate::on_plain_thread;
@@ -483,10 +507,15 @@ impl<T> Parked<'_, T> {
             let cell = match cell {
                 Cell::Done(Some(v)) if requeue => {
                     if let Some(r) = st.waiting_receivers.pop_front() {
+                        // Still in hand, the next receiver's now.
                         r.complete(Cell::Done, Some(v));
                         woken = Woken::slot(r);
                     } else {
+                        // Out of hand, into the buffer (step 5 of "Values in hand"): no
+                        // receiver waits, so none waits to be told the channel is drained.
                         st.buffer.push_front(v);
+                        // Relaxed: under the lock, which every reader that decides holds.
+                        self.chan.in_hand.fetch_sub(1, Ordering::Relaxed);
                         woken = Woken::watchers(&mut st.recv_watchers);
                     }
                     Cell::Done(None)
@@ -604,6 +633,14 @@ struct Chan<T> {
     /// Given the first time an actor waits on the channel (0 until then), so that making a
     /// channel (one per `ask`) touches no process-wide counter.
     id: AtomicU64,
+    /// Values handed to parked receivers and not taken by them yet ("Values in hand" in the
+    /// module docs). Raised under the lock by the hand-off; lowered by the receiver as it takes
+    /// the value (without the lock), or under the lock when a killed receiver puts it back.
+    in_hand: AtomicUsize,
+    /// Raised, for good, when the last `Sender` goes or the channel is closed (under the lock,
+    /// with `senders` or `closed`): what the receiver that takes the last value in hand reads
+    /// without the lock.
+    disconnected: AtomicBool,
     state: Mutex<State<T>>,
 }
 
@@ -650,12 +687,68 @@ impl<T> Chan<T> {
             other => other,
         }
     }
+
+    /// Step 1 of "Values in hand": a sender hands a value to a parked receiver, under the lock.
+    fn hand_to(&self, r: &Slot<T>, value: T) {
+        // Relaxed: every other access that decides anything is under the lock too, or ordered
+        // by step 4's fences.
+        self.in_hand.fetch_add(1, Ordering::Relaxed);
+        r.complete(Cell::Done, Some(value));
+    }
+
+    /// Step 2: whether receivers may be told the channel is disconnected (its senders gone or
+    /// it closed, `st` locked): only once no value is in hand, else one may still come back.
+    fn drained(&self, st: &State<T>) -> bool {
+        // Relaxed: under the lock, after the disconnect's fence where it follows one (step 4).
+        (st.senders == 0 || st.closed) && self.in_hand.load(Ordering::Relaxed) == 0
+    }
+
+    /// Step 4, the disconnect's side, under the lock (`senders` just fell to 0, or `closed`
+    /// was just set): raises the flag, then, past a `SeqCst` fence that pairs with the one in
+    /// `taken_from_hand`, whether the channel is drained.
+    fn disconnect(&self, st: &State<T>) -> bool {
+        self.disconnected.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.drained(st)
+    }
+
+    /// Step 3: a receiver took a value handed to it (its slot is off every list: no lock
+    /// needed). The last one in hand after a disconnect tells the receivers that waited for it.
+    fn taken_from_hand(&self) {
+        if self.in_hand.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // Pairs with the fence in `disconnect` (step 4).
+            fence(Ordering::SeqCst);
+            if self.disconnected.load(Ordering::Relaxed) {
+                self.tell_drained();
+            }
+        }
+    }
+
+    /// Step 4: with the channel disconnected, under the lock: if it is drained now (nothing
+    /// buffered, nothing in hand), every waiting receiver is told so; woken after unlocking.
+    fn tell_drained(&self) {
+        let (woken, watchers) = {
+            let mut st = self.state.lock();
+            if !st.buffer.is_empty() || !self.drained(&st) {
+                return;
+            }
+            let woken = std::mem::take(&mut st.waiting_receivers);
+            for r in &woken {
+                r.complete(Cell::Disconnected, None);
+            }
+            (woken, Woken::<T>::watchers(&mut st.recv_watchers))
+        };
+        wake_all(woken);
+        watchers.wake();
+    }
 }
 
 fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let outside = on_plain_thread();
     let chan = Arc::new(Chan {
         id: AtomicU64::new(0),
+        in_hand: AtomicUsize::new(0),
+        disconnected: AtomicBool::new(false),
         state: Mutex::new(State {
             outside: [u32::from(outside); 2],
             buffer: VecDeque::with_capacity(cap.unwrap_or(0).min(1024)),
@@ -767,7 +860,7 @@ impl<T> Sender<T> {
         checkpoint();
         let (slot, watchers, mut on) = {
             let mut st = self.chan.state.lock();
-            match Self::try_send_locked(&mut st, value) {
+            match Self::try_send_locked(&self.chan, &mut st, value) {
                 Ok(woken) => {
                     drop(st);
                     woken.wake();
@@ -833,18 +926,22 @@ impl<T> Sender<T> {
     /// `try_send` without the safe point, for `select`: a yield between a select's watching
     /// and its parking could drop the wakeup it waits for.
     pub(crate) fn send_now(&self, value: T) -> Result<(), TrySendError<T>> {
-        let woken = Self::try_send_locked(&mut self.chan.state.lock(), value)?;
+        let woken = Self::try_send_locked(&self.chan, &mut self.chan.state.lock(), value)?;
         woken.wake();
         Ok(())
     }
 
     /// Step 1 of a send; returns the receiver to wake once the lock is released.
-    fn try_send_locked(st: &mut State<T>, value: T) -> Result<Woken<T>, TrySendError<T>> {
+    fn try_send_locked(
+        chan: &Chan<T>,
+        st: &mut State<T>,
+        value: T,
+    ) -> Result<Woken<T>, TrySendError<T>> {
         if st.receivers == 0 || st.closed {
             return Err(TrySendError::Disconnected(value));
         }
         if let Some(r) = st.waiting_receivers.pop_front() {
-            r.complete(Cell::Done, Some(value));
+            chan.hand_to(&r, value);
             return Ok(Woken::slot(r));
         }
         if st.has_room() {
@@ -949,7 +1046,11 @@ impl<T> Drop for Sender<T> {
             if st.senders > 0 {
                 (None, unmarked)
             } else {
-                let woken = std::mem::take(&mut st.waiting_receivers);
+                let woken = if self.chan.disconnect(&st) {
+                    std::mem::take(&mut st.waiting_receivers)
+                } else {
+                    VecDeque::new()
+                };
                 for r in &woken {
                     r.complete(Cell::Disconnected, None);
                 }
@@ -1075,7 +1176,7 @@ impl<T> Receiver<T> {
         checkpoint();
         let (slot, watchers, on) = {
             let mut st = self.chan.state.lock();
-            match Self::try_recv_locked(&mut st) {
+            match Self::try_recv_locked(&self.chan, &mut st) {
                 Ok((v, woken)) => {
                     drop(st);
                     woken.wake();
@@ -1115,16 +1216,27 @@ impl<T> Receiver<T> {
                 // Giving up: leave the waiting list under the lock, then keep a value that a
                 // sender may have handed over meanwhile.
                 break match parked.leave(false) {
-                    Cell::Done(v) => Ok(v.expect("value delivered")),
+                    Cell::Done(v) => {
+                        let v = v.expect("value delivered");
+                        self.chan.taken_from_hand();
+                        Ok(v)
+                    }
                     Cell::Disconnected(_) => Err(RecvTimeoutError::Disconnected),
                     Cell::Waiting(_) if cancelled => Err(RecvTimeoutError::Disconnected),
                     Cell::Waiting(_) => Err(RecvTimeoutError::Timeout),
                 };
             }
-            match &mut *slot.cell.lock() {
-                Cell::Done(v) => break Ok(v.take().expect("value delivered")),
-                Cell::Disconnected(_) => break Err(RecvTimeoutError::Disconnected),
-                Cell::Waiting(_) => {} // a spurious wakeup
+            let done = match &mut *slot.cell.lock() {
+                Cell::Done(v) => Some(Ok(v.take().expect("value delivered"))),
+                Cell::Disconnected(_) => Some(Err(RecvTimeoutError::Disconnected)),
+                Cell::Waiting(_) => None, // a spurious wakeup
+            };
+            if let Some(done) = done {
+                if done.is_ok() {
+                    // After the slot's lock: the last value in hand may take the channel's.
+                    self.chan.taken_from_hand();
+                }
+                break done;
             }
             // The slot's lock is free again: the channel's may be taken (senders hold it
             // while they take a slot's).
@@ -1153,13 +1265,13 @@ impl<T> Receiver<T> {
 
     /// `try_recv` without the safe point, for `select` (see [`Sender::send_now`]).
     pub(crate) fn recv_now(&self) -> Result<T, TryRecvError> {
-        let (v, woken) = Self::try_recv_locked(&mut self.chan.state.lock())?;
+        let (v, woken) = Self::try_recv_locked(&self.chan, &mut self.chan.state.lock())?;
         woken.wake();
         Ok(v)
     }
 
     /// Step 1 of a receive; returns the value and the sender to wake once the lock is released.
-    fn try_recv_locked(st: &mut State<T>) -> Result<(T, Woken<T>), TryRecvError> {
+    fn try_recv_locked(chan: &Chan<T>, st: &mut State<T>) -> Result<(T, Woken<T>), TryRecvError> {
         if let Some(v) = st.buffer.pop_front() {
             // A place freed up: move the first parked sender's value in (invariant 2). The
             // buffer can be over capacity after a cancelled receiver requeued a value; then no
@@ -1186,9 +1298,10 @@ impl<T> Receiver<T> {
                 .expect("a parked sender has a value");
             return Ok((v, Woken::slot(s)));
         }
-        if st.senders == 0 || st.closed {
+        if chan.drained(st) {
             Err(TryRecvError::Disconnected)
         } else {
+            // (Disconnected with a value still in hand: it may come back, "Values in hand".)
             Err(TryRecvError::Empty)
         }
     }
@@ -1326,12 +1439,17 @@ impl<T> Chan<T> {
                 return;
             }
             st.closed = true;
+            let drained = self.disconnect(&st);
             let senders = std::mem::take(&mut st.waiting_senders);
             for s in &senders {
                 // As in `Receiver::drop`: the value goes back in the step that completes the slot.
                 s.complete_with(Cell::Disconnected);
             }
-            let receivers = std::mem::take(&mut st.waiting_receivers);
+            let receivers = if drained {
+                std::mem::take(&mut st.waiting_receivers)
+            } else {
+                VecDeque::new()
+            };
             for r in &receivers {
                 r.complete(Cell::Disconnected, None);
             }

@@ -4,11 +4,14 @@
 //! These tests check behaviour only. Where a test sleeps or yields, it is to give a wrong
 //! implementation the chance to show itself; a correct one passes however long that takes.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::{until, within_watchdog};
 use threadlet::channel::{
     self, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError,
 };
@@ -986,4 +989,83 @@ fn close_racing_sends_conserves_every_value() {
         all * (all - 1) / 2,
         "every value received or handed back"
     );
+}
+
+/// A value handed to a parked receiver that is killed before it runs again comes back to the
+/// channel (for the next receiver); until it has, the channel does not say it is drained,
+/// though its last sender is gone or it was closed. It used to: a `recv` returned `RecvError`
+/// and the value reappeared after it, for a consumer that had stopped there to drop
+/// unreceived. Every capacity, both ways of disconnecting, every scheduler.
+#[test]
+fn a_value_handed_to_a_killed_receiver_comes_back_before_the_channel_says_it_is_drained() {
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        for cap in [Some(0), Some(1), None] {
+            for close in [false, true] {
+                let what = format!("{scheduler:?}, capacity {cap:?}, close {close}");
+                let w = what.clone();
+                let got =
+                    within_watchdog(&w, move || handed_value_after_a_kill(scheduler, cap, close));
+                assert_eq!(got, (Ok(7), Err(RecvError)), "{what}");
+            }
+        }
+    }
+}
+
+/// One round of the test above: what the other receiver gets, then what it gets next.
+fn handed_value_after_a_kill(
+    scheduler: Scheduler,
+    cap: Option<usize>,
+    close: bool,
+) -> (Result<u32, RecvError>, Result<u32, RecvError>) {
+    // One worker, no time slices: the holder below keeps it until released.
+    let rt = Runtime::builder()
+        .workers(1)
+        .time_slice(Duration::ZERO)
+        .scheduler(scheduler)
+        .build()
+        .unwrap();
+    let (tx, rx) = match cap {
+        Some(n) => channel::bounded::<u32>(n),
+        None => channel::unbounded(),
+    };
+    let theirs = rx.clone();
+    let victim = rt.spawn(move || theirs.recv());
+    until("the victim parks in recv", || {
+        matches!(
+            rt.dump().actor(victim.id()).and_then(|a| a.waiting_on()),
+            Some(threadlet::Wait::ChannelRecv { .. })
+        )
+    });
+    // Holds the only worker (no safe point), so that the victim does not run again.
+    let (release, holding) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (r, h) = (release.clone(), holding.clone());
+    let holder = rt.spawn(move || {
+        h.store(true, SeqCst);
+        while !r.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    until("the holder runs", || holding.load(SeqCst));
+    tx.send(7).unwrap(); // handed to the parked victim
+    assert!(victim.abort());
+    if close {
+        rx.close();
+    } else {
+        drop(tx);
+    }
+    // The victim's value is in hand: a receive now waits for it (here, on another thread)
+    // rather than report the channel drained.
+    let consumer = thread::spawn(move || (rx.recv(), rx.recv()));
+    thread::sleep(Duration::from_millis(20));
+    release.store(true, SeqCst);
+    holder.join().unwrap();
+    assert!(victim.join().unwrap_err().is_killed());
+    consumer.join().unwrap()
 }
