@@ -95,18 +95,18 @@
 //!    closed *and* no value is in hand. Until then a receive finds it empty, and one that may
 //!    wait parks.
 //! 3. The receiver takes its value from its slot, without the channel's lock, and lowers the
-//!    count; if it took the last value in hand and the channel is disconnected, step 4.
-//! 4. The disconnect (the last `Sender` dropped, `close`) raises `Chan::disconnected`, then
-//!    reads the count (under the lock); the receiver of step 3 lowers the count, then reads the
-//!    flag; each side has a `SeqCst` fence between its write and its read. Of the two fences
-//!    one comes first in their single total order, so at least one side sees the other's
-//!    write: the disconnect sees the count at 0 (and tells the waiting receivers itself), or
-//!    the taker sees the flag (and tells them, under the lock, if the channel is drained by
-//!    then: nothing buffered, nothing in hand; telling twice is harmless). A receiver that
-//!    parked in between (step 2) did so under the lock after the disconnect, having read a
-//!    count the taker had not lowered yet: the disconnect's read came no later, so it saw the
-//!    value in hand too, and then the taker's fence came after the disconnect's, and the taker
-//!    sees the flag.
+//!    count; if it took the last value in hand, step 4 (its side).
+//! 4. Whoever would make receivers wait for a value in hand, under the lock (the disconnect,
+//!    for the receivers already waiting; a receive or a select's look, for itself), first
+//!    raises `Chan::held`, then reads the count again; the receiver of step 3 lowers the
+//!    count, then reads the flag; each side has a `SeqCst` fence between its write and its
+//!    read. Of the two fences one comes first in their single total order, so at least one
+//!    side sees the other's write: the waiting side sees the count at 0 (and takes the
+//!    channel for drained after all), or the taker sees the flag (and tells the waiting
+//!    receivers and selects, under the lock, if the channel is drained by then: nothing
+//!    buffered, nothing in hand; telling twice is harmless). Where nobody would wait (the
+//!    common case: a reply's one receiver takes it), the flag stays down and the taker pays
+//!    only its fence.
 //! 5. A killed receiver's value goes to the next waiting receiver (still in hand) or to the
 //!    front of the buffer (out of hand: the count is lowered under the lock). Into the buffer
 //!    only when no receiver waits (invariant 1), and a buffered value is received before any
@@ -637,10 +637,10 @@ struct Chan<T> {
     /// module docs). Raised under the lock by the hand-off; lowered by the receiver as it takes
     /// the value (without the lock), or under the lock when a killed receiver puts it back.
     in_hand: AtomicUsize,
-    /// Raised, for good, when the last `Sender` goes or the channel is closed (under the lock,
-    /// with `senders` or `closed`): what the receiver that takes the last value in hand reads
-    /// without the lock.
-    disconnected: AtomicBool,
+    /// Raised, for good, when a receiver (or a select) of the disconnected channel was told
+    /// to wait for a value in hand (step 4 of "Values in hand"): the receiver that takes the
+    /// last one then tells them. Raised under the lock, read without it.
+    held: AtomicBool,
     state: Mutex<State<T>>,
 }
 
@@ -696,40 +696,45 @@ impl<T> Chan<T> {
         r.complete(Cell::Done, Some(value));
     }
 
-    /// Step 2: whether receivers may be told the channel is disconnected (its senders gone or
-    /// it closed, `st` locked): only once no value is in hand, else one may still come back.
-    fn drained(&self, st: &State<T>) -> bool {
-        // Relaxed: under the lock, after the disconnect's fence where it follows one (step 4).
-        (st.senders == 0 || st.closed) && self.in_hand.load(Ordering::Relaxed) == 0
-    }
-
-    /// Step 4, the disconnect's side, under the lock (`senders` just fell to 0, or `closed`
-    /// was just set): raises the flag, then, past a `SeqCst` fence that pairs with the one in
-    /// `taken_from_hand`, whether the channel is drained.
-    fn disconnect(&self, st: &State<T>) -> bool {
-        self.disconnected.store(true, Ordering::Relaxed);
+    /// Step 2, under the lock, the channel disconnected (its senders gone or it closed) with
+    /// nothing buffered: whether receivers may be told so, that is whether no value is in hand.
+    /// `waiting`: some receiver would wait (one already waits, or the caller would) if one is;
+    /// then step 4's hand-shake with the receiver that will take it decides.
+    fn drained(&self, waiting: bool) -> bool {
+        // Relaxed: under the lock; step 4's fences order what the hand-shake reads.
+        if self.in_hand.load(Ordering::Relaxed) == 0 {
+            return true;
+        }
+        if !waiting {
+            return false;
+        }
+        // Step 4, the waiting side: raise the flag, then, past a `SeqCst` fence that pairs
+        // with the one in `taken_from_hand`, read the count again.
+        self.held.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        self.drained(st)
+        self.in_hand.load(Ordering::Relaxed) == 0
     }
 
     /// Step 3: a receiver took a value handed to it (its slot is off every list: no lock
     /// needed). The last one in hand after a disconnect tells the receivers that waited for it.
     fn taken_from_hand(&self) {
         if self.in_hand.fetch_sub(1, Ordering::Relaxed) == 1 {
-            // Pairs with the fence in `disconnect` (step 4).
+            // Pairs with the fence in `drained` (step 4).
             fence(Ordering::SeqCst);
-            if self.disconnected.load(Ordering::Relaxed) {
+            if self.held.load(Ordering::Relaxed) {
                 self.tell_drained();
             }
         }
     }
 
-    /// Step 4: with the channel disconnected, under the lock: if it is drained now (nothing
-    /// buffered, nothing in hand), every waiting receiver is told so; woken after unlocking.
+    /// Step 4, the taker's side, under the lock: if the channel is drained now (disconnected,
+    /// nothing buffered, nothing in hand), every waiting receiver and select is told so; woken
+    /// after unlocking.
     fn tell_drained(&self) {
         let (woken, watchers) = {
             let mut st = self.state.lock();
-            if !st.buffer.is_empty() || !self.drained(&st) {
+            let disconnected = st.senders == 0 || st.closed;
+            if !disconnected || !st.buffer.is_empty() || !self.drained(false) {
                 return;
             }
             let woken = std::mem::take(&mut st.waiting_receivers);
@@ -748,7 +753,7 @@ fn new_channel<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
         id: AtomicU64::new(0),
         in_hand: AtomicUsize::new(0),
-        disconnected: AtomicBool::new(false),
+        held: AtomicBool::new(false),
         state: Mutex::new(State {
             outside: [u32::from(outside); 2],
             buffer: VecDeque::with_capacity(cap.unwrap_or(0).min(1024)),
@@ -1046,7 +1051,8 @@ impl<T> Drop for Sender<T> {
             if st.senders > 0 {
                 (None, unmarked)
             } else {
-                let woken = if self.chan.disconnect(&st) {
+                // (The buffer is empty where receivers wait: invariant 1.)
+                let woken = if self.chan.drained(!st.waiting_receivers.is_empty()) {
                     std::mem::take(&mut st.waiting_receivers)
                 } else {
                     VecDeque::new()
@@ -1298,10 +1304,12 @@ impl<T> Receiver<T> {
                 .expect("a parked sender has a value");
             return Ok((v, Woken::slot(s)));
         }
-        if chan.drained(st) {
+        if !(st.senders == 0 || st.closed) {
+            Err(TryRecvError::Empty)
+        } else if chan.drained(true) {
             Err(TryRecvError::Disconnected)
         } else {
-            // (Disconnected with a value still in hand: it may come back, "Values in hand".)
+            // Disconnected with a value still in hand: it may come back ("Values in hand").
             Err(TryRecvError::Empty)
         }
     }
@@ -1439,7 +1447,8 @@ impl<T> Chan<T> {
                 return;
             }
             st.closed = true;
-            let drained = self.disconnect(&st);
+            // (The buffer is empty where receivers wait: invariant 1.)
+            let drained = self.drained(!st.waiting_receivers.is_empty());
             let senders = std::mem::take(&mut st.waiting_senders);
             for s in &senders {
                 // As in `Receiver::drop`: the value goes back in the step that completes the slot.

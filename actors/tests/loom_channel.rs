@@ -53,3 +53,28 @@ fn the_receiver_that_waited_for_a_value_in_hand_hears_the_disconnect() {
         });
     }
 }
+
+/// The same with both receivers possibly waiting before the value is sent and the last sender
+/// goes (the disconnect's side of step 4: a receiver already waits while the value is in
+/// hand).
+#[test]
+fn receivers_waiting_at_the_disconnect_hear_it_once_the_value_is_taken() {
+    model(|| {
+        let (tx, rx) = channel::unbounded::<u32>();
+        let theirs = rx.clone();
+        let other = thread::spawn(move || theirs.recv());
+        let sender = thread::spawn(move || {
+            tx.send(7).unwrap();
+            drop(tx);
+        });
+        let mine = rx.recv();
+        let theirs = other.join().unwrap();
+        sender.join().unwrap();
+        let got = if mine.is_ok() {
+            (mine, theirs)
+        } else {
+            (theirs, mine)
+        };
+        assert_eq!(got, (Ok(7), Err(RecvError)));
+    });
+}
