@@ -20,7 +20,10 @@
 //!    what its body does first may interleave with the next child's start on another worker.
 //!    A child whose setup must come before its siblings' is a handler child with that setup
 //!    in `started`. A nested supervisor's mark is that its own children have started, as
-//!    OTP's supervisor `init` returns once they have.
+//!    OTP's supervisor `init` returns once they have. No timeout bounds a start (none does in
+//!    OTP either): a child whose `started` never returns holds up its siblings' starts, and
+//!    its supervisor's own mailbox (a `Stop` included), up through every supervisor above
+//!    that waits for it to start.
 //! 2. Wait (one `Select`) for a message on the supervisor's own mailbox or a `Down` of a child.
 //! 3. A child ended (a start that failed, for want of a stack or because a handler child's
 //!    factory panicked, counts as an abnormal end of an incarnation that never ran:

@@ -315,3 +315,34 @@ fn two_runtimes_that_hold_each_others_last_handle_both_shut_down() {
         assert!(on_b.join().unwrap_err().is_cancelled());
     });
 }
+
+/// An actor that drops another runtime's last handle waits for its shutdown without a thread
+/// of its own runtime's blocking pool: with that pool's one thread held by a job that waits
+/// for what the actor does after the drop, the drop still returns (it waited in the pool's
+/// queue for good).
+#[test]
+fn an_actor_dropping_another_runtime_needs_no_blocking_pool_thread() {
+    within_watchdog("a drop beside a busy blocking pool", || {
+        let other = Runtime::builder().workers(1).build().unwrap();
+        let rt = Runtime::builder()
+            .workers(2)
+            .blocking_threads(1)
+            .build()
+            .unwrap();
+        let (after_drop_tx, after_drop) = std::sync::mpsc::channel::<()>();
+        let (job_runs_tx, job_runs) = std::sync::mpsc::channel::<()>();
+        let pool_held = rt.spawn(move || {
+            threadlet::blocking(move || {
+                job_runs_tx.send(()).unwrap();
+                after_drop.recv().unwrap();
+            })
+        });
+        job_runs.recv().unwrap();
+        let dropper = rt.spawn(move || {
+            drop(other);
+            after_drop_tx.send(()).unwrap();
+        });
+        dropper.join().unwrap();
+        pool_held.join().unwrap();
+    });
+}

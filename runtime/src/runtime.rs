@@ -1354,32 +1354,53 @@ impl Drop for Runtime {
         // needs that worker in turn (an actor unwound here drops the last handle of the other
         // runtime: two runtimes that hold each other's last handle). Hand the shutdown to a
         // thread of its own.
+        // An actor of another runtime that may wait waits for the shutdown as a plain thread
+        // would, suspended, so that its worker runs its other actors: the shutdown thread
+        // tells it when it is done. (If its own runtime shuts down meanwhile, the wait ends
+        // early; the shutdown goes on.) An actor of this runtime goes on until it next
+        // suspends, and from then on it is cancelled like every other; where no actor may wait
+        // (an unwind, a worker's loop), the shutdown goes on in the background.
+        let waiting = (!on_own_thread && context::actor_may_suspend()).then(|| {
+            Arc::new(ShutdownDone {
+                done: AtomicBool::new(false),
+                waiter: crate::Waiter::current(),
+            })
+        });
         let shared = self.shared.clone();
         let handed_off = thread::Builder::new()
             .name("threadlet-shutdown".into())
             .spawn({
-                let shared = shared.clone();
-                move || shut_down(&shared, threads, monitor)
+                let (shared, waiting) = (shared.clone(), waiting.clone());
+                move || {
+                    shut_down(&shared, threads, monitor);
+                    if let Some(w) = waiting {
+                        // Release: pairs with the waiting actor's acquire load below.
+                        w.done.store(true, Ordering::Release);
+                        w.waiter.wake();
+                    }
+                }
             });
         match handed_off {
-            // An actor of another runtime that may wait: it waits for the shutdown as a plain
-            // thread would, suspended, so that its worker runs its other actors. (If its own
-            // runtime shuts down meanwhile, the wait ends early; the shutdown goes on.) An
-            // actor of this runtime goes on until it next suspends, and from then on it is
-            // cancelled like every other; where no actor may wait (an unwind, a worker's
-            // loop), the shutdown goes on in the background.
-            Ok(shutdown) if !on_own_thread && context::actor_may_suspend() => {
-                crate::blocking(move || {
-                    // A shutdown thread never unwinds: the runtime's threads contain what
-                    // they run, and its own code aborts on a panic (`worker::run`).
-                    let _ = shutdown.join();
-                });
+            Ok(_) => {
+                if let Some(w) = waiting {
+                    while !w.done.load(Ordering::Acquire) {
+                        if context::park_on(crate::Wait::Blocking).is_err() {
+                            break; // cancelled (its own runtime's shutdown, a kill)
+                        }
+                    }
+                }
             }
-            Ok(_) => {}
             // No thread to be had: start the shutdown and let the threads finish detached.
             Err(_) => shared.begin_shutdown(),
         }
     }
+}
+
+/// What an actor that dropped another runtime's last handle waits on: the shutdown thread sets
+/// `done` and wakes it (`Runtime::drop`).
+struct ShutdownDone {
+    done: AtomicBool,
+    waiter: crate::Waiter,
 }
 
 /// Shutdown as `Runtime::drop` runs it (steps 1 and 6 in `worker.rs`), on a thread that is not

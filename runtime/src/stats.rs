@@ -198,7 +198,8 @@ pub struct WorkerMetrics {
     /// Its counters: runs, steals, parks, preemptions...
     pub counters: WorkerSnapshot,
     /// Actors in its stealable queues now (its deque, its fresh queue, the actors placed on it
-    /// and not started, and its free FIFO).
+    /// and not started, and its free FIFO); under the global-queue baseline, in its FIFO of
+    /// pinned actors, as in the dump.
     pub queued: usize,
     /// Actors in its inbox now (pinned actors woken by other threads).
     pub inbox: usize,
@@ -228,7 +229,8 @@ pub struct Metrics {
     /// The spare workers, by spare (`Builder::spare_workers`); included in
     /// [`total`](Metrics::total).
     pub spares: Vec<WorkerMetrics>,
-    /// Actors spawned from outside the runtime, not yet taken by a worker.
+    /// Actors spawned from outside the runtime, not yet taken by a worker; under the
+    /// global-queue baseline, every actor in its shared FIFO, as in the dump.
     pub injected: usize,
     /// Live process actors.
     pub live_process: usize,

@@ -105,7 +105,8 @@ pub enum Wait {
         /// Waiting to write (else to read or accept).
         write: bool,
     },
-    /// A closure running on the blocking pool (`threadlet::blocking`).
+    /// A closure running on the blocking pool (`threadlet::blocking`), or the shutdown of another
+    /// runtime whose last handle the actor dropped (`Runtime::drop`).
     Blocking,
     /// A bare [`park`](crate::park), with no reason given.
     Parked,
