@@ -55,9 +55,13 @@ impl Sample {
             .map(|(n, d)| d.as_secs_f64() * 1e9 / n as f64)
     }
 
-    /// What runs are ranked by for the median (see [`measure`]): lower is faster.
-    fn rank_key(&self) -> f64 {
-        self.per_op_ns().unwrap_or(self.total.as_secs_f64())
+    /// What runs are ranked by for the median (see [`measure`]): lower is faster. `per_op`:
+    /// the time per operation (every run has one), else the total time.
+    fn rank_key(&self, per_op: bool) -> f64 {
+        match self.per_op_ns() {
+            Some(ns) if per_op => ns,
+            _ => self.total.as_secs_f64(),
+        }
     }
 }
 
@@ -146,12 +150,11 @@ pub fn measure_then(
             .max()
             .expect("one run at least"),
     );
-    samples.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
-    let median_by = if samples[0].per_op_ns().is_some() {
-        "per_op_ns"
-    } else {
-        "total_s"
-    };
+    // By time per operation only where every run has one (a run with none would rank by
+    // seconds among nanoseconds).
+    let per_op = samples.iter().all(|s| s.per_op_ns().is_some());
+    samples.sort_by(|a, b| a.rank_key(per_op).total_cmp(&b.rank_key(per_op)));
+    let median_by = if per_op { "per_op_ns" } else { "total_s" };
     let median = samples.swap_remove((samples.len() - 1) / 2);
 
     let mut rec = Map::new();
@@ -257,7 +260,7 @@ mod tests {
             Sample::new(ms(10_003)).per_op(200, ms(10_003)),
         ];
         let mut ranked = runs.to_vec();
-        ranked.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
+        ranked.sort_by(|a, b| a.rank_key(true).total_cmp(&b.rank_key(true)));
         assert_eq!(
             ranked[1].total,
             ms(10_003),
@@ -265,7 +268,7 @@ mod tests {
         );
         // Without operations, the total time.
         let mut plain = [ms(3), ms(1), ms(2)].map(Sample::new).to_vec();
-        plain.sort_by(|a, b| a.rank_key().total_cmp(&b.rank_key()));
+        plain.sort_by(|a, b| a.rank_key(false).total_cmp(&b.rank_key(false)));
         assert_eq!(plain[1].total, ms(2));
     }
 }
