@@ -1052,20 +1052,22 @@ impl<T> Drop for Sender<T> {
                 (None, unmarked)
             } else {
                 // (The buffer is empty where receivers wait: invariant 1.)
-                let woken = if self.chan.drained(!st.waiting_receivers.is_empty()) {
-                    std::mem::take(&mut st.waiting_receivers)
+                let (woken, unmarked) = if self.chan.drained(!st.waiting_receivers.is_empty()) {
+                    // The waiters `unmarked` names are these (a parked sender would hold an
+                    // end): woken once, as disconnected.
+                    drop(unmarked);
+                    (std::mem::take(&mut st.waiting_receivers), Vec::new())
                 } else {
-                    VecDeque::new()
+                    // They wait on for a value in hand ("Values in hand"): woken as for any
+                    // change of the marks, to record their wait afresh.
+                    (VecDeque::new(), unmarked)
                 };
                 for r in &woken {
                     r.complete(Cell::Disconnected, None);
                 }
-                // The waiters `unmarked` names are these (a parked sender would hold an end):
-                // woken once, as disconnected.
-                drop(unmarked);
                 (
                     Some((woken, Woken::<T>::watchers(&mut st.recv_watchers))),
-                    Vec::new(),
+                    unmarked,
                 )
             }
         };
