@@ -221,8 +221,7 @@ impl Child {
             // not the supervisor's, which would take every sibling down with it. (A process
             // child's body, and a nested supervisor's `make`, run in the child.)
             let actor = threadlet_runtime::catch_actor_panic(&make).map_err(|p| {
-                let what = (p.downcast_ref::<&str>().copied())
-                    .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+                let what = threadlet_runtime::__private::panic_message(&*p)
                     .unwrap_or("a payload that is not a string");
                 io::Error::other(format!("its factory panicked: {what}"))
             })?;

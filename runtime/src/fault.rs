@@ -107,7 +107,7 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
 }
 
 /// The message of a panic payload, when it is a string.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+pub fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
     payload
         .downcast_ref::<&str>()
         .copied()

@@ -116,6 +116,7 @@ pub mod __private {
     pub use crate::actor::{ActorCell, unassigned_actor_id};
     pub use crate::context::{ArmedTimer, call_at_for};
     pub use crate::exit_hooks::{ExitHook, ExitHooks, Listener};
+    pub use crate::fault::panic_message;
     pub use crate::grace::{FRESH_GRACE, FreshMark};
     pub use crate::home::Home;
     pub use crate::idle::{Idle, Recheck, Searcher};
