@@ -727,20 +727,32 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Step 2 for the receivers waiting, under the lock, the channel disconnected with nothing
+    /// buffered: if it is drained, completes every one of them as disconnected and returns
+    /// them, to be woken after unlocking; `None` while a value is in hand (they wait on).
+    fn disconnect_waiting(&self, st: &mut State<T>) -> Option<VecDeque<Arc<Slot<T>>>> {
+        if !self.drained(!st.waiting_receivers.is_empty()) {
+            return None;
+        }
+        let woken = std::mem::take(&mut st.waiting_receivers);
+        for r in &woken {
+            r.complete(Cell::Disconnected, None);
+        }
+        Some(woken)
+    }
+
     /// Step 4, the taker's side, under the lock: if the channel is drained now (disconnected,
     /// nothing buffered, nothing in hand), every waiting receiver and select is told so; woken
     /// after unlocking.
     fn tell_drained(&self) {
         let (woken, watchers) = {
             let mut st = self.state.lock();
-            let disconnected = st.senders == 0 || st.closed;
-            if !disconnected || !st.buffer.is_empty() || !self.drained(false) {
+            if !(st.senders == 0 || st.closed) || !st.buffer.is_empty() {
                 return;
             }
-            let woken = std::mem::take(&mut st.waiting_receivers);
-            for r in &woken {
-                r.complete(Cell::Disconnected, None);
-            }
+            let Some(woken) = self.disconnect_waiting(&mut st) else {
+                return;
+            };
             (woken, Woken::<T>::watchers(&mut st.recv_watchers))
         };
         wake_all(woken);
@@ -1052,19 +1064,17 @@ impl<T> Drop for Sender<T> {
                 (None, unmarked)
             } else {
                 // (The buffer is empty where receivers wait: invariant 1.)
-                let (woken, unmarked) = if self.chan.drained(!st.waiting_receivers.is_empty()) {
+                let (woken, unmarked) = match self.chan.disconnect_waiting(&mut st) {
                     // The waiters `unmarked` names are these (a parked sender would hold an
                     // end): woken once, as disconnected.
-                    drop(unmarked);
-                    (std::mem::take(&mut st.waiting_receivers), Vec::new())
-                } else {
+                    Some(woken) => {
+                        drop(unmarked);
+                        (woken, Vec::new())
+                    }
                     // They wait on for a value in hand ("Values in hand"): woken as for any
                     // change of the marks, to record their wait afresh.
-                    (VecDeque::new(), unmarked)
+                    None => (VecDeque::new(), unmarked),
                 };
-                for r in &woken {
-                    r.complete(Cell::Disconnected, None);
-                }
                 (
                     Some((woken, Woken::<T>::watchers(&mut st.recv_watchers))),
                     unmarked,
@@ -1306,12 +1316,10 @@ impl<T> Receiver<T> {
                 .expect("a parked sender has a value");
             return Ok((v, Woken::slot(s)));
         }
-        if !(st.senders == 0 || st.closed) {
-            Err(TryRecvError::Empty)
-        } else if chan.drained(true) {
+        // Disconnected, but with a value still in hand: it may come back ("Values in hand").
+        if (st.senders == 0 || st.closed) && chan.drained(true) {
             Err(TryRecvError::Disconnected)
         } else {
-            // Disconnected with a value still in hand: it may come back ("Values in hand").
             Err(TryRecvError::Empty)
         }
     }
@@ -1449,21 +1457,13 @@ impl<T> Chan<T> {
                 return;
             }
             st.closed = true;
-            // (The buffer is empty where receivers wait: invariant 1.)
-            let drained = self.drained(!st.waiting_receivers.is_empty());
             let senders = std::mem::take(&mut st.waiting_senders);
             for s in &senders {
                 // As in `Receiver::drop`: the value goes back in the step that completes the slot.
                 s.complete_with(Cell::Disconnected);
             }
-            let receivers = if drained {
-                std::mem::take(&mut st.waiting_receivers)
-            } else {
-                VecDeque::new()
-            };
-            for r in &receivers {
-                r.complete(Cell::Disconnected, None);
-            }
+            // (The buffer is empty where receivers wait: invariant 1.)
+            let receivers = self.disconnect_waiting(&mut st).unwrap_or_default();
             let mut watchers = std::mem::take(&mut st.recv_watchers);
             watchers.append(&mut st.send_watchers);
             (
