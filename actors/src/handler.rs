@@ -96,8 +96,8 @@ pub trait Actor: Send + Sized + 'static {
 /// pointer, from which an address and the actor's id are made when asked for, so that an idle
 /// handler actor keeps no copies of them (`program_size`).
 pub struct Context<A: Actor> {
-    /// With the context's flags (`STOPPING`, `STARTED`, `SPAWNED_OUTSIDE`) in its `owner_bits`, a byte that
-    /// would otherwise be padding (see `Program`).
+    /// With the context's flags (`STOPPING`, `STARTED`, `SPAWNED_OUTSIDE`) in its
+    /// `owner_bits`, a byte that would otherwise be padding (see `Program`).
     mailbox: Mailbox<A::Msg>,
 }
 

@@ -1354,6 +1354,7 @@ impl Drop for Runtime {
         // needs that worker in turn (an actor unwound here drops the last handle of the other
         // runtime: two runtimes that hold each other's last handle). Hand the shutdown to a
         // thread of its own.
+        //
         // An actor of another runtime that may wait waits for the shutdown as a plain thread
         // would, suspended, so that its worker runs its other actors: the shutdown thread
         // tells it when it is done. (If its own runtime shuts down meanwhile, the wait ends

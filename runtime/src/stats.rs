@@ -277,15 +277,13 @@ pub(crate) fn metrics(shared: &crate::runtime::Shared) -> Metrics {
     // Under the global-queue baseline its queues hold what the workers' and the injector
     // would (as in the dump).
     let (in_global_queue, pinned_in_global_queue) = shared.policy.global_queue_lens();
-    let pinned = |i: usize| pinned_in_global_queue.get(i).copied().unwrap_or(0);
-    let spares_from = shared.worker_remotes().len();
+    let mut workers: Vec<WorkerMetrics> = (shared.remotes.iter().enumerate())
+        .map(|(i, r)| worker_metrics(r, pinned_in_global_queue.get(i).copied().unwrap_or(0)))
+        .collect();
+    let spares = workers.split_off(shared.worker_remotes().len());
     Metrics {
-        workers: (shared.worker_remotes().iter().enumerate())
-            .map(|(i, r)| worker_metrics(r, pinned(i)))
-            .collect(),
-        spares: (shared.spare_remotes().iter().enumerate())
-            .map(|(i, r)| worker_metrics(r, pinned(spares_from + i)))
-            .collect(),
+        workers,
+        spares,
         injected: shared.injector.len() + in_global_queue,
         live_process: counts.live - live_handler,
         live_handler,
