@@ -54,15 +54,6 @@ impl Sample {
             .filter(|&(n, _)| n > 0)
             .map(|(n, d)| d.as_secs_f64() * 1e9 / n as f64)
     }
-
-    /// What runs are ranked by for the median (see [`measure`]): lower is faster. `per_op`:
-    /// the time per operation (every run has one), else the total time.
-    fn rank_key(&self, per_op: bool) -> f64 {
-        match self.per_op_ns() {
-            Some(ns) if per_op => ns,
-            _ => self.total.as_secs_f64(),
-        }
-    }
 }
 
 /// What is being measured: the identifying fields of its record.
@@ -150,12 +141,7 @@ pub fn measure_then(
             .max()
             .expect("one run at least"),
     );
-    // By time per operation only where every run has one (a run with none would rank by
-    // seconds among nanoseconds).
-    let per_op = samples.iter().all(|s| s.per_op_ns().is_some());
-    samples.sort_by(|a, b| a.rank_key(per_op).total_cmp(&b.rank_key(per_op)));
-    let median_by = if per_op { "per_op_ns" } else { "total_s" };
-    let median = samples.swap_remove((samples.len() - 1) / 2);
+    let (median, median_by) = median_run(samples);
 
     let mut rec = Map::new();
     rec.insert("scenario".into(), json!(spec.scenario));
@@ -185,6 +171,20 @@ pub fn measure_then(
     edit(&mut rec);
     out.record(&rec);
     Some(rec)
+}
+
+/// The median of `samples` (at least one; with an even count the lower middle) by the figure
+/// a scenario is about (see [`measure`]), and that figure's field name. By time per operation
+/// only where every run has one: a run with none would rank by seconds among nanoseconds.
+fn median_run(mut samples: Vec<Sample>) -> (Sample, &'static str) {
+    let per_op = samples.iter().all(|s| s.per_op_ns().is_some());
+    let key = |s: &Sample| match s.per_op_ns() {
+        Some(ns) if per_op => ns,
+        _ => s.total.as_secs_f64(),
+    };
+    samples.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    let median = samples.swap_remove((samples.len() - 1) / 2);
+    (median, if per_op { "per_op_ns" } else { "total_s" })
 }
 
 /// Fails a run loudly on a wrong result: a benchmark that computed the wrong thing measured
@@ -245,7 +245,7 @@ pub mod rss {
 
 #[cfg(test)]
 mod tests {
-    use super::Sample;
+    use super::{Sample, median_run};
     use std::time::Duration;
 
     /// The median run is the median of the figure a scenario is about: for a load of fixed
@@ -254,21 +254,26 @@ mod tests {
     fn runs_rank_by_time_per_operation_where_one_is_defined() {
         let ms = Duration::from_millis;
         // Totals ranked 1, 2, 3; requests ranked the other way round.
-        let runs = [
+        let runs = vec![
             Sample::new(ms(10_001)).per_op(300, ms(10_001)),
             Sample::new(ms(10_002)).per_op(100, ms(10_002)),
             Sample::new(ms(10_003)).per_op(200, ms(10_003)),
         ];
-        let mut ranked = runs.to_vec();
-        ranked.sort_by(|a, b| a.rank_key(true).total_cmp(&b.rank_key(true)));
+        let (median, by) = median_run(runs);
         assert_eq!(
-            ranked[1].total,
-            ms(10_003),
+            (median.total, by),
+            (ms(10_003), "per_op_ns"),
             "the median of 300, 200, 100 requests"
         );
-        // Without operations, the total time.
-        let mut plain = [ms(3), ms(1), ms(2)].map(Sample::new).to_vec();
-        plain.sort_by(|a, b| a.rank_key(false).total_cmp(&b.rank_key(false)));
-        assert_eq!(plain[1].total, ms(2));
+        // Without operations, or where one run has none, the total time.
+        let (median, by) = median_run([ms(3), ms(1), ms(2)].map(Sample::new).to_vec());
+        assert_eq!((median.total, by), (ms(2), "total_s"));
+        // (Ranked by the keys mixed, the run with none, 0.002 "ns", would come first.)
+        let mixed = vec![
+            Sample::new(ms(1)).per_op(1, ms(1)),
+            Sample::new(ms(2)),
+            Sample::new(ms(3)).per_op(1, ms(3)),
+        ];
+        assert_eq!(median_run(mixed).0.total, ms(2));
     }
 }
