@@ -49,6 +49,14 @@ struct Row {
     seed: String,
 }
 
+/// How many games, counts, factorial runs, HTTP shapes and HTTP servers the command measures
+/// (the lists' types say so, so that the progress total follows them).
+const GAMES: usize = 6;
+const COUNTS: usize = 6;
+const FACTS: usize = 3;
+const HTTP_SHAPES: usize = 2;
+const SERVERS: usize = 3;
+
 /// Runs every seed experiment.
 pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     if !common.runtime.is_empty() {
@@ -67,8 +75,8 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
              threads would use up the thread ids every process on this machine shares",
         );
     }
-    // Measurements: 6 games, 6 counts, 3 factorials, 1 of forced switches, 2 x 3 HTTP servers.
-    out.sweep(Some(6 + 6 + 3 + 1 + 2 * 3));
+    // Measurements: each list below has its length in its type; one of forced switches.
+    out.sweep(Some(GAMES + COUNTS + FACTS + 1 + HTTP_SHAPES * SERVERS));
     let mut rows = Vec::new();
 
     // 000: hackysack.
@@ -77,7 +85,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     // OS threads at the seed's 100,000 would exhaust the machine's thread ids (pid_max is
     // often 32,768, shared by every process), disturbing everything else that runs there.
     let threads_big = if q { 1100 } else { 10_000 };
-    let games: [(usize, Rt, ActorKind, &str, Option<f64>); 6] = [
+    let games: [(usize, Rt, ActorKind, &str, Option<f64>); GAMES] = [
         (
             small.0,
             Rt::WorkStealing,
@@ -144,7 +152,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     // 003: count(100M) twice.
     let n = if q { 1_000_000 } else { 100_000_000 };
     // (runtime, workers, ticks, the seed's figure)
-    let counts: [(Rt, Option<usize>, u32, Seed); 6] = [
+    let counts: [(Rt, Option<usize>, u32, Seed); COUNTS] = [
         (
             Rt::Sequential,
             None,
@@ -217,7 +225,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     // as under the seed's `stackless.run(100)`. (The seed's products are Python's big integers;
     // ours wrap in a `u64`, a multiplication a nanosecond: the run is mostly the spawning and
     // joining of 500 actors or threads.)
-    let facts: [(Rt, &str, Option<f64>, u32); 3] = [
+    let facts: [(Rt, &str, Option<f64>, u32); FACTS] = [
         (
             Rt::WorkStealing,
             "Stackless, 500 tasklets, run(100): 0.5 s",
@@ -235,11 +243,10 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
             times: 1,
             ticks,
         };
-        let name = if ticks > 0 {
-            format!("500 actors computing factorial(1024), preempted every {ticks} ticks")
-        } else {
-            "500 actors computing factorial(1024)".to_string()
-        };
+        let mut name = "500 actors computing factorial(1024)".to_string();
+        if ticks > 0 {
+            name += &format!(", preempted every {ticks} ticks");
+        }
         experiment(
             out,
             &mut rows,
@@ -304,7 +311,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
     // in the seed's shape (one CPU, one worker, the clients multiplexed on one thread, as
     // zeusbench's were with select), then on every CPU with a thread per client.
     let seconds = if q { 0.1 } else { 10.0 };
-    let shapes = [
+    let shapes: [_; HTTP_SHAPES] = [
         (
             "HTTP, 6 KB body, 10 keep-alive clients, 1 CPU, multiplexed clients",
             http::Params {
@@ -326,7 +333,7 @@ pub fn main(out: &mut Out, common: &Common, p: &Params) -> Result<(), String> {
             w,
         ),
     ];
-    let servers: [(Rt, &str); 3] = [
+    let servers: [(Rt, &str); SERVERS] = [
         (Rt::WorkStealing, "NSPR user-level threads: 1,024 req/s"),
         (Rt::OsThreads, "NSPR pthreads: 811 req/s"),
         (Rt::Tokio, "(no seed figure)"),
