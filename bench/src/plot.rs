@@ -1,7 +1,7 @@
 //! SVG line plots, drawn with plotters' SVG backend: `scaling`'s, and the plot against workers
 //! that every other scenario draws when it measured two or more worker counts. [`series`] turns
-//! the records of a sweep into one line per runtime, [`sweep`] draws them, [`write`](fn@write) writes any
-//! [`Plot`] into the plot directory.
+//! the records of a sweep into one line per runtime, [`sweep`] draws them, [`write`](fn@write)
+//! writes any [`Plot`] into the plot directory.
 //!
 //! plotters is built without its font features: the SVG backend writes text as `<text>`
 //! elements that the viewer renders with its own fonts, and plotters only estimates label sizes

@@ -34,9 +34,10 @@
 //! actor, or for a mark the front of `free_fifo`), `deque`, `fresh`, `placed_actors`, a batch from
 //! the injector. A chain cut by the cap with nothing queued runs again at once
 //! (`turn_after_chain`). With none, the worker runs the sleep protocol (`Idle::search` in
-//! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque (or
-//! else of its unstarted process actors, fresh or placed, if the balance rule of `placement.rs` lets
-//! it, or else of its free FIFO), for up to `idle::SEARCH_ROUNDS` rounds, then parks.
+//! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque
+//! (or else of its unstarted process actors, fresh or placed, if the balance rule of
+//! `placement.rs` lets it, or else of its free FIFO), for up to `idle::SEARCH_ROUNDS` rounds,
+//! then parks.
 //!
 //! # Placement
 //!
@@ -51,9 +52,9 @@
 //!    safe point (a preemption request: the monitor exits now and would not ask any more), and
 //!    unparks every worker (handing the whole shutdown to a thread of its own if it runs on one
 //!    of the runtime's threads or on a worker of another runtime, whose actor then waits for
-//!    it suspended). From then on wakes and pushes of started actors are dropped,
-//!    not queued (see `Shared::after_push`). An actor that never reaches a safe point keeps its
-//!    worker, and the drop waits for it.
+//!    it suspended). From then on wakes and pushes of started actors are dropped, not queued
+//!    (see `Shared::after_push`). An actor that never reaches a safe point keeps its worker,
+//!    and the drop waits for it.
 //! 2. A worker sees the flag at the top of its loop (after the running actor suspended: actors
 //!    are never interrupted mid-run) and sets `cancelling`, so that any park inside an actor now
 //!    fails at once instead of suspending.
@@ -124,9 +125,9 @@
 //!    after an activation), it reads the flag (acquire); under the GIL baseline, once it holds
 //!    the lock, so that a kill that comes while it waits for the lock is seen. Raised, it ends
 //!    the actor instead (`kill`), with `cancelling` and `killing` set: an unstarted actor's
-//!    closure, or an idle handler actor's program (state
-//!    and mailbox), is dropped; a started coroutine is force-unwound right here, which is its
-//!    home worker for a pinned actor, so destructors run on the thread the stack belongs to.
+//!    closure, or an idle handler actor's program (state and mailbox), is dropped; a started
+//!    coroutine is force-unwound right here, which is its home worker for a pinned actor, so
+//!    destructors run on the thread the stack belongs to.
 //!    A join completer dropped meanwhile reports `Killed`. Then the usual end: stack back to
 //!    the pool, registries left, `end`.
 //!
@@ -1875,8 +1876,8 @@ impl Searcher for WorkerLoop<'_> {
         self.core().held_back.replace(false) && self.held_back_from().next().is_some()
     }
 
-    /// Placement, step 6 (`placement.rs`; `grace.rs`, steps 1 and 2). The clock is read after each look at
-    /// a worker's queues.
+    /// Placement, step 6 (`placement.rs`; `grace.rs`, steps 1 and 2). The clock is read after
+    /// each look at a worker's queues.
     fn grace_left(&self) -> Option<Duration> {
         self.held_back_from()
             .map(|r| {
@@ -1886,8 +1887,8 @@ impl Searcher for WorkerLoop<'_> {
             .min()
     }
 
-    /// Placement, step 6 (`placement.rs`; `grace.rs`, step 2): unstarted process actors whose grace is over,
-    /// taken as a covering spare takes them, without the balance rule. A worker that holds no
+    /// Placement, step 6 (`placement.rs`; `grace.rs`, step 2): unstarted process actors whose
+    /// grace is over, taken as a covering spare takes them, without the balance rule. A worker that holds no
     /// pinned actors is never held back, and looks nowhere; the others read a mark (relaxed,
     /// mostly unmarked) before they look at a queue, then read it again after.
     fn take_held_back(&self) -> Option<Runnable> {

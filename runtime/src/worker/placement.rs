@@ -58,8 +58,8 @@
 //!    their searches take the work, right after `find`, searching or not. What a held-back
 //!    worker does meanwhile does not move the mark, and a worker that finds work of its own
 //!    while it holds back wakes a parked worker for what it holds back. Whoever pushes into
-//!    them while both are empty clears the mark first, so new work gets a grace of its own. `grace.rs` keeps this protocol
-//!    and its argument; `Idle::search` runs it through the `Searcher` hooks (`holds_back`,
+//!    them while both are empty clears the mark first, so new work gets a grace of its own.
+//!    `grace.rs` keeps this protocol and its argument; `Idle::search` runs it through the `Searcher` hooks (`holds_back`,
 //!    `grace_left`, `take_held_back`), and `tests/loom_idle.rs` models it. Held-back work
 //!    therefore waits for its own worker for about one grace, or, if every worker that holds
 //!    it back is busy with work of its own, until one of them next looks for work after that;
