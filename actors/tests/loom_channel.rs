@@ -13,15 +13,11 @@
 //! thread cannot be given: `tests/channels.rs` covers it on a runtime.)
 #![cfg(loom)]
 
-use loom::thread;
-use threadlet::channel::{self, RecvError};
+mod loom_support;
 
-/// Runs a model with at most 3 preemptions per execution (see `loom_mailbox.rs`).
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound.get_or_insert(3);
-    builder.check(f);
-}
+use loom::thread;
+use loom_support::model;
+use threadlet::channel::{self, RecvError};
 
 /// Two receivers, one value, then the last sender goes (steps 1 to 4): one receiver gets the
 /// value, the other `RecvError`, whichever parked first and however the taking of the value

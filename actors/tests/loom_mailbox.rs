@@ -11,6 +11,8 @@
 //! parked for good with every other thread finished, which loom reports as a deadlock.
 #![cfg(loom)]
 
+mod loom_support;
+
 // std's `Arc`, not loom's: a loom `Arc` dropped while a failing execution unwinds aborts the
 // test binary, hiding which model failed and how.
 use std::mem::ManuallyDrop;
@@ -19,6 +21,7 @@ use std::sync::atomic::Ordering::SeqCst;
 
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
+use loom_support::model;
 use threadlet::channel::TryRecvError;
 
 /// Two senders send one message each and drop their addresses while the receiver calls `recv`
@@ -53,15 +56,6 @@ fn two_senders_then_disconnect() {
         assert_eq!(mb.try_recv(), Err(TryRecvError::Disconnected));
         drop(ManuallyDrop::into_inner(mb));
     });
-}
-
-/// Runs a model with at most 3 preemptions per execution. The full search of the models with
-/// three threads, or two sends and two receives, takes hours; 3 preemptions cover every
-/// interleaving of one sender's step with the receiver's, with the other steps anywhere.
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound.get_or_insert(3);
-    builder.check(f);
 }
 
 /// A message that counts its drops.

@@ -19,17 +19,13 @@
 //! selecting consumers of one channel instead.
 #![cfg(loom)]
 
+mod loom_support;
+
 use std::mem::ManuallyDrop;
 
 use loom::thread;
+use loom_support::model;
 use threadlet::channel;
-
-/// Runs a model with at most 3 preemptions per execution (see `loom_mailbox.rs`).
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound.get_or_insert(3);
-    builder.check(f);
-}
 
 /// A select over a mailbox and a channel, each fed by its own thread: two selects get both
 /// messages, one from each source, whatever the interleaving of the sends with the watching.
