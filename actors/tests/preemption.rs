@@ -56,6 +56,42 @@ fn ticks_preempt_exactly_as_often_as_the_rule_says() {
     }
 }
 
+/// Runs `n` safe points when dropped: a destructor that an unwind runs, where the actor may
+/// not suspend.
+struct SafePointsOnDrop(u32);
+
+impl Drop for SafePointsOnDrop {
+    fn drop(&mut self) {
+        for _ in 0..self.0 {
+            threadlet::checkpoint();
+        }
+    }
+}
+
+/// A tick budget that runs out while a panic unwinds (no suspension is allowed there) stays
+/// spent: the first safe point after the panic is caught yields, and ticks go on counting as
+/// before. (The budget used to wrap around, and the actor ran 2^32 safe points unpreempted.)
+#[test]
+fn a_budget_spent_during_an_unwind_preempts_at_the_next_safe_point() {
+    let rt = tick_runtime(1, 10);
+    let (at_once, later) = rt.block_on(|| {
+        let caught = std::panic::catch_unwind(|| {
+            let _runs_out_here = SafePointsOnDrop(25);
+            panic!("caught below");
+        });
+        assert!(caught.is_err());
+        let before = threadlet::preemptions();
+        threadlet::checkpoint();
+        let at_once = threadlet::preemptions() - before;
+        for _ in 0..1000 {
+            threadlet::checkpoint();
+        }
+        (at_once, threadlet::preemptions() - before)
+    });
+    assert_eq!(at_once, 1, "the spent budget yields at the first safe point");
+    assert_eq!(later, 1 + 1000 / 10);
+}
+
 #[test]
 fn mailbox_and_channel_operations_are_safe_points() {
     let rt = tick_runtime(1, 10);

@@ -407,7 +407,8 @@ pub(crate) fn actor_may_suspend() -> bool {
 }
 
 /// A preemption is due at a safe point (`safepoint.rs`): yield, unless this is not an actor
-/// or it may not suspend now (`may_suspend`: then the preemption waits for a later safe point).
+/// or it may not suspend now (`may_suspend`: then the preemption waits for a later safe point;
+/// a time slice's request stays raised, and a spent tick budget stays at 0).
 #[cold]
 #[inline(never)]
 pub(crate) fn preempt_current() {

@@ -210,7 +210,10 @@ fn checkpoint_slow() {
     let due = if sp.preempt.load(Ordering::Relaxed) {
         true
     } else if sp.ticks {
-        let budget = sp.budget.load(Ordering::Relaxed).wrapping_sub(1);
+        // Saturating: a budget spent where the actor may not suspend (a destructor run by an
+        // unwind, an exit hook) stays spent, so the next safe point that may suspend does;
+        // wrapping would give the actor 2^32 more ticks. The next run refills it.
+        let budget = sp.budget.load(Ordering::Relaxed).saturating_sub(1);
         sp.budget.store(budget, Ordering::Relaxed);
         budget == 0
     } else {
