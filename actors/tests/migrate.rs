@@ -2,11 +2,14 @@
 //! shutdown must still unwind each of them exactly once, on one thread, after every worker has
 //! stopped running actors.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+mod common;
 
-use threadlet::{ActorBuilder, Mailbox, Runtime};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::within_watchdog;
+use threadlet::{ActorBuilder, Mailbox, Runtime, Scheduler};
 
 struct CountDrop(Arc<AtomicUsize>);
 
@@ -77,5 +80,58 @@ fn migratable_ping_pong_counts_every_message() {
             (v, pong_done.join().unwrap())
         });
         assert_eq!(total, (10_000, 10_000));
+    }
+}
+
+/// Migratable actors that spin through safe points, one more than there are workers, and a
+/// pinned actor that tells them to stop: preempted, a spinner goes behind the pinned actor
+/// (`push_yielded`), which runs. (A preempted migratable actor went to the injector, where
+/// its worker looked first after the preemption: it took the spinner straight back, and the
+/// pinned actor never ran.)
+#[test]
+fn preempted_migratable_spinners_let_pinned_actors_run() {
+    for scheduler in [Scheduler::WorkStealing, Scheduler::Gil] {
+        for workers in [1, 2] {
+            within_watchdog("spinners and a pinned actor", move || {
+                let rt = Runtime::builder()
+                    .workers(workers)
+                    .scheduler(scheduler)
+                    .time_slice(Duration::from_millis(1))
+                    .build()
+                    .unwrap();
+                let stop = Arc::new(AtomicBool::new(false));
+                let heard = rt.block_on(move || {
+                    let spinners: Vec<_> = (0..=workers)
+                        .map(|_| {
+                            let stop = stop.clone();
+                            migratable()
+                                .spawn(move || {
+                                    let give_up = Instant::now() + Duration::from_secs(10);
+                                    while !stop.load(Ordering::Relaxed) {
+                                        threadlet::checkpoint();
+                                        if Instant::now() > give_up {
+                                            return false;
+                                        }
+                                    }
+                                    true
+                                })
+                                .unwrap()
+                        })
+                        .collect();
+                    threadlet::yield_now(); // the spinners start here, or on the other worker
+                    threadlet::spawn(move || stop.store(true, Ordering::Relaxed))
+                        .join()
+                        .unwrap();
+                    spinners
+                        .into_iter()
+                        .map(|h| h.join().unwrap())
+                        .collect::<Vec<_>>()
+                });
+                assert!(
+                    heard.iter().all(|&h| h),
+                    "{scheduler:?}, {workers} workers: a spinner ran 10 s unstopped"
+                );
+            });
+        }
     }
 }

@@ -88,7 +88,10 @@ fn a_budget_spent_during_an_unwind_preempts_at_the_next_safe_point() {
         }
         (at_once, threadlet::preemptions() - before)
     });
-    assert_eq!(at_once, 1, "the spent budget yields at the first safe point");
+    assert_eq!(
+        at_once, 1,
+        "the spent budget yields at the first safe point"
+    );
     assert_eq!(later, 1 + 1000 / 10);
 }
 

@@ -1452,8 +1452,11 @@ impl WorkerLoop<'_> {
         self.ctx.cancelling.set(was_cancelling);
     }
 
-    /// A yielded actor goes to the back: pinned ones to the local queue, migratable ones to the
-    /// injector where any worker may take them.
+    /// A yielded actor goes to the back of this worker's turns: a pinned one to the local
+    /// queue, a migratable one to the free FIFO (with its mark in the local queue), where idle
+    /// workers may steal it. Not the injector: right after a preemption the worker looks there
+    /// first (`next_local_stealable`), and would take the actor straight back, starving every
+    /// actor pinned here.
     fn push_yielded(&self, actor: Runnable) {
         match &self.shared().policy {
             Policy::GlobalQueue(gq) => {
@@ -1472,7 +1475,9 @@ impl WorkerLoop<'_> {
                 }
             }
             Policy::WorkStealing | Policy::Gil(_) if actor.is_migratable() => {
-                self.shared().push_injector(actor);
+                self.core().push_turn(actor);
+                // Any worker may run it: an idle one should, rather than wait here.
+                self.shared().notify_parked();
             }
             Policy::WorkStealing | Policy::Gil(_) => self.core().push_pinned(actor),
         }
