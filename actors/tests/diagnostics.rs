@@ -563,10 +563,104 @@ fn the_long_run_report_names_the_actor_stopped_while_holding_a_lock() {
 
 #[test]
 fn signals_that_cannot_be_caught_are_refused_at_build() {
-    for bad in [libc::SIGKILL, libc::SIGSEGV, libc::SIGBUS, 0, -1, 100_000] {
+    // Between the standard signals and `SIGRTMIN` (32 and 33 with glibc): the C library's own.
+    let kept_by_libc = libc::SIGSYS + 1..libc::SIGRTMIN();
+    for bad in [libc::SIGKILL, libc::SIGSEGV, libc::SIGBUS, 0, -1, 100_000]
+        .into_iter()
+        .chain(kept_by_libc)
+    {
         let built = Runtime::builder().workers(1).dump_on_signal(bad).build();
-        assert!(built.is_err(), "signal {bad} was accepted");
+        let err = built
+            .err()
+            .unwrap_or_else(|| panic!("signal {bad} was accepted"));
+        assert!(
+            err.to_string().contains("cannot be used for the dump"),
+            "{bad}: {err}"
+        );
     }
+}
+
+/// The child half of `a_dump_signal_from_the_environment_that_cannot_be_had_is_ignored`.
+#[test]
+fn env_signal_child() {
+    if std::env::var_os("THREADLET_ENV_SIGNAL_CHILD").is_none() {
+        return;
+    }
+    let rt = Runtime::builder()
+        .workers(1)
+        .build()
+        .expect("the runtime builds");
+    assert_eq!(rt.block_on(|| 7), 7);
+}
+
+/// `THREADLET_DUMP_SIGNAL` names a signal for every runtime of the program: one that cannot
+/// be had is reported and ignored, never a reason to refuse a runtime. (With 32, which glibc
+/// keeps for itself, every `Runtime::new()` failed with `EINVAL`.)
+#[test]
+fn a_dump_signal_from_the_environment_that_cannot_be_had_is_ignored() {
+    for value in ["32", "KILL", "9", "nonsense"] {
+        let env = [
+            ("THREADLET_ENV_SIGNAL_CHILD", "1"),
+            ("THREADLET_DUMP_SIGNAL", value),
+        ];
+        let out = common::in_child("env_signal_child", &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{value}: {:?}: {stderr}", out.status);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+        assert!(
+            stderr.contains("THREADLET_DUMP_SIGNAL"),
+            "{value}: not reported: {stderr}"
+        );
+    }
+}
+
+/// The child half of `a_signal_does_what_it_did_before_once_no_runtime_dumps_on_it`: two
+/// runtimes dump on `SIGUSR1`; with one dropped, the signal still dumps the other; with both
+/// dropped, it ends the process, as its default action does.
+#[test]
+fn default_action_child() {
+    if std::env::var_os("THREADLET_DEFAULT_ACTION_CHILD").is_none() {
+        return;
+    }
+    let build = || {
+        let rt = Runtime::builder().workers(1);
+        rt.dump_on_signal(libc::SIGUSR1).build().unwrap()
+    };
+    let (first, second) = (build(), build());
+    drop(first);
+    // SAFETY: `raise` sends a signal to this thread; its handler (signal-hook's) only wakes
+    // the dump thread of `second`.
+    assert_eq!(unsafe { libc::raise(libc::SIGUSR1) }, 0);
+    std::thread::sleep(Duration::from_millis(200)); // the dump comes out meanwhile
+    println!("still here");
+    drop(second);
+    // SAFETY: as above; with no runtime dumping on it, the signal ends this process.
+    unsafe { libc::raise(libc::SIGUSR1) };
+    std::thread::sleep(Duration::from_secs(5));
+    println!("survived the signal's default action");
+}
+
+/// A signal whose action was the default one gets it back once the last runtime that dumped
+/// on it is dropped. (signal-hook's handler stayed installed with nothing to do, and the
+/// signal was ignored for the rest of the process.)
+#[test]
+fn a_signal_does_what_it_did_before_once_no_runtime_dumps_on_it() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = common::in_child(
+        "default_action_child",
+        &[("THREADLET_DEFAULT_ACTION_CHILD", "1")],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains("still here"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("threadlet dump"),
+        "the second runtime dumped: {stderr}"
+    );
+    assert!(!stdout.contains("survived"), "{stdout}");
+    assert_eq!(out.status.signal(), Some(libc::SIGUSR1), "{:?}", out.status);
 }
 
 #[test]

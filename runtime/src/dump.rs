@@ -29,11 +29,12 @@
 //! statistical, to the sample period (2.5 ms with the default slice), counted in `CPU_TICK`s,
 //! and stays 0 with time slices off.
 
-use std::ffi::c_int;
 use std::fmt;
-use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+mod signal;
+pub(crate) use signal::{DumpSignal, signal_from_env};
 
 use crate::actor::{ActorCell, ActorId};
 use crate::runtime::Shared;
@@ -453,72 +454,4 @@ pub(crate) fn charge_cpu(shared: &Shared, id: ActorId, elapsed: Duration) {
         cell.cpu_ticks
             .store(v.wrapping_add(ticks), Ordering::Relaxed);
     }
-}
-
-/// The signal named by `THREADLET_DUMP_SIGNAL` (a number, or `USR1`, `USR2`, `QUIT`, with or
-/// without `SIG`), if it is set; anything else set there is reported once and ignored.
-pub(crate) fn signal_from_env() -> Option<c_int> {
-    let value = std::env::var("THREADLET_DUMP_SIGNAL").ok()?;
-    let name = value.trim().trim_start_matches("SIG");
-    let signal = match name {
-        "USR1" => Some(libc::SIGUSR1),
-        "USR2" => Some(libc::SIGUSR2),
-        "QUIT" => Some(libc::SIGQUIT),
-        n => n.parse().ok(),
-    }
-    .filter(|&s| check_signal(s).is_ok());
-    if signal.is_none() {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "threadlet: THREADLET_DUMP_SIGNAL={value:?} is not a signal that can be caught; \
-                 ignored"
-            )
-        });
-    }
-    signal
-}
-
-/// Refuses what signal-hook would panic on: a number that is no signal, and the signals it
-/// forbids (`SIGKILL`, `SIGSTOP`, `SIGSEGV`, `SIGILL`, `SIGFPE`; the runtime's overflow
-/// reporter also owns `SIGSEGV` and `SIGBUS`).
-pub(crate) fn check_signal(signal: c_int) -> std::io::Result<()> {
-    if signal <= 0
-        || signal > libc::SIGRTMAX()
-        || signal == libc::SIGBUS
-        || signal_hook::consts::FORBIDDEN.contains(&signal)
-    {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "signal {signal} cannot be used for the dump: it is not one a handler may catch"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Starts the `threadlet-dump` thread: it prints the runtime's dump on stderr each time
-/// `signal` arrives, until the returned handle is closed (`Runtime::drop`) or the runtime is
-/// gone. The handler itself is signal-hook's: it only wakes the thread.
-pub(crate) fn on_signal(
-    signal: c_int,
-    shared: Weak<Shared>,
-) -> std::io::Result<signal_hook::iterator::Handle> {
-    check_signal(signal)?;
-    let mut signals = signal_hook::iterator::Signals::new([signal])?;
-    let handle = signals.handle();
-    std::thread::Builder::new()
-        .name("threadlet-dump".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                let Some(shared) = shared.upgrade() else {
-                    return;
-                };
-                let text = dump(&shared).to_string();
-                drop(shared);
-                eprint!("{text}");
-            }
-        })?;
-    Ok(handle)
 }

@@ -535,7 +535,10 @@ impl Builder {
     /// `signal` (say `libc::SIGUSR1`; through `signal-hook`, which refuses signals that cannot
     /// be handled, such as `SIGKILL` or `SIGSEGV`). Off by default; setting the environment
     /// variable `THREADLET_DUMP_SIGNAL` (a number, or `USR1`, `USR2`, `QUIT`) turns it on for
-    /// every runtime a program builds. A thread named `threadlet-dump` waits for the signal.
+    /// every runtime a program builds (a signal there that cannot be had is reported on stderr,
+    /// and the runtime built without the dump). A thread named `threadlet-dump` waits for the
+    /// signal. Once every runtime that dumped on a signal is dropped, a signal whose action
+    /// was the default one does that again (`SIGUSR1` ends the process).
     ///
     /// ```no_run
     /// let rt = threadlet_runtime::Runtime::builder().dump_on_signal(libc::SIGUSR1).build().unwrap();
@@ -636,11 +639,26 @@ impl Builder {
             outside: worker::OutsidePlacement::default(),
             epoch: Instant::now(),
         });
-        let dump_signal = match self.dump_signal.or_else(crate::dump::signal_from_env) {
+        let dump_signal = match self.dump_signal {
             Some(signal) => Some(
-                crate::dump::on_signal(signal, Arc::downgrade(&shared)).map_err(BuildError::Io)?,
+                crate::dump::DumpSignal::register(signal, Arc::downgrade(&shared))
+                    .map_err(BuildError::Io)?,
             ),
-            None => None,
+            // Asked for by the environment, for every runtime the program builds: one that
+            // cannot be had is reported, not a reason to refuse the runtime.
+            None => crate::dump::signal_from_env().and_then(|signal| {
+                crate::dump::DumpSignal::register(signal, Arc::downgrade(&shared))
+                    .inspect_err(|e| {
+                        static SAID: std::sync::Once = std::sync::Once::new();
+                        SAID.call_once(|| {
+                            eprintln!(
+                                "threadlet: no dump on THREADLET_DUMP_SIGNAL's signal {signal}: \
+                                 {e}"
+                            )
+                        });
+                    })
+                    .ok()
+            }),
         };
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()
@@ -1079,7 +1097,7 @@ pub struct Runtime {
     threads: Vec<thread::JoinHandle<()>>,
     monitor: Option<thread::JoinHandle<()>>,
     /// The `threadlet-dump` thread's signal registration (`Builder::dump_on_signal`).
-    dump_signal: Option<signal_hook::iterator::Handle>,
+    dump_signal: Option<crate::dump::DumpSignal>,
 }
 
 impl Runtime {
@@ -1329,10 +1347,8 @@ impl fmt::Debug for Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(signals) = self.dump_signal.take() {
-            // Ends the `threadlet-dump` thread's wait; it exits on its own.
-            signals.close();
-        }
+        // Ends the `threadlet-dump` thread's wait, and gives the signal back (`dump/signal.rs`).
+        drop(self.dump_signal.take());
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
         let me = thread::current().id();
