@@ -1293,6 +1293,7 @@ impl WorkerLoop<'_> {
             self.ctx.current.set(Arc::as_ptr(actor));
             let resumed = coroutine.resume(input.take());
             self.ctx.current.set(std::ptr::null());
+            crate::trace::resumed(); // nothing without the `tracing` feature
             // The coroutine's frame goes with it (`ActorFrame`): nothing runs on it now.
             self.ctx.frame.set(std::ptr::null());
             drop(carriers);
