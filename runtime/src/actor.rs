@@ -639,8 +639,9 @@ impl ActorCell {
     }
 
     /// Asks for the actor to be killed (`worker.rs`, "Kill", steps 1 and 2): raises the flag,
-    /// asks the worker running it (if any) to preempt it at its next safe point, and wakes it
-    /// so that a parked actor is scheduled. `false` if it had already ended.
+    /// asks every worker to preempt its running actor (so that this one, if it runs now, yields
+    /// at its next safe point), and wakes it so that a parked actor is scheduled. `false` if it
+    /// had already ended.
     pub(crate) fn kill(self: &Arc<ActorCell>) -> bool {
         if self.state.is_done() {
             return false;

@@ -41,8 +41,8 @@
 //!    has no next slot);
 //! 9. the dump's queue lengths (`dump::dump`): [`GlobalQueue::lens`] under `GlobalQueue`.
 //!
-//! Placement at spawn (`worker.rs`) is part of the work-stealing path, so `Gil` has it and
-//! `GlobalQueue` does not.
+//! Placement at spawn (`worker/placement.rs`) is part of the work-stealing path, so `Gil` has it
+//! and `GlobalQueue` does not.
 
 use std::collections::VecDeque;
 

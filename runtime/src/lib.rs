@@ -7,30 +7,44 @@
 //! | module | what it owns |
 //! |---|---|
 //! | `runtime` | [`Builder`], [`Runtime`], the shared state, routing of spawns and wakes |
-//! | `worker` | one worker thread: its run queues, its loop, shutdown |
+//! | `worker` | one worker thread: its run queues, its loop, polling for I/O when idle, shutdown |
+//! | `worker::placement` | where a spawned process actor starts; the balance rule of thieves |
+//! | `worker::carrier` | the coroutines on pooled stacks that run handler actors' activations |
+//! | `poll_right` | the right to poll I/O and its hand-over between workers |
+//! | `io` | the I/O poller (`mio`, polled by the workers and the monitor), one socket's readiness |
+//! | `net` | TCP and UDP sockets in `std::net`'s shape that suspend the calling actor |
+//! | `blocking` | the pool of OS threads for calls that would block a worker |
 //! | `baseline` | the single-lock baselines: `GlobalQueue` and `Gil` |
 //! | `idle` | the sleep protocol: searching and parked workers, whom to wake |
-//! | `next_slot` | a worker's next slot, which a spare covering it may empty of a free actor |
+//! | `grace` | how long idle workers leave another worker's unstarted process actors alone |
 //! | `spare` | spare workers that cover a worker stuck outside a safe point (handoff) |
+//! | `next_slot` | a worker's next slot, which only it fills and other threads may empty (below) |
 //! | `actor` | one actor: id, options, body, the pinning rule |
+//! | `handle` | [`Handle`]: spawning from any thread, and the spawn gate at shutdown |
+//! | `home` | the worker an actor is pinned to; the hand-off that pins and frees handler actors |
+//! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
+//! | `program` | a handler actor's program in its cell, and its lending to a carrier |
 //! | `wake` | the wake state word that schedules a parked actor exactly once |
 //! | `context` | the calling thread's view: [`park`], [`yield_now`], [`Waiter`] |
 //! | `safepoint` | [`checkpoint`]: the process-wide gate and each worker's preempt flag and ticks |
 //! | `fault` | running user code where a panic must not escape (`contain`) |
-//! | `home` | which worker an actor is pinned to, and the hand-off that pins and frees handler actors |
-//! | `handler` | handler actors as the runtime runs them: activations on borrowed stacks |
 //! | `join` | [`JoinHandle`], [`JoinError`] and [`JoinErrorKind`] |
-//! | `stack` | guarded stacks, carved from reserved regions and pooled per worker |
+//! | `exit_hooks` | the exit hooks waiting for one actor's end (an `ExitWatch`'s, a mailbox's) |
+//! | `live` | the table of live actors by id: `kill`, `monitor`, the dump and the metrics |
+//! | `stack` | guarded stacks: the slab and its reservations, per-worker pools, custom sizes |
 //! | `guard` | the stack overflow reporter |
-//! | `monitor` | the monitor thread: time-slice preemption, long-run reports, firing timers |
+//! | `monitor` | the monitor thread: preemption, spare handoff, long runs, timers, deadlock check |
 //! | `timer` | the heap of timers behind `sleep` and timeouts |
 //! | `stats` | per-worker counters |
 //! | `wait` | what a suspended actor waits on: one word per actor |
 //! | `dump` | [`Dump`]: every live actor and worker, gathered without stopping them |
 //! | `deadlock` | the monitor's deadlock check and its report, [`Deadlock`] |
 //! | `trace` | `tracing` spans and events, behind the optional `tracing` feature |
-//! | `poll_right` | the right to poll I/O and its hand-over between workers |
 //! | `sync` | the std/loom switch used by the protocol code |
+//!
+//! A free actor (a handler actor between activations, a migratable actor) in a worker's next
+//! slot may be taken by a spare covering that worker, or by an idle worker once the running
+//! actor has overrun its time slice.
 //!
 //! `docs/architecture.md` in the repository walks through the design.
 //!

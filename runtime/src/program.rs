@@ -151,9 +151,9 @@ impl Drop for Program {
 // `Box` of one; the table is `'static` and immutable.
 unsafe impl Send for Program {}
 
-/// A handler actor's body lent to the carrier that runs one of its activations (`worker.rs`):
-/// a pointer to the body that holds the program where it lies, so that an activation neither
-/// moves the program nor copies it through the switch.
+/// A handler actor's body lent to the carrier that runs one of its activations
+/// (`worker/carrier.rs`): a pointer to the body that holds the program where it lies, so that an
+/// activation neither moves the program nor copies it through the switch.
 ///
 /// The lending protocol, for each activation:
 /// 1. the worker that holds the actor runs it: it makes a `Lent` of the body from the cell's

@@ -789,9 +789,10 @@ impl Shared {
     }
 
     /// Puts a new actor where workers find it: the spawning worker's fresh queue or deque,
-    /// where a thief can take it before it starts, another worker's inbox if placement picks
-    /// one (`worker/placement.rs`); from outside the runtime, a parked worker's placed
-    /// actors for a process actor (placement, step 7), else the injector.
+    /// where a thief can take it before it starts, or another worker's queue of placed actors
+    /// (`Remote::placed_actors`) if placement picks one (`worker/placement.rs`, step 3); from
+    /// outside the runtime, a parked worker's placed actors for a process actor (placement,
+    /// step 7), else the injector. Under the global-queue baseline, the shared FIFO.
     pub(crate) fn spawn_cell(self: &Arc<Self>, actor: Runnable) {
         match &self.policy {
             Policy::GlobalQueue(gq) => {
@@ -835,8 +836,8 @@ impl Shared {
         }
     }
 
-    /// Placement, step 3 (`worker.rs`): hands an unstarted process actor to worker `o`, which
-    /// it unparks; and, as after any push of stealable work, wakes a searcher (`idle.rs`):
+    /// Placement, step 3 (`worker/placement.rs`): hands an unstarted process actor to worker `o`,
+    /// which it unparks; and, as after any push of stealable work, wakes a searcher (`idle.rs`):
     /// thieves may take it too.
     fn place_on(&self, o: usize, actor: Runnable) {
         self.remotes[o].take_placed(o, actor);
@@ -1023,8 +1024,8 @@ impl Shared {
     }
 
     /// Whether any queue that thieves can reach holds work; a worker's fresh queue counts only
-    /// where `may_take_fresh` says the asking worker may take from it (`worker.rs`,
-    /// "Placement", step 5).
+    /// where `may_take_fresh` says the asking worker may take from it (`worker/placement.rs`,
+    /// step 5).
     pub(crate) fn any_stealable_work(
         &self,
         mut may_take_fresh: impl FnMut(&Remote) -> bool,
@@ -1065,8 +1066,9 @@ impl Shared {
         self.migratable_live.lock().pop()
     }
 
-    /// Drops every actor left in the injector and in the workers' inboxes: unstarted ones with
-    /// their closures; started ones were already unwound by their workers.
+    /// Drops every actor left in the injector and in the workers' inboxes and queues of placed
+    /// actors (or in the global queue): unstarted ones with their closures; started ones were
+    /// already unwound by their workers.
     fn drain_injector(&self) {
         // Taken under the sweep lock (see `after_push`), dropped after it: the closures'
         // destructors may wake actors, and a wake may sweep.

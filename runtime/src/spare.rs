@@ -24,7 +24,7 @@
 //! # Protocol
 //!
 //! 1. The monitor sees a worker's time slice last `HANDOFF_SLICES` slices (`monitor.rs`, step
-//!    2). It looks for a dormant spare (its `covering` is `NONE`, and it runs nothing, or its
+//!    4). It looks for a dormant spare (its `covering` is `NONE`, and it runs nothing, or its
 //!    thread is runnable: a spare can be stuck too, after giving its claim back, in an actor
 //!    pinned to it), writes
 //!    the stuck slice's number into its `covered_slice`, and claims it with a compare-and-swap

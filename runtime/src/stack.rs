@@ -4,17 +4,24 @@
 //!
 //! * [`StackSlab`]: one per runtime, shared by all workers. It reserves address space in
 //!   [`STACKS_PER_CHUNK`]-stack chunks with `mmap(MAP_NORESERVE)`, installs one guard page below
-//!   every stack, and keeps a global free list that worker pools refill from and spill into.
-//! * [`StackPool`]: one per worker, owned by it alone. Spawning in steady state pops a warm
-//!   stack from this `Vec` and costs no system call and no lock.
+//!   every stack, and keeps the stacks that worker pools spill into and refill from: dirty
+//!   batches (pages still resident, trimmed after `TRIM_AFTER`) and a free list (pages given
+//!   back). Under `mprotect` guards it also counts the spawns' reservations
+//!   ([`reserve`](StackSlab::reserve)) against the cap on kernel mappings.
+//! * [`StackPool`]: one per worker, owned by it alone. An actor's first run (`WorkerLoop::start`)
+//!   takes a stack of the runtime's size from it; in steady state that pops a warm stack from
+//!   this `Vec` and costs no system call and no lock. Spawning takes nothing from it.
 //! * [`Stack`]: one stack slot, handed to `corosensei` for the life of one actor.
+//! * [`OwnedStack`]: a stack of a custom size, with a mapping and guard of its own, mapped at
+//!   spawn for one actor and unmapped after.
 //!
 //! # Invariants
 //!
 //! 1. A slot is `GUARD` bytes of guard page followed by `size` usable bytes. The guard is
 //!    installed once, when the chunk is carved, and stays for the life of the runtime.
-//! 2. A [`Stack`] is owned by exactly one place at a time: a pool, the slab's free list, or one
-//!    coroutine. Its memory is only ever touched by code running on that coroutine.
+//! 2. A [`Stack`] is owned by exactly one place at a time: a pool, the slab's dirty batches or
+//!    free list, or one coroutine. Its memory is only ever touched by code running on that
+//!    coroutine.
 //! 3. Chunks are never unmapped while the slab lives; the slab is dropped only after every worker
 //!    has exited and every coroutine has been dropped (the runtime's shutdown protocol).
 //!

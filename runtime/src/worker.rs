@@ -1622,7 +1622,7 @@ impl WorkerLoop<'_> {
         self.drain_and_unwind_pinned();
         // Step 4: once no worker runs actors any more, the migratable ones. The second wait
         // keeps every worker thread alive while migratable code runs (it may have cached a
-        // thread-local address of any of them, see `context::checkpoint`).
+        // thread-local address of any of them, see `safepoint::checkpoint_slow`).
         stopped.wait();
         while let Some(a) = self.shared().take_migratable() {
             self.unwind(&a);

@@ -33,7 +33,7 @@
 //!    (`parked` is only a hint), and run first an actor that then blocks its thread. (An
 //!    earlier version put placed actors in O's inbox, which only O drains; an actor placed on a
 //!    worker that had just woken from its I/O poll waited there behind the actor the poll woke,
-//!    `tests/placement.rs`.)
+//!    `actors/tests/placement.rs`.)
 //! 4. The actor leaves `placed` exactly once, through `ActorCell::unplace`, by whoever holds its
 //!    body: when it starts (it counts as pinned from then on), or when it ends unstarted (a
 //!    stack refused at start, a queue dropped at shutdown, in whichever queue shutdown's sweeps
