@@ -264,7 +264,9 @@ impl fmt::Display for WorkerDump {
 /// assert_eq!(a.name.as_deref(), Some("napper"));
 /// assert!(matches!(a.waiting_on(), Some(Wait::Sleep { .. })));
 /// assert_eq!(dump.workers.iter().filter(|w| !w.spare).count(), 2); // and 2 spares after them
-/// assert!(dump.to_string().contains("actor #"));
+/// let text = dump.to_string();
+/// assert!(text.starts_with("threadlet dump: 2 workers (and 2 spares), "), "{text}");
+/// assert!(text.contains("actor #"));
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -290,10 +292,14 @@ impl Dump {
 
 impl fmt::Display for Dump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spares = self.workers.iter().filter(|w| w.spare).count();
+        write!(f, "threadlet dump: {} workers", self.workers.len() - spares)?;
+        if spares > 0 {
+            write!(f, " (and {spares} spares)")?;
+        }
         writeln!(
             f,
-            "threadlet dump: {} workers, {} actors, {} waiting in the shared queue",
-            self.workers.len(),
+            ", {} actors, {} waiting in the shared queue",
             self.actors.len(),
             self.injected
         )?;

@@ -38,6 +38,7 @@
 //! | `stats` | per-worker counters |
 //! | `wait` | what a suspended actor waits on: one word per actor |
 //! | `dump` | [`Dump`]: every live actor and worker, gathered without stopping them |
+//! | `dump/signal` | the dump on a signal, and the signal's own action after the last runtime |
 //! | `deadlock` | the monitor's deadlock check and its report, [`Deadlock`] |
 //! | `trace` | `tracing` spans and events, behind the optional `tracing` feature |
 //! | `sync` | the std/loom switch used by the protocol code |
