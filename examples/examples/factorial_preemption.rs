@@ -1,4 +1,4 @@
-//! The Stackless preemption demo (`shared/seeds/003_*`): two actors compute factorial(512) and
+//! The Stackless preemption demo: two actors compute factorial(512) and
 //! factorial(1024) with a safe point per multiplication, on a runtime that preempts every
 //! `--ticks` safe points, like `stackless.run(100)`. Prints how often each was forced to switch.
 //!
@@ -13,8 +13,8 @@ use threadlet_examples::cpu::factorial;
 /// Two CPU-bound actors under deterministic tick preemption.
 #[derive(Parser)]
 struct Args {
-    /// Safe points an actor may pass in one run before it must yield.
-    #[arg(long, default_value_t = 100)]
+    /// Safe points an actor may pass in one run before it must yield (at least 1).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     ticks: u32,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]

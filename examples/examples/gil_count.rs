@@ -1,4 +1,4 @@
-//! Beazley's GIL experiment (`shared/seeds/003_*`): `count(n)` twice, sequentially and in two
+//! Beazley's GIL experiment: `count(n)` twice, sequentially and in two
 //! actors. Under CPython's GIL the two threads took 3x longer than running sequentially; here
 //! the two actors run on two workers in parallel.
 //!
@@ -15,8 +15,8 @@ use threadlet_examples::cpu::count;
 /// count(n) twice: sequential vs two actors.
 #[derive(Parser)]
 struct Args {
-    /// What each count starts from.
-    #[arg(long, default_value_t = 100_000_000)]
+    /// What each count starts from (at least 1: the ratios divide by its time).
+    #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     n: u64,
     /// Worker threads (default: one per CPU).
     #[arg(long)]

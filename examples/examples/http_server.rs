@@ -42,9 +42,24 @@ struct Args {
 fn main() {
     let args = Args::parse();
     let content = match &args.root {
+        Some(dir) if !dir.is_dir() => {
+            eprintln!("http_server: --root {}: not a directory", dir.display());
+            std::process::exit(2)
+        }
         Some(dir) => Content::Directory(dir.clone()),
         None => Content::generated(),
     };
+    // Built before the port is taken, so that a bad `--workers` is said before anything else.
+    let runtime = (!args.threads).then(|| {
+        let mut b = Runtime::builder();
+        if let Some(w) = args.workers {
+            b = b.workers(w);
+        }
+        b.build().unwrap_or_else(|e| {
+            eprintln!("http_server: {e}");
+            std::process::exit(2)
+        })
+    });
     let std_listener = std::net::TcpListener::bind(("127.0.0.1", args.port)).unwrap_or_else(|e| {
         eprintln!("http_server: cannot listen on port {}: {e}", args.port);
         std::process::exit(2)
@@ -58,23 +73,16 @@ fn main() {
         "threadlet actor per connection"
     };
     eprintln!("http_server: {kind}, listening on http://{addr}/");
-    // Kept alive until main returns: dropping it would shut the actors down.
-    let mut _runtime = None;
-    if args.threads {
-        std::thread::spawn(move || http::threads_server(std_listener, content));
-    } else {
-        let mut b = Runtime::builder();
-        if let Some(w) = args.workers {
-            b = b.workers(w);
+    // The runtime is kept alive until main returns: dropping it would shut the actors down.
+    match &runtime {
+        None => {
+            std::thread::spawn(move || http::threads_server(std_listener, content));
         }
-        let rt = b.build().unwrap_or_else(|e| {
-            eprintln!("http_server: {e}");
-            std::process::exit(2)
-        });
-        let listener = threadlet::net::TcpListener::from_std(std_listener)
-            .expect("a listener can be made non-blocking");
-        rt.spawn(move || http::threadlet_server(listener, content));
-        _runtime = Some(rt);
+        Some(rt) => {
+            let listener = threadlet::net::TcpListener::from_std(std_listener)
+                .expect("a listener can be made non-blocking");
+            rt.spawn(move || http::threadlet_server(listener, content));
+        }
     }
     match args.load {
         None => loop {

@@ -1,4 +1,4 @@
-//! The CPU-bound seed workloads (`shared/seeds/003_*`, `004_*`): Beazley's `count` and the
+//! The CPU-bound seed workloads (docs/benchmarks.md, "The seeds, reproduced"): Beazley's `count` and the
 //! Stackless `factorial` demo, each with a preemption safe point in its loop.
 
 use std::hint::black_box;

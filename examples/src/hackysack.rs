@@ -1,4 +1,5 @@
-//! The Stackless "hackysack" game (`shared/seeds/000_*`), with threadlet actors.
+//! The Stackless "hackysack" game (tasklets against OS threads, 10 to 100,000 players passing
+//! one sack), with threadlet actors.
 //!
 //! `players` actors stand in a circle. One sack is kicked from player to player, each time to a
 //! random other player, by sending it to that player's mailbox. The player that makes the last

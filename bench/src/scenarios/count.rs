@@ -1,4 +1,4 @@
-//! count: Beazley's GIL experiment (`shared/seeds/003_*`). Each of `actors` actors counts `n`
+//! count: Beazley's GIL experiment. Each of `actors` actors counts `n`
 //! down to zero with a safe point (`threadlet::checkpoint`) per step
 //! (`threadlet_examples::cpu::count`); `sequential` does the same counts one after the other on
 //! the main thread.

@@ -1,4 +1,4 @@
-//! factorial: the seed's 500 tasklets computing factorial(1024) (`shared/seeds/003_*`). Each of
+//! factorial: the Stackless seed's 500 tasklets computing factorial(1024). Each of
 //! `actors` actors computes `n!` in wrapping `u64` arithmetic `times` times over, with a safe
 //! point per multiplication (`threadlet_examples::cpu::factorial`), and checks every product.
 //!

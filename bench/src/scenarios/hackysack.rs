@@ -1,4 +1,4 @@
-//! hackysack: the seed's `runit()` (`shared/seeds/000_*`). Spawn a circle of `players`, kick
+//! hackysack: the Stackless seed's `runit()`. Spawn a circle of `players`, kick
 //! one sack `kicks` times from player to random other player, then send every player exit and
 //! wait for all of them.
 //!

@@ -1,4 +1,4 @@
-//! seeds: every seed experiment (`shared/seeds/`) at its seed size, with the seed's own figure
+//! seeds: every seed experiment (docs/benchmarks.md, "The seeds, reproduced") at its seed size, with the seed's own figure
 //! beside ours. The seeds ran Python (Stackless tasklets, CPython threads) on the hardware of
 //! their day, so the comparison says how far the idea carries, not who wins a fair race.
 //!
