@@ -19,7 +19,8 @@
 //!    parked worker is woken to take it, so that long messages spread over idle workers instead
 //!    of queueing behind the first where it started.
 //! 3. The actor stops after the message during which it called [`Context::stop`], or once its
-//!    mailbox is empty and every [`Addr`] is gone (the context does not count as one). Its
+//!    mailbox is empty and every [`Addr`] is gone (the context does not count as one) or it
+//!    closed it ([`Context::close`]: the messages queued before are still handled). Its
 //!    mailbox is closed first (later sends hand their message back; what is still queued is
 //!    dropped unhandled), then [`Actor::stopped`] runs, and its [`JoinHandle`] returns the
 //!    actor's value.
@@ -90,7 +91,8 @@ pub trait Actor: Send + Sized + 'static {
     fn stopped(&mut self) {}
 }
 
-/// What a handler actor may do besides handling its message: its address, its id, stopping.
+/// What a handler actor may do besides handling its message: its address, its id, stopping,
+/// closing.
 ///
 /// It holds the actor's mailbox (the receiving end, which only the program polls): one
 /// pointer, from which an address and the actor's id are made when asked for, so that an idle
@@ -261,6 +263,42 @@ impl<A: Actor> Context<A> {
     /// ```
     pub fn stop(&mut self) {
         self.mailbox.owner_bits |= STOPPING;
+    }
+
+    /// Closes the actor's mailbox and lets it drain: later sends hand their message back, the
+    /// messages already queued are still handled, and then the actor stops as by
+    /// [`stop`](Context::stop). The handler actor's "close, then drain"
+    /// ([`Mailbox::close`](crate::Mailbox::close)): every send that returned `Ok` is handled.
+    ///
+    /// ```
+    /// use threadlet::{Actor, Context, RuntimeExt};
+    ///
+    /// /// Takes jobs until told `0`, then finishes the ones already sent.
+    /// #[derive(Default)]
+    /// struct Jobs(Vec<u32>);
+    /// impl Actor for Jobs {
+    ///     type Msg = u32;
+    ///     fn handle(&mut self, job: u32, ctx: &mut Context<Self>) {
+    ///         match job {
+    ///             0 => ctx.close(),
+    ///             _ => self.0.push(job),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(2).build().unwrap();
+    /// let (addr, h) = rt.start(Jobs::default());
+    /// // Sent while the actor may be running: those after `0` are queued or handed back.
+    /// let accepted: Vec<u32> = [1, 2, 0, 3, 4]
+    ///     .into_iter()
+    ///     .filter(|&job| addr.send(job).is_ok())
+    ///     .filter(|&job| job != 0)
+    ///     .collect();
+    /// assert_eq!(h.join().unwrap().0, accepted); // every accepted job was done
+    /// assert_eq!(addr.send(5).unwrap_err().into_inner(), 5); // handed back
+    /// ```
+    pub fn close(&mut self) {
+        self.mailbox.close();
     }
 
     fn stopping(&self) -> bool {

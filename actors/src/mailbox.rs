@@ -877,7 +877,9 @@ impl<M> Mailbox<M> {
     /// `Disconnected`), even while addresses live. Closing twice does nothing more.
     ///
     /// This is how an actor stops without losing messages: close, then drain. Every send that
-    /// returned `Ok` is received.
+    /// returned `Ok` is received, by an actor that drains its mailbox after closing it (one
+    /// that ends with messages queued drops them with its mailbox: a handler actor's
+    /// `ctx.stop()` does; [`Context::close`](crate::Context::close) drains first).
     ///
     /// ```
     /// use threadlet::channel::{SendError, TryRecvError};

@@ -562,9 +562,14 @@ impl Supervisor {
 
     /// Why the supervisor gives up past the intensity, `last` being the end that went past it.
     fn past_intensity(&self, last: &Down) -> String {
+        let name = last
+            .name
+            .as_ref()
+            .map_or_else(String::new, |n| format!(" {n:?}"));
         format!(
-            "supervisor: more than {} restarts in {:?} (last: {:?} ended: {:?})",
-            self.max_restarts, self.period, last.name, last.reason
+            "supervisor: more than {} restarts in {:?} (the last: actor {}{name}, which ended \
+             {:?})",
+            self.max_restarts, self.period, last.id, last.reason
         )
     }
 

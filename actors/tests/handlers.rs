@@ -1367,3 +1367,76 @@ impl Hold {
         self.release.lock().unwrap().recv().unwrap();
     }
 }
+
+/// `Context::close`: the mailbox refuses new sends and the actor drains what it had accepted,
+/// then stops, `stopped` running after the last message; senders racing the close from
+/// several threads see each message either handled once or handed back, under every scheduler.
+#[test]
+fn close_then_drain_handles_every_accepted_message() {
+    struct Drains {
+        handled: Vec<u64>,
+        stopped_after: Arc<Mutex<Option<usize>>>,
+    }
+    impl Actor for Drains {
+        type Msg = u64;
+        fn handle(&mut self, msg: u64, ctx: &mut Context<Self>) {
+            if msg == u64::MAX {
+                ctx.close();
+            } else {
+                self.handled.push(msg);
+            }
+        }
+        fn stopped(&mut self) {
+            *self.stopped_after.lock().unwrap() = Some(self.handled.len());
+        }
+    }
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        for round in 0..20 {
+            within_watchdog("close, then drain", move || {
+                let rt = Runtime::builder()
+                    .workers(2)
+                    .scheduler(scheduler)
+                    .build()
+                    .unwrap();
+                let stopped_after = Arc::new(Mutex::new(None));
+                let (addr, h) = rt.start(Drains {
+                    handled: Vec::new(),
+                    stopped_after: stopped_after.clone(),
+                });
+                let senders: Vec<_> = (0..3u64)
+                    .map(|t| {
+                        let addr = addr.clone();
+                        std::thread::spawn(move || {
+                            let mut accepted = Vec::new();
+                            for i in 0..500u64 {
+                                let msg = t * 1_000 + i;
+                                if t == 0 && i == 250 {
+                                    addr.send(u64::MAX).unwrap(); // accepted: the first close
+                                }
+                                match addr.send(msg) {
+                                    Ok(()) => accepted.push(msg),
+                                    Err(e) => assert_eq!(e.into_inner(), msg),
+                                }
+                            }
+                            accepted
+                        })
+                    })
+                    .collect();
+                let mut accepted: Vec<u64> = senders
+                    .into_iter()
+                    .flat_map(|s| s.join().unwrap())
+                    .collect();
+                let mut handled = h.join().unwrap().handled;
+                assert_eq!(*stopped_after.lock().unwrap(), Some(handled.len()));
+                accepted.sort_unstable();
+                handled.sort_unstable();
+                assert_eq!(handled, accepted, "{scheduler:?}, round {round}");
+                assert!(addr.send(7).is_err(), "closed for good");
+            });
+        }
+    }
+}

@@ -1300,7 +1300,10 @@ impl Runtime {
     /// Stops the workers, unwinding every actor still suspended so its destructors run. The
     /// same happens on drop; this spells it out.
     ///
-    /// Returns once they are stopped, except on a thread that must not wait for that: one of
+    /// Returns once they are stopped: an actor is stopped at its next suspension or safe point,
+    /// so one that runs a loop with no safe point (or sits in a blocking system call) holds the
+    /// shutdown, and this call, until it reaches one; the long-run report names such an actor
+    /// ([`Builder::on_long_run`]). The exceptions are threads that must not wait: one of
     /// this runtime's (an actor of it goes on until it next suspends, and is then cancelled
     /// like the others), or a worker of another runtime where no actor may suspend (a
     /// destructor in an unwind); there the shutdown goes on in the background. An actor of
