@@ -37,7 +37,7 @@ use std::fmt;
 use std::io;
 
 use threadlet_runtime::{
-    Activation, ActorId, Completion, JoinErrorKind, JoinHandle, Runtime, SpawnOptions, Step,
+    Activation, ActorId, Completion, JoinErrorKind, JoinHandle, SpawnOptions, Step,
     catch_actor_panic,
 };
 
@@ -602,22 +602,10 @@ pub(crate) fn start_here<A: Actor>(
     })
 }
 
-/// Starts a handler actor with `opts` through a runtime handle, from any thread.
-pub(crate) fn start_on_handle<A: Actor>(
-    handle: &threadlet_runtime::Handle,
-    opts: SpawnOptions,
-    capacity: Option<usize>,
-    actor: A,
-) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
-    start_with(actor, capacity, |make| {
-        handle.start_handler(opts, make.into_fn())
-    })
-}
-
 /// Starts a handler actor with `opts` on `rt`, from any thread (`RuntimeExt::start`,
 /// `ActorBuilder::start_on`).
 pub(crate) fn start_on<A: Actor>(
-    rt: &Runtime,
+    rt: &impl crate::spawner::Sealed,
     opts: SpawnOptions,
     capacity: Option<usize>,
     actor: A,

@@ -255,7 +255,7 @@ impl RuntimeExt for Handle {
         // With default options the only refusal is the runtime's shutdown (the value drops
         // there, unstarted): a join handle of an actor that never runs, and an address whose
         // mailbox closed with its owner, so that sends hand their message back.
-        handler::start_on_handle(self, SpawnOptions::new(), None, actor).unwrap_or_else(|_| {
+        handler::start_on(self, SpawnOptions::new(), None, actor).unwrap_or_else(|_| {
             let (addr, mb) = mailbox::mailbox();
             drop(mb);
             let h = threadlet_runtime::__private::never_started();
@@ -284,6 +284,67 @@ impl RuntimeExt for Runtime {
         handler::start_on(self, SpawnOptions::new(), None, actor)
             .unwrap_or_else(|e| panic!("threadlet: cannot start an actor: {e}"))
     }
+}
+
+/// What [`ActorBuilder`]'s `*_on` methods spawn on from any thread: a [`Runtime`], or a
+/// [`Handle`] of one (which a thread may hold without owning the runtime). Sealed: only those
+/// two are.
+pub trait Spawner: spawner::Sealed {}
+
+impl Spawner for Runtime {}
+impl Spawner for Handle {}
+
+mod spawner {
+    use std::io;
+
+    use threadlet_runtime::{
+        Activation, ActorId, Completion, Handle, JoinHandle, Runtime, SpawnOptions,
+    };
+
+    /// The spawns `Runtime` and `Handle` both have, under one name.
+    pub trait Sealed {
+        fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+        where
+            F: FnOnce() -> R + Send + 'static,
+            R: Send + 'static;
+
+        fn start_handler<R, P>(
+            &self,
+            opts: SpawnOptions,
+            make: impl FnOnce(ActorId, Completion<R>) -> P,
+        ) -> io::Result<JoinHandle<R>>
+        where
+            R: Send + 'static,
+            P: Activation;
+    }
+
+    macro_rules! forward {
+        ($t:ty) => {
+            impl Sealed for $t {
+                fn spawn_with<F, R>(&self, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<R>>
+                where
+                    F: FnOnce() -> R + Send + 'static,
+                    R: Send + 'static,
+                {
+                    <$t>::spawn_with(self, opts, f)
+                }
+
+                fn start_handler<R, P>(
+                    &self,
+                    opts: SpawnOptions,
+                    make: impl FnOnce(ActorId, Completion<R>) -> P,
+                ) -> io::Result<JoinHandle<R>>
+                where
+                    R: Send + 'static,
+                    P: Activation,
+                {
+                    <$t>::start_handler(self, opts, make)
+                }
+            }
+        };
+    }
+    forward!(Runtime);
+    forward!(Handle);
 }
 
 /// Per-actor options, shaped like `std::thread::Builder`: name, stack size, and the `unsafe`
@@ -480,7 +541,7 @@ impl ActorBuilder {
         Ok((addr, h))
     }
 
-    /// Spawns an actor with a mailbox on `rt`, from any thread.
+    /// Spawns an actor with a mailbox on `rt` (a [`Runtime`] or a [`Handle`]), from any thread.
     ///
     /// ```
     /// use threadlet::{ActorBuilder, Mailbox};
@@ -493,7 +554,11 @@ impl ActorBuilder {
     /// addr.send(21).unwrap();
     /// assert_eq!(h.join().unwrap(), Some(42));
     /// ```
-    pub fn spawn_actor_on<M, F, R>(self, rt: &Runtime, f: F) -> io::Result<(Addr<M>, JoinHandle<R>)>
+    pub fn spawn_actor_on<M, F, R>(
+        self,
+        rt: &impl Spawner,
+        f: F,
+    ) -> io::Result<(Addr<M>, JoinHandle<R>)>
     where
         M: Send + 'static,
         F: FnOnce(Mailbox<M>) -> R + Send + 'static,
@@ -505,7 +570,7 @@ impl ActorBuilder {
         Ok((addr, h))
     }
 
-    /// Spawns on `rt` from any thread.
+    /// Spawns on `rt` (a [`Runtime`] or a [`Handle`]) from any thread.
     ///
     /// ```
     /// use threadlet::ActorBuilder;
@@ -517,7 +582,7 @@ impl ActorBuilder {
     ///     .unwrap();
     /// assert_eq!(h.join().unwrap(), Some(9));
     /// ```
-    pub fn spawn_on<F, R>(self, rt: &Runtime, f: F) -> io::Result<JoinHandle<R>>
+    pub fn spawn_on<F, R>(self, rt: &impl Spawner, f: F) -> io::Result<JoinHandle<R>>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
@@ -551,10 +616,36 @@ impl ActorBuilder {
         handler::start_here(self.opts, self.mailbox_capacity, actor)
     }
 
-    /// Starts a handler actor with these options on `rt`, from any thread.
+    /// Starts a handler actor with these options on `rt` (a [`Runtime`] or a [`Handle`]), from
+    /// any thread.
+    ///
+    /// ```
+    /// use threadlet::{Actor, ActorBuilder, Context};
+    ///
+    /// struct Greeter;
+    /// impl Actor for Greeter {
+    ///     type Msg = &'static str;
+    ///     fn handle(&mut self, who: &'static str, ctx: &mut Context<Self>) {
+    ///         assert_eq!(threadlet::current_name().as_deref(), Some("greeter"));
+    ///         println!("hello, {who}");
+    ///         ctx.stop();
+    ///     }
+    /// }
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// let handle = rt.handle(); // what a thread that does not own the runtime holds
+    /// let (addr, h) = std::thread::spawn(move || {
+    ///     ActorBuilder::new().name("greeter").mailbox_capacity(8).start_on(&handle, Greeter)
+    /// })
+    /// .join()
+    /// .unwrap()
+    /// .unwrap();
+    /// addr.send("world").unwrap();
+    /// h.join().unwrap();
+    /// ```
     pub fn start_on<A: Actor>(
         self,
-        rt: &Runtime,
+        rt: &impl Spawner,
         actor: A,
     ) -> io::Result<(Addr<A::Msg>, JoinHandle<A>)> {
         handler::start_on(rt, self.opts, self.mailbox_capacity, actor)
