@@ -1588,6 +1588,26 @@ impl<R> fmt::Debug for Reply<R> {
     }
 }
 
+/// A reply that answers through a one-shot channel made by hand: for a request that comes by
+/// another way than [`Addr::ask`] (a job on a channel that a pool of actors shares), or for a
+/// test that calls a handler directly.
+///
+/// ```
+/// use threadlet::Reply;
+/// use threadlet::channel::oneshot;
+///
+/// let (tx, rx) = oneshot::<u32>();
+/// let reply = Reply::from(tx);
+/// assert!(!reply.is_abandoned());
+/// reply.send(42);
+/// assert_eq!(rx.recv(), Ok(42));
+/// ```
+impl<R> From<oneshot::Sender<R>> for Reply<R> {
+    fn from(tx: oneshot::Sender<R>) -> Reply<R> {
+        Reply(tx)
+    }
+}
+
 /// Why an [`Addr::ask`] got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskError {
