@@ -874,6 +874,44 @@ impl<T> Sender<T> {
     /// assert_eq!(sum, 10);
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        self.send_until(value, None)
+            .map_err(|e| SendError(e.into_inner()))
+    }
+
+    /// Sends `value`, waiting at most `timeout` for room (for rendezvous: for a receiver to
+    /// take it); on a timeout the value comes back in [`SendTimeoutError::Timeout`]. A value
+    /// a receiver took meanwhile is sent, however late.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet::channel::{self, SendTimeoutError};
+    ///
+    /// let rt = threadlet::Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = channel::bounded(1);
+    ///     tx.send_timeout(1, Duration::from_millis(5)).unwrap(); // room at once
+    ///     let full = tx.send_timeout(2, Duration::from_millis(5));
+    ///     assert_eq!(full, Err(SendTimeoutError::Timeout(2))); // nobody took the first
+    ///     assert_eq!(rx.recv(), Ok(1));
+    ///     drop(rx);
+    ///     let gone = tx.send_timeout(3, Duration::from_millis(5));
+    ///     assert_eq!(gone, Err(SendTimeoutError::Disconnected(3)));
+    /// });
+    /// ```
+    pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        // A timeout too long to represent as an `Instant` (`Duration::MAX`) means no deadline.
+        self.send_until(value, Instant::now().checked_add(timeout))
+    }
+
+    /// [`send_timeout`](Sender::send_timeout) with a deadline.
+    pub fn send_deadline(&self, value: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+        self.send_until(value, Some(deadline))
+    }
+
+    /// `send`, giving up at `deadline` if there is one. As a receive does (`recv_waiting`): a
+    /// sender that gives up leaves the waiting list under the lock, then keeps what happened
+    /// meanwhile (`Parked::leave`): taken by a receiver, it was sent.
+    fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         checkpoint();
         let (slot, watchers, mut on) = {
             let mut st = self.chan.state.lock();
@@ -883,7 +921,12 @@ impl<T> Sender<T> {
                     woken.wake();
                     return Ok(());
                 }
-                Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
+                Err(TrySendError::Disconnected(v)) => {
+                    return Err(SendTimeoutError::Disconnected(v));
+                }
+                Err(TrySendError::Full(v)) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Err(SendTimeoutError::Timeout(v));
+                }
                 Err(TrySendError::Full(v)) => {
                     let slot = Slot::new(Some(v));
                     st.waiting_senders.push_back(slot.clone());
@@ -900,19 +943,29 @@ impl<T> Sender<T> {
             sender: true,
         };
         let result = loop {
-            if park_on(on).is_err() {
-                // Cancelled (a destructor sending while shutdown unwinds its actor): give up,
-                // unless a receiver took the value meanwhile.
+            // Cancelled: a destructor sending while shutdown unwinds its actor.
+            let cancelled = match deadline {
+                None => park_on(on).is_err(),
+                Some(d) => park_on_until(on, d).is_err(),
+            };
+            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
+                // Giving up, unless a receiver took the value meanwhile.
+                let back = |v: Option<T>| v.expect("a sender's value is still here");
                 break match parked.leave(false) {
                     Cell::Done(_) => Ok(()),
+                    Cell::Waiting(v) if !cancelled => Err(SendTimeoutError::Timeout(back(v))),
                     Cell::Waiting(v) | Cell::Disconnected(v) => {
-                        Err(SendError(v.expect("a sender's value is still here")))
+                        Err(SendTimeoutError::Disconnected(back(v)))
                     }
                 };
             }
             match &mut *slot.cell.lock() {
                 Cell::Done(_) => break Ok(()),
-                Cell::Disconnected(v) => break Err(SendError(v.take().expect("value back"))),
+                Cell::Disconnected(v) => {
+                    break Err(SendTimeoutError::Disconnected(
+                        v.take().expect("value back"),
+                    ));
+                }
                 Cell::Waiting(_) => {} // a spurious wakeup
             }
             // The slot's lock is free again: the channel's may be taken (senders hold it

@@ -1069,3 +1069,75 @@ fn handed_value_after_a_kill(
     assert!(victim.join().unwrap_err().is_killed());
     consumer.join().unwrap()
 }
+
+/// `Sender::send_timeout` on bounded and rendezvous channels with receivers that take values
+/// slowly: every value is either received once (its send said `Ok`, however late a receiver
+/// took it) or handed back by a timeout, never both, under every scheduler; senders are
+/// actors and plain threads.
+#[test]
+fn send_timeout_either_delivers_or_hands_back() {
+    let schedulers = [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ];
+    for scheduler in schedulers {
+        for cap in [0, 1, 2] {
+            within_watchdog("send_timeout", move || {
+                let rt = Runtime::builder()
+                    .workers(2)
+                    .scheduler(scheduler)
+                    .build()
+                    .unwrap();
+                let (tx, rx) = channel::bounded::<u64>(cap);
+                let receivers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let rx = rx.clone();
+                        rt.spawn(move || {
+                            let mut got = Vec::new();
+                            while let Ok(v) = rx.recv() {
+                                got.push(v);
+                                if v % 7 == 0 {
+                                    threadlet::sleep(Duration::from_micros(300));
+                                }
+                            }
+                            got
+                        })
+                    })
+                    .collect();
+                drop(rx);
+                let send_all = |tx: channel::Sender<u64>, base: u64| {
+                    let mut sent = Vec::new();
+                    for i in 0..300 {
+                        let v = base + i;
+                        let timeout = Duration::from_micros(50 * (i % 5));
+                        match tx.send_timeout(v, timeout) {
+                            Ok(()) => sent.push(v),
+                            Err(channel::SendTimeoutError::Timeout(back)) => assert_eq!(back, v),
+                            Err(e) => panic!("disconnected while receivers live: {e:?}"),
+                        }
+                    }
+                    sent
+                };
+                let from_actor = {
+                    let tx = tx.clone();
+                    rt.spawn(move || send_all(tx, 0))
+                };
+                let from_thread = {
+                    let tx = tx.clone();
+                    std::thread::spawn(move || send_all(tx, 1_000))
+                };
+                drop(tx);
+                let mut sent = from_actor.join().unwrap();
+                sent.extend(from_thread.join().unwrap());
+                let mut got: Vec<u64> = receivers
+                    .into_iter()
+                    .flat_map(|r| r.join().unwrap())
+                    .collect();
+                sent.sort_unstable();
+                got.sort_unstable();
+                assert_eq!(got, sent, "{scheduler:?}, capacity {cap}");
+            });
+        }
+    }
+}
