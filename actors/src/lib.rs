@@ -29,8 +29,15 @@
 //! assert_eq!(total, 45);
 //! ```
 //!
-//! Started actors stay on the worker that started them (see `docs/safety.md`); the scheduler
-//! balances work by stealing actors that have not started yet.
+//! Two kinds of actor share the workers: process actors (a function with a stack of its own,
+//! as above) and handler actors ([`Actor`]: a value whose `handle` runs per message, with no
+//! stack between messages). A started process actor stays on the worker that started it (see
+//! `docs/safety.md`); the scheduler balances work by stealing handler actors between their
+//! messages and actors that have not started yet.
+//!
+//! Much of this crate is re-exported from `threadlet-runtime` ([`Runtime`], [`spawn`],
+//! [`sleep`], [`JoinHandle`], ...): their examples are written against `threadlet_runtime::`,
+//! and each item is the same here under `threadlet::`.
 
 #![warn(missing_docs)]
 
