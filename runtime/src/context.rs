@@ -46,6 +46,10 @@ pub(crate) struct WorkerContext {
     /// Set while this worker kills an actor (`worker.rs`, "Kill"): a join completer dropped
     /// meanwhile reports `Killed` rather than `Cancelled`.
     pub(crate) killing: Cell<bool>,
+    /// Set while this worker ends a started handler actor that could not get a stack for its
+    /// next activation (`worker/carrier.rs`): a join completer dropped meanwhile reports this
+    /// error (`Spawn`) rather than `Cancelled`.
+    pub(crate) no_stack: Cell<Option<std::io::Error>>,
     /// How deep this thread is in running exit hooks (`join.rs`): safe points there do not
     /// yield, so an actor ending cannot be preempted, killed or unwound half-way through
     /// telling its monitors; and blocking operations fail as if cancelled (`park_recording`),
@@ -921,6 +925,12 @@ pub(crate) fn is_cancelling() -> bool {
 /// Whether this worker is killing an actor now.
 pub(crate) fn is_killing() -> bool {
     with_worker(|ctx| ctx.is_some_and(|c| c.killing.get()))
+}
+
+/// Why this worker is ending the actor it drops now for want of a stack, if it is
+/// (`WorkerContext::no_stack`); taken, as one completer reports it.
+pub(crate) fn take_no_stack() -> Option<std::io::Error> {
+    with_worker(|ctx| ctx.and_then(|c| c.no_stack.take()))
 }
 
 /// Who to wake when a condition comes true: an actor, or a plain OS thread.

@@ -729,6 +729,8 @@ impl<R> Drop for Completer<R> {
         // the runtime shut down (or the actor never started).
         let why = if context::is_killing() {
             JoinErrorKind::Killed
+        } else if let Some(e) = context::take_no_stack() {
+            JoinErrorKind::Spawn(e)
         } else {
             JoinErrorKind::Cancelled
         };

@@ -371,22 +371,41 @@ impl StackSlab {
                 return Err(self.map_count_error());
             }
         }
+        // The slots counted above that got no guard (a refused mapping, or a guard refused
+        // part way) give their count back: each failed carve would otherwise keep a chunk's
+        // worth of the cap for good.
+        let uncount = |unguarded: usize| {
+            if self.guard == GuardKind::Mprotect {
+                self.mprotect_guarded
+                    .fetch_sub(unguarded, Ordering::Relaxed);
+            }
+        };
         let len = slot_size * count;
-        let base = map_stacks(len)?;
+        let base = map_stacks(len).inspect_err(|_| uncount(count))?;
         self.chunks.lock().push((base, len));
         let slots: [usize; STACKS_PER_CHUNK] = std::array::from_fn(|i| base + i * slot_size);
+        let mut guarded = count;
         if !(self.guard == GuardKind::Madvise && install_guards_at_once(&slots)) {
-            for &slot in &slots {
-                install_guard(slot, self.guard)?;
+            for (i, &slot) in slots.iter().enumerate() {
+                if let Err(e) = install_guard(slot, self.guard) {
+                    uncount(count - i);
+                    if i == 0 {
+                        return Err(e);
+                    }
+                    // The slots guarded so far are handed out; the rest of the chunk stays
+                    // mapped, unused, until the slab goes (`chunks`).
+                    guarded = i;
+                    break;
+                }
             }
         }
-        for slot in slots {
+        for &slot in &slots[..guarded] {
             out.push(Stack {
                 slot: NonZeroUsize::new(slot).expect("mmap returned null"),
                 size: self.size,
             });
         }
-        self.carved.fetch_add(count, Ordering::Relaxed);
+        self.carved.fetch_add(guarded, Ordering::Relaxed);
         Ok(())
     }
 

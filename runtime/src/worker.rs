@@ -692,6 +692,7 @@ pub(crate) fn run(
         unwinding: Cell::new(None),
         cancelling: Cell::new(false),
         killing: Cell::new(false),
+        no_stack: Cell::new(None),
         exit_hooks: Cell::new(0),
     };
     let _entered = context::enter(&ctx);

@@ -13,7 +13,8 @@
 //!
 //! 1. the first registration for a signal in the process reads the signal's action before
 //!    signal-hook's handler goes in; if it is the default action, it registers signal-hook's
-//!    emulation of that action, behind a flag that stays lowered while a runtime dumps;
+//!    emulation of that action, behind a flag, raised (no runtime dumps on the signal yet: a
+//!    registration that fails after this, its thread refused, leaves the signal as it was);
 //! 2. each runtime that dumps on the signal counts itself in, and lowers the flag;
 //! 3. its [`DumpSignal`] dropped (`Runtime::drop`, or a build that failed after it), it counts
 //!    itself out; the last one out raises the flag.
@@ -125,7 +126,7 @@ impl DumpSignal {
         table.entry(signal).or_insert_with(|| Entry {
             runtimes: 0,
             restore_default: has_default_action(signal)
-                .then(|| Arc::new(AtomicBool::new(false)))
+                .then(|| Arc::new(AtomicBool::new(true)))
                 .filter(|flag| {
                     signal_hook::flag::register_conditional_default(signal, flag.clone()).is_ok()
                 }),

@@ -83,8 +83,9 @@ impl WorkerLoop<'_> {
     /// pool, if there is none), and marks the actor started. The program stays in the body,
     /// which the caller then lends to that carrier (`program.rs`); the carrier stays where it
     /// is unless the activation suspends (`suspend_activation`). `false` if no stack could be
-    /// had for a new carrier: the actor then ends (its program is dropped, and its join handle
-    /// reports `Cancelled`).
+    /// had for a new carrier: the actor then ends, as a process actor that cannot get a stack
+    /// for its first run does, its program dropped without `stopped` (which would need that
+    /// stack) and its join handle reporting `Spawn` with the error.
     pub(super) fn activate(&self, actor: &ActorRef, body: &mut Body) -> bool {
         debug_assert!(
             matches!(body, Body::Idle(_)),
@@ -101,11 +102,18 @@ impl WorkerLoop<'_> {
                     drop(carriers);
                     actor.end();
                     self.remote().slice.store(0, Ordering::Relaxed);
-                    let id = actor.id;
-                    fault::contain(
-                        format_args!("handler actor {id}, which could not get a stack ({e})"),
-                        move || drop(program),
+                    let what = format!(
+                        "handler actor {}, which could not get a stack for its next message \
+                         ({e})",
+                        actor.id
                     );
+                    // Its join completer, dropped with the program, reports the error.
+                    self.ctx.no_stack.set(Some(std::io::Error::new(
+                        e.kind(),
+                        format!("no stack for its next message: {e}"),
+                    )));
+                    fault::contain(what, move || drop(program));
+                    drop(self.ctx.no_stack.take()); // taken, unless the program had no completer
                     return false;
                 }
             }
