@@ -185,24 +185,16 @@ fn a_build_that_fails_gives_its_dump_signal_back() {
         use std::os::unix::process::ExitStatusExt;
         let out = within_watchdog(TEST, || in_child(TEST, &[(CHILD, TEST)]));
         let stdout = String::from_utf8_lossy(&out.stdout);
+        if stdout.contains("skipped:") {
+            return;
+        }
         assert!(!stdout.contains("survived"), "{stdout}");
         assert_eq!(out.status.signal(), Some(libc::SIGUSR1), "{:?}", out.status);
         return;
     }
-    // No new thread for this process from now on: as user `nobody` where this runs as root
-    // (root is exempt from the limit), whose threads the limit counts.
-    let none_more = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `setrlimit` reads one valid `rlimit`; the ids are plain integers. Dropping
-    // privileges in this child process affects nothing else.
-    unsafe {
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NPROC, &none_more), 0);
-        if libc::geteuid() == 0 {
-            assert_eq!(libc::setresgid(65534, 65534, 65534), 0);
-            assert_eq!(libc::setresuid(65534, 65534, 65534), 0);
-        }
+    if !refuse_new_threads() {
+        println!("skipped: no thread can be refused here");
+        return;
     }
     let built = Runtime::builder()
         .workers(1)
@@ -214,4 +206,70 @@ fn a_build_that_fails_gives_its_dump_signal_back() {
     unsafe { libc::raise(libc::SIGUSR1) };
     std::thread::sleep(Duration::from_millis(300));
     println!("survived the signal");
+}
+
+/// Sets the soft limit on this user's threads, under the hard limit as it is.
+fn set_thread_limit(limit: libc::rlim_t) {
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes one `rlimit` through a valid pointer; `setrlimit` reads one.
+    // A soft limit under the hard one may be lowered and raised again by any process.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NPROC, &mut now), 0);
+        now.rlim_cur = limit.min(now.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NPROC, &now), 0);
+    }
+}
+
+/// Refuses this process any new thread from now on: the thread limit at 0, as user `nobody`
+/// where this runs as root (root is exempt from the limit; `nobody`'s threads are then this
+/// process's). `false` where privileges cannot be dropped (no such capability here): the
+/// caller cannot make the kernel refuse a thread then.
+fn refuse_new_threads() -> bool {
+    set_thread_limit(0);
+    // SAFETY: plain integer ids; dropping privileges in this child process affects nothing
+    // else.
+    unsafe {
+        libc::geteuid() != 0
+            || (libc::setresgid(65534, 65534, 65534) == 0
+                && libc::setresuid(65534, 65534, 65534) == 0)
+    }
+}
+
+/// A spare worker whose thread the kernel refuses when a worker is first stuck is tried again
+/// the next time one is: it runs the actors that may move once threads can be had. (It was
+/// lost for good, its parts gone with the refused thread's closure.)
+#[test]
+fn a_spare_whose_thread_was_refused_starts_later() {
+    const TEST: &str = "a_spare_whose_thread_was_refused_starts_later";
+    if !is_child(TEST) {
+        return within_watchdog(TEST, || passes_in_child(TEST, &[(CHILD, TEST)]));
+    }
+    let rt = Runtime::builder()
+        .workers(1)
+        .spare_workers(1)
+        .build()
+        .unwrap();
+    if !refuse_new_threads() {
+        println!("skipped: no thread can be refused here");
+        return;
+    }
+    // The only worker stuck in a plain blocking call: the monitor brings the spare in, whose
+    // thread is refused.
+    let stuck = rt.spawn(|| std::thread::sleep(Duration::from_millis(300)));
+    stuck.join().unwrap();
+    set_thread_limit(libc::RLIM_INFINITY);
+    // Stuck again, with threads to be had: an actor spawned meanwhile runs on the spare.
+    let stuck = rt.spawn(|| std::thread::sleep(Duration::from_millis(500)));
+    std::thread::sleep(Duration::from_millis(100));
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(move || tx.send(threadlet::worker_index()).unwrap());
+    assert_eq!(
+        rx.recv().unwrap(),
+        Some(1),
+        "run by the spare (index 1), not after the stuck worker"
+    );
+    stuck.join().unwrap();
 }

@@ -100,7 +100,7 @@ pub(crate) struct SpareParts {
 enum Slot {
     Unstarted(SpareParts),
     Started(thread::JoinHandle<()>),
-    /// Its parts were given up at shutdown, or its thread could not be started.
+    /// Its parts were given up at shutdown.
     Gone,
 }
 
@@ -183,6 +183,10 @@ impl Spares {
             match std::mem::replace(&mut slots[k], Slot::Gone) {
                 Slot::Unstarted(parts) => {
                     let s = shared.clone();
+                    // Shared with the thread's closure, so that a thread the kernel refuses
+                    // (the closure dropped unrun) leaves the parts here for a later try.
+                    let parts = Arc::new(Mutex::new(Some(parts)));
+                    let theirs = parts.clone();
                     let started = thread::Builder::new()
                         .name(format!("threadlet-spare-{index}"))
                         .spawn(move || {
@@ -190,14 +194,20 @@ impl Spares {
                                 queues,
                                 parker,
                                 meet,
-                            } = parts;
+                            } = theirs
+                                .lock()
+                                .take()
+                                .expect("a spare's parts are taken once");
                             crate::worker::run(s, index, queues, parker, meet, Role::Spare)
                         });
                     match started {
                         Ok(t) => slots[k] = Slot::Started(t),
                         Err(_) => {
-                            // The parts went with the failed closure; this spare is lost for
-                            // good (it keeps its claim, so it is never tried again).
+                            // Not started: unclaimed and unstarted again, as before the claim,
+                            // for the monitor's next look (the worker may still be stuck).
+                            let parts = parts.lock().take().expect("the thread never ran");
+                            slots[k] = Slot::Unstarted(parts);
+                            st.covering.store(NONE, Ordering::Relaxed);
                             return None;
                         }
                     }
