@@ -1,5 +1,7 @@
 //! Preemption and fairness: behaviour, not timings.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -272,4 +274,131 @@ fn long_runs_are_reported_once() {
     let reports: Vec<_> = all.iter().filter(|r| r.actor == id).collect();
     assert_eq!(reports.len(), 1, "{all:?}");
     assert!(reports[0].running_for >= Duration::from_millis(2) * threadlet::LONG_RUN_SLICES);
+}
+
+/// Spins through safe points for `length`; returns its id and the longest wall-clock gap
+/// between two of them (a preemption, or the machine taking the thread off its CPU).
+fn spin_through_safe_points(length: Duration) -> (threadlet::ActorId, Duration) {
+    let start = std::time::Instant::now();
+    let (mut last, mut longest) = (start, Duration::ZERO);
+    while last - start < length {
+        threadlet::checkpoint();
+        let now = std::time::Instant::now();
+        longest = longest.max(now - last);
+        last = now;
+    }
+    (threadlet::current().unwrap(), longest)
+}
+
+/// Long-run reports of `id` that its own gaps between safe points do not explain: it ran
+/// through safe points all along, and was reported for a run several times its longest gap.
+fn unexplained(
+    reports: &[threadlet::LongRun],
+    id: threadlet::ActorId,
+    gap: Duration,
+) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|r| r.actor == id && gap * 2 < r.running_for)
+        .map(|r| r.to_string())
+        .collect()
+}
+
+fn reporting_runtime(
+    workers: usize,
+    scheduler: threadlet::Scheduler,
+) -> (Runtime, Arc<std::sync::Mutex<Vec<threadlet::LongRun>>>) {
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let r = reports.clone();
+    let rt = Runtime::builder()
+        .workers(workers)
+        .scheduler(scheduler)
+        .time_slice(Duration::from_millis(2))
+        .on_long_run(move |lr| r.lock().unwrap().push(lr.clone()))
+        .build()
+        .unwrap();
+    (rt, reports)
+}
+
+/// A monitor that comes late (here three timer callbacks that take 100 ms each, run on its
+/// thread; the machine taking its CPU away does the same) has not asked the running actor to
+/// yield: the actor, passing safe points all along, is not reported as holding its worker
+/// without one. (The first sample after the stall asked and reported at once: 19 of 20 runs.)
+#[test]
+fn a_late_monitor_reports_no_actor_it_never_asked_to_yield() {
+    common::within_watchdog("a late monitor", || {
+        let (rt, reports) = reporting_runtime(1, threadlet::Scheduler::WorkStealing);
+        let (id, gap) = rt.block_on(|| {
+            for at in [30, 200, 370] {
+                let when = std::time::Instant::now() + Duration::from_millis(at);
+                threadlet_runtime::call_at(when, || std::thread::sleep(Duration::from_millis(100)));
+            }
+            threadlet::spawn(|| spin_through_safe_points(Duration::from_millis(500)))
+                .join()
+                .unwrap()
+        });
+        let bad = unexplained(&reports.lock().unwrap(), id, gap);
+        assert!(
+            bad.is_empty(),
+            "longest gap between safe points {gap:?}: {bad:?}"
+        );
+    });
+}
+
+/// Under the GIL baseline a worker that waits for the lock runs nothing: while a real long
+/// run holds the lock on one worker, the actor waiting for it on the other is not reported
+/// (nor preempted, nor charged CPU time) as running. (Its worker kept its last slice and
+/// actor published while it waited: 20 of 20 runs reported it.) In a child process, alone:
+/// the spinner must not be taken off its CPU by the other tests of this binary meanwhile,
+/// which would make a report of it true.
+#[test]
+fn under_the_gil_a_worker_waiting_for_the_lock_runs_nothing() {
+    const TEST: &str = "under_the_gil_a_worker_waiting_for_the_lock_runs_nothing";
+    if std::env::var_os("THREADLET_GIL_WAIT_CHILD").is_none() {
+        let env = [("THREADLET_GIL_WAIT_CHILD", "1")];
+        return common::within_watchdog(TEST, move || common::passes_in_child(TEST, &env));
+    }
+    use std::sync::atomic::AtomicUsize;
+    for _ in 0..20 {
+        let (rt, reports) = reporting_runtime(2, threadlet::Scheduler::Gil);
+        let at = Arc::new(AtomicUsize::new(usize::MAX));
+        let a = at.clone();
+        let spinner = rt.spawn(move || {
+            a.store(threadlet::worker_index().unwrap(), Ordering::SeqCst);
+            spin_through_safe_points(Duration::from_millis(400))
+        });
+        common::until("the spinner runs", || {
+            at.load(Ordering::SeqCst) != usize::MAX
+        });
+        let hog = rt.spawn(move || {
+            if threadlet::worker_index() == Some(at.load(Ordering::SeqCst)) {
+                return None; // on the spinner's worker: try again
+            }
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(150) {
+                std::hint::spin_loop(); // no safe point: a real long run
+            }
+            threadlet::current()
+        });
+        let Some(hog) = hog.join().unwrap() else {
+            continue;
+        };
+        let (id, _) = spinner.join().unwrap();
+        let all = reports.lock().unwrap().clone();
+        assert!(
+            all.iter().any(|r| r.actor == hog),
+            "the hog is reported: {all:?}"
+        );
+        let spinner: Vec<String> = all
+            .iter()
+            .filter(|r| r.actor == id)
+            .map(|r| r.to_string())
+            .collect();
+        assert!(
+            spinner.is_empty(),
+            "the spinner, waiting for the lock: {spinner:?}"
+        );
+        return;
+    }
+    panic!("the hog never ran apart from the spinner in 20 tries");
 }

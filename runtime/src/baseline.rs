@@ -99,6 +99,18 @@ impl Policy {
         }
     }
 
+    /// `run_guard` for a run: calls `waiting` first if the lock is held by another worker, so
+    /// that the worker can say it runs nothing while it waits (`WorkerLoop::run_actor`).
+    pub(crate) fn run_guard_waiting(&self, waiting: impl FnOnce()) -> Option<MutexGuard<'_, ()>> {
+        match self {
+            Policy::Gil(gil) => Some(gil.try_lock().unwrap_or_else(|| {
+                waiting();
+                gil.lock()
+            })),
+            Policy::WorkStealing | Policy::GlobalQueue(_) => None,
+        }
+    }
+
     /// Point 8: whether an idle worker takes a free actor out of the next slot of a worker
     /// that overran its time slice.
     pub(crate) fn takes_overdue_next(&self) -> bool {

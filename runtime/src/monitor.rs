@@ -18,8 +18,13 @@
 //!    thread is asleep in the kernel now, not runnable and starved on a crowded machine), gets
 //!    a spare worker, if one is free, to run the actors that may move while this one is stuck
 //!    (`spare.rs`). A spare stuck that way gets another one, if one is free.
-//! 5. A slice that lasts `LONG_RUN_SLICES` slices is reported once, through the runtime's
-//!    long-run hook: the actor runs a loop with no safe point, or a blocking call. It is only
+//! 5. A slice that lasts `LONG_RUN_SLICES` slices, of which the last `LONG_RUN_SLICES - 1`
+//!    came after step 1 asked its actor to yield, is reported once, through the runtime's
+//!    long-run hook: the actor runs a loop with no safe point, or a blocking call. (Counted
+//!    from the request too: a monitor that came late, taken off its CPU or busy in a timer
+//!    callback or a slow hook, has asked nothing, and the actor may have passed millions of
+//!    safe points meanwhile. A worker that waits for the GIL baseline's lock shows as idle
+//!    meanwhile, as it runs nothing.) It is only
 //!    reported, not preempted: nothing can stop code that never reaches a safe point. The
 //!    report names the actor running at that moment by id and, if it has one, by name (see
 //!    `running_on`).
@@ -68,7 +73,8 @@ use crate::runtime::Shared;
 use crate::spare::HANDOFF_SLICES;
 use crate::worker::Remote;
 
-/// A slice that lasts this many time slices without a switch is reported (step 5).
+/// A slice that lasts this many time slices without a switch, all but the first after the
+/// monitor asked its actor to yield, is reported (step 5).
 ///
 /// ```
 /// use std::time::Duration;
@@ -364,6 +370,9 @@ struct Sample {
     slice: u64,
     since: Instant,
     preempted: bool,
+    /// When the monitor raised this slice's preemption request (`preempted`): a long run is
+    /// counted from here too, not only from the slice's start.
+    requested_at: Option<Instant>,
     reported: bool,
     /// The spare brought in for this slice (`spare.rs`), if one was.
     spare: Option<usize>,
@@ -454,6 +463,7 @@ fn sample(
             slice: 0,
             since: now,
             preempted: false,
+            requested_at: None,
             reported: false,
             spare: None,
             cpu_at_start: None,
@@ -473,6 +483,10 @@ fn sample(
             continue;
         }
         any_running = true;
+        // The clock afresh: `now` was read before the timers fired, and the hook may have run
+        // for earlier workers since; a stale `now` would date a slice's start, and a request,
+        // too early.
+        let now = Instant::now();
         if let Some(actor) = remote.running() {
             crate::dump::charge_cpu(shared, actor, cpu);
         }
@@ -481,6 +495,7 @@ fn sample(
                 slice: current,
                 since: now,
                 preempted: false,
+                requested_at: None,
                 reported: false,
                 spare: None,
                 cpu_at_start: remote.thread_cpu_time(),
@@ -491,6 +506,7 @@ fn sample(
         if ran >= slice && !s.preempted {
             remote.request_preempt();
             s.preempted = true;
+            s.requested_at = Some(now);
         }
         // An actor waits in the next slot of a worker that overran its slice: an idle worker
         // may take it (`steal_overdue_next`), once woken. At every sample while it waits, in
@@ -509,7 +525,14 @@ fn sample(
             s.spare = shared.spares.activate(shared, index, current);
         }
         // Saturating: a huge slice is never reported (`Duration::MAX` is never reached).
+        // Counted from the request too, not only from the slice's start: a slice the monitor
+        // never asked to end (it was late: descheduled, or busy in a timer callback or a slow
+        // hook) says nothing about safe points; its actor may have passed millions of them.
+        let pending = s
+            .requested_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         if ran >= slice.saturating_mul(LONG_RUN_SLICES)
+            && pending >= slice.saturating_mul(LONG_RUN_SLICES - 1)
             && !s.reported
             && let Some((actor, name)) = running_on(shared, remote)
         {

@@ -1182,7 +1182,14 @@ impl WorkerLoop<'_> {
         // lock must still stop the run (an actor killed before it started ran its closure, and
         // a killed handler actor handled one more message). Starting or activating the actor
         // needs the lock anyway when it fails: it drops the closure or program, user code.
-        let gil = self.shared().policy.run_guard();
+        // A worker that waits for the lock publishes idle meanwhile: its previous slice and
+        // actor stayed published, and the monitor took the wait for a run of that actor
+        // (preempted it, charged it CPU time, and after ten slices reported it as holding the
+        // worker without a safe point). Leaving idle below starts a new slice.
+        let gil = self
+            .shared()
+            .policy
+            .run_guard_waiting(|| self.remote().slice.store(0, Ordering::Relaxed));
         if actor.is_killed() {
             // Step 3 of "Kill", before it starts or runs again (under the GIL baseline's lock,
             // as any run: destructors are actor code).
