@@ -538,7 +538,9 @@ impl Builder {
     /// every runtime a program builds (a signal there that cannot be had is reported on stderr,
     /// and the runtime built without the dump). A thread named `threadlet-dump` waits for the
     /// signal. Once every runtime that dumped on a signal is dropped, a signal whose action
-    /// was the default one does that again (`SIGUSR1` ends the process).
+    /// was the default one does that again (`SIGUSR1` ends the process): a program that
+    /// installs its own `signal-hook` handler for that signal later should not use it for the
+    /// dump, as the default action then runs after its handler.
     ///
     /// ```no_run
     /// let rt = threadlet_runtime::Runtime::builder().dump_on_signal(libc::SIGUSR1).build().unwrap();

@@ -203,7 +203,8 @@ fn checkpoint_slow() {
     // copy (inlined into a loop, the thread-local's address may be computed once, and a
     // migratable actor may move between iterations) points into a live worker of the same
     // runtime, whose words are atomics: a benign race that at worst preempts late or counts a
-    // tick on the wrong worker's budget.
+    // tick on the wrong worker's budget (and, that budget spent while its worker is idle,
+    // yields at each safe point until that worker's next run refills it).
     let Some(sp) = (unsafe { sp.as_ref() }) else {
         return; // not a worker thread
     };

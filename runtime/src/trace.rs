@@ -87,9 +87,10 @@ mod on {
         RunSpan { span, entered }
     }
 
-    /// The actor's coroutine has handed control back to its worker: emits the `panic` events
-    /// that panics while it ran left (`panicked`), before the worker acts on the outcome (an
-    /// actor that panicked ends, and its joiner may look for the event).
+    /// The actor's coroutine has handed control back to its worker, from a run or a forced
+    /// unwind (a kill, shutdown): emits the `panic` events that panics meanwhile left
+    /// (`panicked`), before the worker acts on the outcome (an actor that panicked ends, and
+    /// its joiner may look for the event).
     pub(crate) fn resumed() {
         let left = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
         for (label, message) in left {

@@ -1527,6 +1527,8 @@ impl WorkerLoop<'_> {
         self.ctx.unwinding.set(None);
         self.ctx.current.set(std::ptr::null());
         self.ctx.frame.set(std::ptr::null());
+        // Panics caught by destructors on the way (nothing without the `tracing` feature).
+        crate::trace::resumed();
         unwound
     }
 

@@ -102,4 +102,36 @@ fn each_actor_has_a_span_entered_on_every_run_and_the_runtime_emits_events() {
         assert!(events.contains(name), "no {name} in:\n{events}");
     }
     assert!(events.contains("wait=a sleep"), "{events}");
+
+    // A panic caught by a destructor while shutdown unwinds a suspended actor is told too,
+    // once the unwind has handed the worker back. (The worker emitted such events only after
+    // a run, and the thread went first: the event was lost.)
+    struct CatchesOnDrop;
+    impl Drop for CatchesOnDrop {
+        fn drop(&mut self) {
+            let _ = std::panic::catch_unwind(|| panic!("in a destructor, during the unwind"));
+        }
+    }
+    let parked = rt
+        .spawn_with(SpawnOptions::new().name("unwound"), || {
+            let _guard = CatchesOnDrop;
+            while threadlet_runtime::park().is_ok() {}
+        })
+        .unwrap();
+    while !rec
+        .events
+        .lock()
+        .unwrap()
+        .join("\n")
+        .contains("wait=a wake (bare park)")
+    {
+        std::thread::yield_now();
+    }
+    drop(rt);
+    assert!(parked.join().unwrap_err().is_cancelled());
+    let events = rec.events.lock().unwrap().join("\n");
+    assert!(
+        events.contains("message=in a destructor, during the unwind"),
+        "no panic event from the unwind in:\n{events}"
+    );
 }

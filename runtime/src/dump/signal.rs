@@ -23,10 +23,11 @@
 //! comes while a runtime is counted in prints dumps only, and one after the last is out does
 //! what the signal did before any runtime took it. A signal that had a handler of its own
 //! keeps it throughout (signal-hook chains to it); one that was ignored stays ignored. Left
-//! as signal-hook leaves them: a real-time signal, whose default action signal-hook cannot
-//! emulate, is ignored after the last runtime; and code that registers its own signal-hook
-//! action for the same signal after a runtime dumped on it sees the default action run after
-//! its own while no runtime dumps on it.
+//! as signal-hook leaves them: a signal whose default action signal-hook cannot emulate (the
+//! real-time signals, `SIGPWR`, `SIGSTKFLT`) is ignored after the last runtime; and code that
+//! registers its own signal-hook action for the same signal after a runtime dumped on it sees
+//! the default action run after its own while no runtime dumps on it (for `SIGUSR1`: the
+//! process ends).
 
 use std::collections::HashMap;
 use std::ffi::c_int;
