@@ -880,7 +880,10 @@ impl<T> Sender<T> {
 
     /// Sends `value`, waiting at most `timeout` for room (for rendezvous: for a receiver to
     /// take it); on a timeout the value comes back in [`SendTimeoutError::Timeout`]. A value
-    /// a receiver took meanwhile is sent, however late.
+    /// a receiver took meanwhile is sent, however late. On a rendezvous channel a receiver that
+    /// waits only in a `select!` watches the channel rather than waiting on it (see "Select"
+    /// in the module docs): a zero timeout, like `try_send`, never meets it, and a sender
+    /// retrying with one would spin; any timeout above zero lets the select take the value.
     ///
     /// ```
     /// use std::time::Duration;

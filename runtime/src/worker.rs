@@ -1484,6 +1484,11 @@ impl WorkerLoop<'_> {
                 }
             }
             Policy::WorkStealing | Policy::Gil(_) if actor.is_migratable() => {
+                if self.shared().is_shutdown() {
+                    // Dropped, not queued, as above: a thief that had not seen the flag yet
+                    // could take it from the free FIFO and resume it.
+                    return;
+                }
                 self.core().push_turn(actor);
                 // Any worker may run it: an idle one should, rather than wait here.
                 self.shared().notify_parked();
