@@ -274,6 +274,34 @@ fn long_runs_are_reported_once() {
     let reports: Vec<_> = all.iter().filter(|r| r.actor == id).collect();
     assert_eq!(reports.len(), 1, "{all:?}");
     assert!(reports[0].running_for >= Duration::from_millis(2) * threadlet::LONG_RUN_SLICES);
+    // A loop: its thread was on a CPU for some of it (how much depends on the machine's load).
+    assert!(
+        reports[0].on_cpu.is_some_and(|c| c > Duration::ZERO),
+        "{all:?}"
+    );
+}
+
+/// An actor stuck in a blocking system call is reported too, and the report says its thread
+/// spent next to none of that time on a CPU: blocked in the kernel, not computing.
+#[test]
+fn a_long_run_in_a_blocking_call_says_its_thread_was_off_the_cpu() {
+    let (rt, reports) = reporting_runtime(1, threadlet::Scheduler::WorkStealing);
+    let id = rt.block_on(|| {
+        threadlet::spawn(|| {
+            std::thread::sleep(Duration::from_millis(300)); // not `threadlet::sleep`
+            threadlet::current().unwrap()
+        })
+        .join()
+        .unwrap()
+    });
+    let all = reports.lock().unwrap().clone();
+    let report = all.iter().find(|r| r.actor == id).expect("reported");
+    let on_cpu = report.on_cpu.expect("Linux tells a thread's CPU time");
+    assert!(on_cpu < report.running_for / 2, "{report}");
+    assert!(
+        report.to_string().contains("its thread on a CPU for"),
+        "{report}"
+    );
 }
 
 /// Spins through safe points for `length`; returns its id and the longest wall-clock gap

@@ -162,6 +162,11 @@ pub struct LongRun {
     /// The spare worker brought in to run this worker's stealable actors meanwhile
     /// (`Builder::spare_workers`), by its index (after the workers'), if one was.
     pub spare: Option<usize>,
+    /// How much of `running_for` the worker's thread spent on a CPU, where the kernel tells
+    /// (Linux): near all of it for a loop with no safe point; little for a blocking system
+    /// call, or for a thread the machine kept off its CPU (an overloaded machine: then its
+    /// actor reached no safe point because it did not run).
+    pub on_cpu: Option<Duration>,
 }
 
 impl LongRun {
@@ -206,7 +211,7 @@ impl fmt::Display for LongRun {
     /// let report: LongRun = rx.recv().unwrap(); // as in `LongRun`'s example
     /// let line = report.to_string();
     /// assert!(line.starts_with(&format!("actor {} has held worker 0 for ", report.actor)));
-    /// assert!(line.ends_with("without reaching a safe point (time slice 1 ms)"));
+    /// assert!(line.contains("without reaching a safe point (time slice 1 ms"));
     /// # h.join().unwrap();
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -216,11 +221,15 @@ impl fmt::Display for LongRun {
         }
         write!(
             f,
-            " has held worker {} for {} ms without reaching a safe point (time slice {} ms)",
+            " has held worker {} for {} ms without reaching a safe point (time slice {} ms",
             self.worker,
             self.running_for.as_millis(),
             self.time_slice.as_millis()
-        )
+        )?;
+        match self.on_cpu {
+            Some(cpu) => write!(f, "; its thread on a CPU for {} ms of it)", cpu.as_millis()),
+            None => f.write_str(")"),
+        }
     }
 }
 
@@ -545,6 +554,10 @@ fn sample(
                 time_slice: slice,
                 stopped_here: stopped_on(shared, index, actor),
                 spare: s.spare,
+                on_cpu: s
+                    .cpu_at_start
+                    .zip(remote.thread_cpu_time())
+                    .map(|(start, now)| now.saturating_sub(start)),
             };
             let hook = &shared.config.long_run_hook;
             fault::contain("the long-run hook (Builder::on_long_run)", || hook(&report));
