@@ -318,9 +318,10 @@ fn a_long_run_report_names_an_unnamed_actor_by_id() {
     let expected = format!("actor {id} has held worker 0 for ");
     assert!(line.starts_with(&expected), "{line}");
     assert!(
-        line.ends_with(" ms without reaching a safe point (time slice 1 ms)"),
+        line.contains(" ms without reaching a safe point (time slice 1 ms; its thread on a CPU "),
         "{line}"
     );
+    assert!(line.ends_with(" ms of it)"), "{line}");
 }
 
 #[test]
@@ -385,9 +386,11 @@ fn the_default_long_run_hook_prints_one_line_naming_the_actor() {
     let prefix = format!("threadlet: actor {id} has held worker 0 for ");
     assert!(line.starts_with(&prefix), "{line}");
     assert!(
-        line.contains(
-            " ms without reaching a safe point (time slice 1 ms): call threadlet::checkpoint()"
-        ),
+        line.contains(" ms without reaching a safe point (time slice 1 ms; its thread on a CPU "),
+        "{line}"
+    );
+    assert!(
+        line.contains(" ms of it): call threadlet::checkpoint()"),
         "{line}"
     );
 }
