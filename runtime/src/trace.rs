@@ -34,9 +34,14 @@ mod on {
 
     impl Drop for ActorSpan {
         fn drop(&mut self) {
-            let span = std::mem::replace(&mut self.0, tracing::Span::none());
-            to_subscriber("closing an actor's span", || drop(span));
+            close(&mut self.0);
         }
+    }
+
+    /// Drops a reference to a span (the subscriber's `try_close`), contained.
+    fn close(span: &mut tracing::Span) {
+        let span = std::mem::replace(span, tracing::Span::none());
+        to_subscriber("closing an actor's span", || drop(span));
     }
 
     /// Makes the actor's span and records its spawn. (Each call to the subscriber is contained
@@ -71,8 +76,7 @@ mod on {
                         .with_subscriber(|(id, dispatch)| dispatch.exit(id));
                 });
             }
-            let span = std::mem::replace(&mut self.span, tracing::Span::none());
-            to_subscriber("closing an actor's span", || drop(span));
+            close(&mut self.span);
         }
     }
 
