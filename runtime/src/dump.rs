@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 mod signal;
-pub(crate) use signal::{DumpSignal, signal_from_env};
+pub(crate) use signal::DumpSignal;
 
 use crate::actor::{ActorCell, ActorId};
 use crate::runtime::Shared;

@@ -646,21 +646,7 @@ impl Builder {
                 crate::dump::DumpSignal::register(signal, Arc::downgrade(&shared))
                     .map_err(BuildError::Io)?,
             ),
-            // Asked for by the environment, for every runtime the program builds: one that
-            // cannot be had is reported, not a reason to refuse the runtime.
-            None => crate::dump::signal_from_env().and_then(|signal| {
-                crate::dump::DumpSignal::register(signal, Arc::downgrade(&shared))
-                    .inspect_err(|e| {
-                        static SAID: std::sync::Once = std::sync::Once::new();
-                        SAID.call_once(|| {
-                            eprintln!(
-                                "threadlet: no dump on THREADLET_DUMP_SIGNAL's signal {signal}: \
-                                 {e}"
-                            )
-                        });
-                    })
-                    .ok()
-            }),
+            None => crate::dump::DumpSignal::from_env(Arc::downgrade(&shared)),
         };
         let weak = Arc::downgrade(&shared);
         let monitor = thread::Builder::new()

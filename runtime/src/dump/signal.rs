@@ -40,7 +40,7 @@ use crate::runtime::Shared;
 
 /// The signal named by `THREADLET_DUMP_SIGNAL` (a number, or `USR1`, `USR2`, `QUIT`, with or
 /// without `SIG`), if it is set; anything else set there is reported once and ignored.
-pub(crate) fn signal_from_env() -> Option<c_int> {
+fn signal_from_env() -> Option<c_int> {
     let value = std::env::var("THREADLET_DUMP_SIGNAL").ok()?;
     let name = value.trim().trim_start_matches("SIG");
     let signal = match name {
@@ -115,6 +115,20 @@ pub(crate) struct DumpSignal {
 }
 
 impl DumpSignal {
+    /// The registration `THREADLET_DUMP_SIGNAL` asks of every runtime the program builds, if
+    /// it is set: one that cannot be had is reported once, not a reason to refuse the runtime.
+    pub(crate) fn from_env(shared: Weak<Shared>) -> Option<DumpSignal> {
+        let signal = signal_from_env()?;
+        DumpSignal::register(signal, shared)
+            .inspect_err(|e| {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!("threadlet: no dump on THREADLET_DUMP_SIGNAL's signal {signal}: {e}")
+                });
+            })
+            .ok()
+    }
+
     /// Starts the `threadlet-dump` thread: it prints the runtime's dump on stderr each time
     /// `signal` arrives, until the registration is dropped or the runtime is gone. The handler
     /// itself is signal-hook's: it only wakes the thread.
