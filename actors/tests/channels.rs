@@ -1076,19 +1076,10 @@ fn handed_value_after_a_kill(
 /// actors and plain threads.
 #[test]
 fn send_timeout_either_delivers_or_hands_back() {
-    let schedulers = [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ];
-    for scheduler in schedulers {
-        for cap in [0, 1, 2] {
-            within_watchdog("send_timeout", move || {
-                let rt = Runtime::builder()
-                    .workers(2)
-                    .scheduler(scheduler)
-                    .build()
-                    .unwrap();
+    for rt in runtimes_with(2, None) {
+        within_watchdog("send_timeout", move || {
+            for cap in [0, 1, 2] {
+                let scheduler = rt.scheduler();
                 let (tx, rx) = channel::bounded::<u64>(cap);
                 let receivers: Vec<_> = (0..2)
                     .map(|_| {
@@ -1137,7 +1128,7 @@ fn send_timeout_either_delivers_or_hands_back() {
                 sent.sort_unstable();
                 got.sort_unstable();
                 assert_eq!(got, sent, "{scheduler:?}, capacity {cap}");
-            });
-        }
+            }
+        });
     }
 }
