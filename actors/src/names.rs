@@ -6,7 +6,8 @@
 //! hook per mailbox, put in place by the first registration that finds none, removes the
 //! mailbox's entries when the actor ends, each if the name still points to that mailbox (a
 //! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
-//! given through its address goes at a restart); `whereis` also drops an entry whose mailbox it
+//! given through its address goes at a restart; `Child::register` gives it to each
+//! incarnation again); `whereis` also drops an entry whose mailbox it
 //! finds closed (the actor closed it, or the hook has not run yet), so a name never leads to an
 //! ended actor. Nor does it lead to one whose counted addresses have all gone: that actor has
 //! seen, or will see, its mailbox end (most actors then end), and an address made for it would

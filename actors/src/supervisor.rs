@@ -71,6 +71,7 @@ use threadlet_runtime::{AbortHandle, Handle, JoinHandle, SpawnOptions};
 use crate::handler::{self, Actor};
 use crate::mailbox::{self, Addr, Mailbox};
 use crate::monitor::Monitor;
+use crate::names::RegisterError;
 use crate::select::Select;
 use crate::{Down, ExitReason};
 
@@ -107,8 +108,10 @@ impl Restart {
     }
 }
 
-/// Starts one incarnation: its kill switch and its monitor.
-type StartFn = Box<dyn FnMut(&Handle, &str) -> io::Result<(AbortHandle, Monitor)> + Send>;
+/// Starts one incarnation (named as the child, and registered under the name given to
+/// [`Child::register`], if any): its kill switch and its monitor.
+type StartFn =
+    Box<dyn FnMut(&Handle, &str, Option<&str>) -> io::Result<(AbortHandle, Monitor)> + Send>;
 
 /// One child of a [`Supervisor`]: a factory for its incarnations, and its mailbox.
 pub struct Child {
@@ -116,6 +119,8 @@ pub struct Child {
     restart: Restart,
     shutdown: Duration,
     start: StartFn,
+    /// The name each incarnation is registered under ([`Child::register`]).
+    registered: Option<String>,
     /// The child's mailbox, as the supervisor keeps it: an address that does not count.
     mailbox: Box<dyn ChildMailbox>,
 }
@@ -186,7 +191,7 @@ impl Child {
         drop(first.into_lent());
         let f = Arc::new(f);
         let stable = addr.clone();
-        let start: StartFn = Box::new(move |handle, name| {
+        let start: StartFn = Box::new(move |handle, name, registered| {
             let mb = lender.lend();
             let f = f.clone();
             // Ordered start: the next child starts once `f` says so. A child cancelled before
@@ -198,6 +203,7 @@ impl Child {
             )?;
             stable.attach(&h);
             let starting = Starting::new(&h);
+            register_incarnation(registered, &stable, &h)?;
             let _ = running_rx.recv();
             starting.started();
             Ok(incarnation(&h))
@@ -215,7 +221,7 @@ impl Child {
         let lender = first.uncounted();
         drop(first.into_lent());
         let stable = addr.clone();
-        let start: StartFn = Box::new(move |handle, name| {
+        let start: StartFn = Box::new(move |handle, name, registered| {
             // `make` runs here, on the supervisor's stack: a panic in it is this child's failed
             // start (`NoStart`, which its policy and the intensity decide on, as on any end),
             // not the supervisor's, which would take every sibling down with it. (A process
@@ -231,6 +237,7 @@ impl Child {
             let (started_tx, started_rx) = crate::channel::bounded::<()>(1);
             let (_, h) = handler::start_lent(handle, name, stable.clone(), mb, actor, started_tx)?;
             let starting = Starting::new(&h);
+            register_incarnation(registered, &stable, &h)?;
             let _ = started_rx.recv();
             starting.started();
             Ok(incarnation(&h))
@@ -259,8 +266,59 @@ impl Child {
             restart: Restart::Permanent,
             shutdown: Duration::from_secs(5),
             start,
+            registered: None,
             mailbox: Box::new(addr.uncounted()),
         }
+    }
+
+    /// Registers every incarnation of the child under `name` ([`register`](crate::register)),
+    /// as an OTP child spec's `{local, Name}` does: [`whereis`](crate::whereis) finds the
+    /// running incarnation. Each incarnation is registered as soon as it is spawned, before
+    /// the supervisor starts the next child (so siblings started after it find it by name;
+    /// its own first steps may run on another worker meanwhile, and should not count on the
+    /// name), and the name goes when it ends, so between an end and the restart `whereis`
+    /// returns `None` (the child's
+    /// address, valid across restarts, takes messages meanwhile: they queue for the next
+    /// incarnation). A name registered to another live actor fails the start: that
+    /// incarnation is killed (a message it had taken is lost, as with any kill), and the
+    /// failure is an abnormal end (`ExitReason::NoStart`) for the child's restart policy and
+    /// the intensity to decide on, as OTP's `already_started` is.
+    ///
+    /// ```
+    /// use threadlet::supervisor::{Child, Strategy, Supervisor, SupervisorMsg};
+    /// use threadlet::{Actor, Context, Mailbox, Runtime, whereis};
+    ///
+    /// struct Greeter;
+    /// impl Actor for Greeter {
+    ///     type Msg = ();
+    ///     fn started(&mut self, _: &mut Context<Self>) {
+    ///         // "log" was started, and registered, before this sibling.
+    ///         let log = whereis::<String>("log").expect("started before me");
+    ///         log.send("hello".to_string()).unwrap();
+    ///     }
+    ///     fn handle(&mut self, _: (), _: &mut Context<Self>) {}
+    /// }
+    ///
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// let (heard_tx, heard) = std::sync::mpsc::channel();
+    /// let heard_tx = std::sync::Mutex::new(heard_tx);
+    /// let (log, _addr) = Child::process("log", move |mb: Mailbox<String>| {
+    ///     for line in &mb {
+    ///         heard_tx.lock().unwrap().send(line).unwrap();
+    ///     }
+    /// });
+    /// let (greeter, _addr) = Child::handler("greeter", || Greeter);
+    /// let mut sup = Supervisor::new(Strategy::OneForOne);
+    /// sup.add(log.register("log")).add(greeter);
+    /// let (sup_addr, done) = sup.start(&rt.handle()).unwrap();
+    /// assert_eq!(heard.recv().unwrap(), "hello");
+    /// sup_addr.send(SupervisorMsg::Stop).unwrap();
+    /// done.join().unwrap();
+    /// assert!(whereis::<String>("log").is_none()); // gone with the child
+    /// ```
+    pub fn register(mut self, name: impl Into<String>) -> Child {
+        self.registered = Some(name.into());
+        self
     }
 
     /// The restart policy (default `Permanent`). An incarnation that ends without a restart
@@ -310,6 +368,28 @@ impl Drop for Starting {
     fn drop(&mut self) {
         if let Some(abort) = self.0.take() {
             abort.abort();
+        }
+    }
+}
+
+/// Registers an incarnation just attached to its child's address `addr` under `name`
+/// ([`Child::register`]). An incarnation that has ended already keeps no name (its end reaches
+/// the supervisor as any end does). A name held by another live actor fails the start: the
+/// incarnation is killed, and waited for, since the next one may borrow the mailbox only once
+/// this one has ended.
+fn register_incarnation<M: Send + 'static, R>(
+    name: Option<&str>,
+    addr: &Addr<M>,
+    h: &JoinHandle<R>,
+) -> io::Result<()> {
+    let Some(name) = name else { return Ok(()) };
+    match crate::names::register(name, addr) {
+        Ok(()) | Err(RegisterError::Ended(_)) => Ok(()),
+        Err(taken @ RegisterError::Taken(_)) => {
+            let ended = Monitor::of(h);
+            h.abort();
+            ended.recv();
+            Err(io::Error::new(io::ErrorKind::AlreadyExists, taken))
         }
     }
 }
@@ -530,7 +610,7 @@ impl Supervisor {
         failed: &mut VecDeque<(usize, Down)>,
     ) -> Option<Running> {
         let child = &mut self.children[i];
-        match (child.start)(handle, &child.name) {
+        match (child.start)(handle, &child.name, child.registered.as_deref()) {
             Ok((abort, monitor)) => Some(Running { abort, monitor }),
             Err(e) => {
                 failed.push_back((
@@ -675,14 +755,14 @@ mod tests {
 
     /// `child` with its first start failing, as when no stack can be had for it.
     fn failing_first_start(mut child: Child) -> Child {
-        let mut start = std::mem::replace(&mut child.start, Box::new(|_, _| unreachable!()));
+        let mut start = std::mem::replace(&mut child.start, Box::new(|_, _, _| unreachable!()));
         let mut tries = 0;
-        child.start = Box::new(move |handle, name| {
+        child.start = Box::new(move |handle, name, registered| {
             tries += 1;
             if tries == 1 {
                 return Err(io::Error::other("no stack (the test's)"));
             }
-            start(handle, name)
+            start(handle, name, registered)
         });
         child
     }

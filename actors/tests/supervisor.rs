@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::within_watchdog;
 use parking_lot::Mutex;
 use threadlet::supervisor::{Child, Restart, Strategy, Supervisor, SupervisorMsg};
-use threadlet::{Actor, Context, JoinError, Mailbox, Runtime};
+use threadlet::{Actor, Context, JoinError, Mailbox, Runtime, RuntimeExt};
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -1513,4 +1513,80 @@ fn a_sibling_after_a_nested_supervisor_starts_once_that_supervisors_children_hav
         saw_up.load(Ordering::SeqCst),
         "the sibling started before the nested supervisor's child had"
     );
+}
+
+/// A child registered with `Child::register`: each incarnation, of either kind, is found by
+/// its name while it runs, the name follows a restart, and goes with the child at the stop.
+#[test]
+fn a_registered_child_is_found_by_name_in_each_incarnation() {
+    for kind in [Kind::Process, Kind::Handler] {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let log = Log::default();
+        let (child, addr) = match kind {
+            Kind::Process => logging_child("named", &log),
+            Kind::Handler => logging_handler_child("named", &log),
+        };
+        let name = format!("registered-{kind:?}");
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(child.register(name.clone()));
+        let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+        wait_for(&log, "start named", 1);
+        let name1 = name.clone();
+        let first = within_watchdog("the first incarnation's name", move || {
+            loop {
+                if let Some(a) = threadlet::whereis::<u32>(&name1) {
+                    break a;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        assert_eq!(first.actor_id(), addr.actor_id());
+        let first_id = first.actor_id().unwrap();
+        drop(first);
+        addr.send(0).unwrap();
+        wait_for(&log, "start named", 2);
+        let name2 = name.clone();
+        let second_id = within_watchdog("the name follows the restart", move || {
+            loop {
+                if let Some(a) = threadlet::whereis::<u32>(&name2)
+                    && a.actor_id() != Some(first_id)
+                {
+                    break a.actor_id().unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        assert_eq!(addr.actor_id(), Some(second_id), "{kind:?}");
+        stop(&sup_addr, h);
+        assert!(threadlet::whereis::<u32>(&name).is_none(), "{kind:?}");
+    }
+}
+
+/// A name registered to another live actor fails the child's start (OTP's `already_started`):
+/// the incarnation spawned is killed, the failure counts against the intensity, and past it
+/// the supervisor gives up. The name stays the other actor's.
+#[test]
+fn a_child_whose_name_is_taken_fails_to_start() {
+    for kind in [Kind::Process, Kind::Handler] {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let name = format!("taken-{kind:?}");
+        let (holder, holder_h) = rt.spawn_actor(|mb: Mailbox<u32>| {
+            let _ = mb.recv();
+        });
+        threadlet::register(name.clone(), &holder).unwrap();
+        let log = Log::default();
+        let (child, _addr) = match kind {
+            Kind::Process => logging_child("clash", &log),
+            Kind::Handler => logging_handler_child("clash", &log),
+        };
+        let mut sup = Supervisor::new(Strategy::OneForOne).intensity(1, Duration::from_secs(60));
+        sup.add(child.register(name.clone()));
+        let (_sup_addr, h) = sup.start(&rt.handle()).unwrap();
+        let failed = within_watchdog("the supervisor gives up", move || h.join());
+        assert!(failed.is_err(), "{kind:?}");
+        let still = threadlet::whereis::<u32>(&name).expect("still the holder's");
+        assert_eq!(still.actor_id(), Some(holder_h.id()), "{kind:?}");
+        holder.send(1).unwrap();
+        within_watchdog("holder", move || holder_h.join().unwrap());
+    }
 }
