@@ -159,10 +159,52 @@ impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
     }
 }
 
-impl Child {
+/// A child's options before its kind is chosen ([`Child::builder`]): its name and its
+/// mailbox's capacity.
+#[derive(Clone, Debug)]
+pub struct ChildBuilder {
+    name: String,
+    /// `None`: an unbounded mailbox.
+    mailbox_capacity: Option<usize>,
+}
+
+impl ChildBuilder {
+    /// Bounds the child's mailbox to `capacity` queued messages, as
+    /// [`ActorBuilder::mailbox_capacity`](crate::ActorBuilder::mailbox_capacity) does for an
+    /// actor: a send waits while that many are queued, and `try_send` hands its message back.
+    /// The one mailbox serves every incarnation, so the bound holds across restarts: messages
+    /// queued for the next incarnation count against it, and senders waiting for room wait
+    /// through a restart. A stop (or a finished child) hands their messages back.
+    ///
+    /// ```
+    /// use threadlet::supervisor::{Child, Strategy, Supervisor, SupervisorMsg};
+    /// use threadlet::{Mailbox, Runtime};
+    ///
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// let (child, addr) = Child::builder("summer")
+    ///     .mailbox_capacity(2)
+    ///     .process(|mb: Mailbox<(u64, threadlet::Reply<usize>)>| {
+    ///         for (_, reply) in &mb {
+    ///             reply.send(mb.len()); // queued behind this one: at most 2
+    ///         }
+    ///     });
+    /// let mut sup = Supervisor::new(Strategy::OneForOne);
+    /// sup.add(child);
+    /// let (sup_addr, done) = sup.start(&rt.handle()).unwrap();
+    /// for n in 0..10 {
+    ///     assert!(addr.ask(|r| (n, r)).unwrap() <= 2);
+    /// }
+    /// sup_addr.send(SupervisorMsg::Stop).unwrap();
+    /// done.join().unwrap();
+    /// ```
+    pub fn mailbox_capacity(mut self, capacity: usize) -> ChildBuilder {
+        self.mailbox_capacity = Some(capacity);
+        self
+    }
+
     /// A process actor child: every incarnation runs `f` on the child's mailbox. Returns the
     /// child and its address, valid across restarts.
-    pub fn process<M, F, R>(name: impl Into<String>, f: F) -> (Child, Addr<M>)
+    pub fn process<M, F, R>(self, f: F) -> (Child, Addr<M>)
     where
         M: Send + 'static,
         F: Fn(Mailbox<M>) -> R + Send + Sync + 'static,
@@ -171,22 +213,22 @@ impl Child {
         // Ordered start: the next child starts once this one runs (an OTP child's `init`
         // returns before the next starts; a process actor has no `init`, so running is the
         // mark).
-        Child::process_telling(name, move |mb, started| {
+        self.process_telling(move |mb, started| {
             let _ = started.send(());
             drop(started);
             f(mb)
         })
     }
 
-    /// [`Child::process`], with the ordered start's signal handed to `f`: the supervisor
+    /// [`ChildBuilder::process`], with the ordered start's signal handed to `f`: the supervisor
     /// starts the next child once `f` sends on it (or drops it).
-    fn process_telling<M, F, R>(name: impl Into<String>, f: F) -> (Child, Addr<M>)
+    fn process_telling<M, F, R>(self, f: F) -> (Child, Addr<M>)
     where
         M: Send + 'static,
         F: Fn(Mailbox<M>, crate::channel::Sender<()>) -> R + Send + Sync + 'static,
         R: Send + 'static,
     {
-        let (addr, first) = mailbox::mailbox::<M>();
+        let (addr, first) = mailbox::mailbox_with::<M>(self.mailbox_capacity);
         let lender = first.uncounted();
         drop(first.into_lent());
         let f = Arc::new(f);
@@ -208,16 +250,16 @@ impl Child {
             starting.started();
             Ok(incarnation(&h))
         });
-        (Child::new(name.into(), start, &addr), addr)
+        (Child::new(self.name, start, &addr), addr)
     }
 
     /// A handler actor child: every incarnation is `make()` on the child's mailbox.
-    pub fn handler<A, F>(name: impl Into<String>, make: F) -> (Child, Addr<A::Msg>)
+    pub fn handler<A, F>(self, make: F) -> (Child, Addr<A::Msg>)
     where
         A: Actor,
         F: Fn() -> A + Send + Sync + 'static,
     {
-        let (addr, first) = mailbox::mailbox::<A::Msg>();
+        let (addr, first) = mailbox::mailbox_with::<A::Msg>(self.mailbox_capacity);
         let lender = first.uncounted();
         drop(first.into_lent());
         let stable = addr.clone();
@@ -242,22 +284,64 @@ impl Child {
             starting.started();
             Ok(incarnation(&h))
         });
-        (Child::new(name.into(), start, &addr), addr)
+        (Child::new(self.name, start, &addr), addr)
     }
 
     /// A supervisor as a child (supervisors nest): each incarnation runs a new supervisor
     /// from `make`. Its address takes [`SupervisorMsg`].
-    pub fn supervisor<F>(name: impl Into<String>, make: F) -> (Child, Addr<SupervisorMsg>)
+    pub fn supervisor<F>(self, make: F) -> (Child, Addr<SupervisorMsg>)
     where
         F: Fn() -> Supervisor + Send + Sync + 'static,
     {
         // Ordered start: the next sibling starts once this supervisor's own children have
         // started (OTP: a supervisor's `init` returns then).
-        Child::process_telling(name, move |mb: Mailbox<SupervisorMsg>, started| {
+        self.process_telling(move |mb: Mailbox<SupervisorMsg>, started| {
             let mut sup = make();
             sup.started = Some(started);
             sup.run(mb)
         })
+    }
+}
+
+impl Child {
+    /// A child's options: its name (the name of each incarnation, in diagnostics, and its
+    /// id in the supervisor's reports) and its mailbox's capacity; the builder's `process`,
+    /// `handler` or `supervisor` then makes the child.
+    pub fn builder(name: impl Into<String>) -> ChildBuilder {
+        ChildBuilder {
+            name: name.into(),
+            mailbox_capacity: None,
+        }
+    }
+
+    /// A process actor child: every incarnation runs `f` on the child's mailbox. Returns the
+    /// child and its address, valid across restarts. (`Child::builder(name).process(f)`.)
+    pub fn process<M, F, R>(name: impl Into<String>, f: F) -> (Child, Addr<M>)
+    where
+        M: Send + 'static,
+        F: Fn(Mailbox<M>) -> R + Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        Child::builder(name).process(f)
+    }
+
+    /// A handler actor child: every incarnation is `make()` on the child's mailbox.
+    /// (`Child::builder(name).handler(make)`.)
+    pub fn handler<A, F>(name: impl Into<String>, make: F) -> (Child, Addr<A::Msg>)
+    where
+        A: Actor,
+        F: Fn() -> A + Send + Sync + 'static,
+    {
+        Child::builder(name).handler(make)
+    }
+
+    /// A supervisor as a child (supervisors nest): each incarnation runs a new supervisor
+    /// from `make`. Its address takes [`SupervisorMsg`]. (`Child::builder(name).supervisor(make)`.)
+    pub fn supervisor<F>(name: impl Into<String>, make: F) -> (Child, Addr<SupervisorMsg>)
+    where
+        F: Fn() -> Supervisor + Send + Sync + 'static,
+    {
+        Child::builder(name).supervisor(make)
     }
 
     fn new<M: Send + 'static>(name: String, start: StartFn, addr: &Addr<M>) -> Child {
