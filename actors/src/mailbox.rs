@@ -1311,9 +1311,12 @@ impl<M> UncountedAddr<M> {
         self.close();
     }
 
-    /// Whether the mailbox still accepts messages (its actor has not ended or closed it).
-    pub(crate) fn is_open(&self) -> bool {
-        !self.shared.state.lock().closed
+    /// Whether the mailbox's names stay its own (`names.rs`): while it is open, or while its
+    /// actor is live though it closed it (close, then drain). A closed mailbox whose actor has
+    /// ended, or that no actor ever took, holds no name.
+    pub(crate) fn holds_names(&self) -> bool {
+        let st = self.shared.state.lock();
+        !st.closed || st.link == Link::Live
     }
 
     /// The mailbox's identity (as `Addr::mailbox_key`).

@@ -7,9 +7,11 @@
 //! mailbox's entries when the actor ends, each if the name still points to that mailbox (a
 //! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
 //! given through its address goes at a restart; `Child::register` gives it to each
-//! incarnation again); `whereis` also drops an entry whose mailbox it
-//! finds closed (the actor closed it, or the hook has not run yet), so a name never leads to an
-//! ended actor. Nor does it lead to one whose counted addresses have all gone: that actor has
+//! incarnation again); `whereis` also drops an entry whose mailbox it finds closed with its
+//! actor ended (the hook has not run yet), so a name never leads to an ended actor. An actor
+//! that closed its mailbox to drain it is live, and keeps its names until it ends: `whereis`
+//! finds nothing for them meanwhile (its mailbox takes no message), and another actor's
+//! `register` is refused. Nor does a name lead to an actor whose counted addresses have all gone: that actor has
 //! seen, or will see, its mailbox end (most actors then end), and an address made for it would
 //! take messages that it may never receive. Such an actor keeps its name (it is live, and may
 //! make itself a new address, after which `whereis` finds it again). Entries
@@ -25,14 +27,14 @@ use crate::mailbox::{Addr, UncountedAddr};
 
 /// One registered mailbox, with its message type erased.
 trait Registered: Send + Sync {
-    fn is_open(&self) -> bool;
+    fn holds_names(&self) -> bool;
     fn key(&self) -> usize;
     fn as_any(&self) -> &dyn Any;
 }
 
 impl<M: Send + 'static> Registered for UncountedAddr<M> {
-    fn is_open(&self) -> bool {
-        UncountedAddr::is_open(self)
+    fn holds_names(&self) -> bool {
+        UncountedAddr::holds_names(self)
     }
     fn key(&self) -> usize {
         self.mailbox_key()
@@ -127,8 +129,8 @@ impl std::error::Error for RegisterError {}
 /// Registers `name` for the actor behind `addr`, process-wide, until the actor ends (or
 /// [`unregister`]). Registering the same actor again under the same name is fine (and adds
 /// nothing; an actor keeps one exit hook for all its names, however often it registers and
-/// unregisters); a name held by another live actor is an error, and so is an actor that has
-/// ended. An actor that ends while `register` runs is such an error too, although the name
+/// unregisters); a name held by another live actor is an error (one that has closed its
+/// mailbox to drain it included), and so is an actor that has ended. An actor that ends while `register` runs is such an error too, although the name
 /// may have been visible for that moment: a [`whereis`] in between found the actor live, and
 /// what was sent through it was delivered as to any live actor. The name goes with the actor
 /// either way.
@@ -170,7 +172,7 @@ pub fn register<M: Send + 'static>(
                     Ok(())
                 };
             }
-            Some(old) if old.is_open() => return Err(RegisterError::Taken(name)),
+            Some(old) if old.holds_names() => return Err(RegisterError::Taken(name)),
             _ => {}
         }
         let hooked = names.hooked.contains_key(&key);
@@ -220,7 +222,7 @@ pub fn register<M: Send + 'static>(
 pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
     let mut names = names();
     let entry = names.by_name.get(name)?;
-    if !entry.is_open() {
+    if !entry.holds_names() {
         let removed = names.by_name.remove(name);
         if let Some(entry) = &removed {
             names.forget_name(entry.key(), name);
@@ -229,8 +231,9 @@ pub fn whereis<M: Send + 'static>(name: &str) -> Option<Addr<M>> {
         drop(removed);
         return None;
     }
-    // `None` too once every counted address of the mailbox has gone, while it is still open:
-    // its actor is ending (`UncountedAddr::upgrade`), and its exit hook removes the name.
+    // `None` too while its live actor drains the mailbox it closed (the name stays its own),
+    // and once every counted address of the mailbox has gone, while it is still open: its
+    // actor is ending (`UncountedAddr::upgrade`), and its exit hook removes the name.
     entry
         .as_any()
         .downcast_ref::<UncountedAddr<M>>()

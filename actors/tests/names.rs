@@ -178,3 +178,97 @@ fn a_live_actor_without_addresses_keeps_its_name_and_is_found_once_it_has_one() 
     drop(other);
     assert_eq!(other_h.join().unwrap(), None);
 }
+
+/// An actor that closed its mailbox to drain it (close, then drain) is live and keeps its
+/// name: `whereis` finds nothing meanwhile (its mailbox takes no message), but another
+/// actor's `register` is refused with `Taken`, whether `whereis` looked first or not, until
+/// the actor ends. Process and handler actors, under every scheduler.
+#[test]
+fn an_actor_draining_its_closed_mailbox_keeps_its_name_until_it_ends() {
+    struct Closer {
+        closed: std::sync::mpsc::Sender<()>,
+        gate: threadlet::channel::Receiver<()>,
+    }
+    impl Actor for Closer {
+        type Msg = ();
+        fn handle(&mut self, _: (), ctx: &mut Context<Self>) {
+            ctx.close();
+            self.closed.send(()).unwrap();
+            let _ = self.gate.recv();
+        }
+    }
+    for scheduler in [
+        threadlet::Scheduler::WorkStealing,
+        threadlet::Scheduler::GlobalQueue,
+        threadlet::Scheduler::Gil,
+    ] {
+        for handler in [false, true] {
+            let rt = Runtime::builder()
+                .workers(2)
+                .scheduler(scheduler)
+                .build()
+                .unwrap();
+            let name = format!("names-test-draining-{scheduler:?}-{handler}");
+            let (closed_tx, closed) = std::sync::mpsc::channel();
+            let (gate, gate_rx) = threadlet::channel::unbounded::<()>();
+            let (addr, ended) = if handler {
+                let (addr, h) = rt.start(Closer {
+                    closed: closed_tx,
+                    gate: gate_rx,
+                });
+                threadlet::register(name.clone(), &addr).unwrap();
+                addr.send(()).unwrap();
+                (
+                    addr,
+                    Box::new(move || {
+                        h.join().unwrap();
+                    }) as Box<dyn FnOnce()>,
+                )
+            } else {
+                let (addr, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
+                    mb.recv();
+                    mb.close();
+                    closed_tx.send(()).unwrap();
+                    let _ = gate_rx.recv();
+                    mb.iter().count()
+                });
+                threadlet::register(name.clone(), &addr).unwrap();
+                addr.send(()).unwrap();
+                (
+                    addr,
+                    Box::new(move || {
+                        h.join().unwrap();
+                    }) as Box<dyn FnOnce()>,
+                )
+            };
+            closed.recv().unwrap();
+            let (other, other_h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
+            let what = format!("{scheduler:?}, handler actor: {handler}");
+            assert_eq!(
+                threadlet::register(name.clone(), &other),
+                Err(RegisterError::Taken(name.clone())),
+                "{what}"
+            );
+            assert!(threadlet::whereis::<()>(&name).is_none(), "{what}");
+            // Still taken after `whereis` found nothing.
+            assert_eq!(
+                threadlet::register(name.clone(), &other),
+                Err(RegisterError::Taken(name.clone())),
+                "{what}"
+            );
+            gate.send(()).unwrap();
+            ended();
+            // Ended: the name is free.
+            threadlet::register(name.clone(), &other).unwrap();
+            assert!(
+                threadlet::whereis::<()>(&name)
+                    .unwrap()
+                    .same_mailbox(&other),
+                "{what}"
+            );
+            other.send(()).unwrap();
+            other_h.join().unwrap();
+            drop(addr);
+        }
+    }
+}
