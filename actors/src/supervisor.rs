@@ -57,6 +57,12 @@
 //!    dropped, the other children are stopped all the same, and it ends abnormally, as in
 //!    step 3.
 //!
+//! 5. `Add` (a child added at run time) starts that child at once, last in the start order,
+//!    and answers once its start is done (as in step 1); from then on it is a child like the
+//!    others. A child finished in step 3 is dropped from the supervisor's lists at the end of
+//!    the step, so that a supervisor that takes children for passing work (each ending for
+//!    good: `Temporary`, or `Transient` and ending normally) does not grow.
+//!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
 
@@ -496,6 +502,14 @@ impl fmt::Debug for Child {
 pub enum SupervisorMsg {
     /// Stop every child (reverse start order, each within its shutdown timeout), then end.
     Stop,
+    /// Add a child at run time (OTP's `start_child`): it starts after the children already
+    /// there, last in the start order, and is then supervised as they are (a group restart
+    /// takes it in its place). The reply comes once its start is done: its `started` has
+    /// returned, its body has been entered, or the start failed (an end for its policy and the
+    /// intensity to decide on, as for any child). A supervisor that has ended refuses the
+    /// request; one that takes a stop first drops it; either way the child goes unstarted, its
+    /// mailbox closed. Send it with [`Addr::ask`]: `sup.ask(|r| SupervisorMsg::Add(child, r))`.
+    Add(Child, crate::Reply<()>),
 }
 
 /// Starts children and restarts them as its [`Strategy`] says (see the module docs).
@@ -591,10 +605,9 @@ impl Supervisor {
     /// panics when the restart intensity is exceeded.
     pub fn run(mut self, mb: Mailbox<SupervisorMsg>) {
         let handle = Handle::current();
-        let n = self.children.len();
         // Starts that failed, each as the end of an incarnation that never ran (step 3).
         let mut failed: VecDeque<(usize, Down)> = VecDeque::new();
-        let mut running: Vec<Option<Running>> = (0..n)
+        let mut running: Vec<Option<Running>> = (0..self.children.len())
             .map(|i| self.start_child(&handle, i, &mut failed))
             .collect();
         if let Some(started) = self.started.take() {
@@ -602,9 +615,11 @@ impl Supervisor {
             let _ = started.send(());
         }
         let mut restarts: VecDeque<Instant> = VecDeque::new();
-        // Children whose policy declined a restart: done for the supervisor's life (step 3).
-        let mut finished = vec![false; n];
+        // Children whose policy declined a restart: done for the supervisor's life (step 3),
+        // and dropped from its lists at the end of the step (`forget_finished`).
+        let mut finished = vec![false; self.children.len()];
         loop {
+            self.forget_finished(&mut running, &mut finished, &mut failed);
             let event = if let Some((i, down)) = failed.pop_front() {
                 Event::Down(i, down)
             } else {
@@ -631,6 +646,16 @@ impl Supervisor {
                     }
                     return;
                 }
+                Event::Msg(Some(SupervisorMsg::Add(child, reply))) => {
+                    // Step 5: last in the start order.
+                    self.children.push(child);
+                    running.push(None);
+                    finished.push(false);
+                    let i = self.children.len() - 1;
+                    running[i] = self.start_child(&handle, i, &mut failed);
+                    reply.send(());
+                    continue;
+                }
                 Event::Down(i, down) => (i, down),
             };
             // A suspension between an end and what follows it. During shutdown every start is
@@ -652,6 +677,7 @@ impl Supervisor {
                 self.stop_all(&mut running, None);
                 panic!("{}", self.past_intensity(&down));
             }
+            let n = self.children.len();
             let again: Vec<usize> = match self.strategy {
                 Strategy::OneForOne => vec![i],
                 Strategy::OneForAll => (0..n).collect(),
@@ -680,6 +706,43 @@ impl Supervisor {
                 running[j] = self.start_child(&handle, j, &mut failed);
             }
         }
+    }
+
+    /// Drops the children that are finished (their mailboxes closed for good already) from
+    /// the supervisor's lists, keeping the others' order, so that a supervisor to which
+    /// children are added at run time, each ending for good, does not grow.
+    fn forget_finished(
+        &mut self,
+        running: &mut Vec<Option<Running>>,
+        finished: &mut Vec<bool>,
+        failed: &mut VecDeque<(usize, Down)>,
+    ) {
+        if !finished.contains(&true) {
+            return;
+        }
+        // Each child's index after the removal (`None`: removed).
+        let mut next = 0;
+        let moved: Vec<Option<usize>> = finished
+            .iter()
+            .map(|&done| {
+                (!done).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        failed.retain_mut(|(i, _)| match moved[*i] {
+            Some(to) => {
+                *i = to;
+                true
+            }
+            None => false,
+        });
+        let mut keep = finished.iter().map(|&done| !done);
+        self.children.retain(|_| keep.next().unwrap_or(true));
+        let mut keep = finished.iter().map(|&done| !done);
+        running.retain(|_| keep.next().unwrap_or(true));
+        finished.retain(|&done| !done);
     }
 
     /// Starts child `i`. A start that fails (no stack could be had for it) is an abnormal end
@@ -849,6 +912,37 @@ mod tests {
             start(handle, name, registered)
         });
         child
+    }
+
+    /// Finished children leave the supervisor's lists, the others keep their order, and a
+    /// failed start queued for one that stays follows it to its new index.
+    #[test]
+    fn finished_children_are_forgotten_and_the_others_keep_their_places() {
+        let mut sup = Supervisor::new(Strategy::RestForOne);
+        let mut addrs = Vec::new();
+        for name in ["a", "b", "c", "d"] {
+            let (child, addr) = Child::process(name, |mb: Mailbox<u32>| mb.recv());
+            sup.add(child);
+            addrs.push(addr);
+        }
+        let down = |name: &str| Down {
+            id: threadlet_runtime::__private::unassigned_actor_id(),
+            name: Some(Arc::from(name)),
+            reason: ExitReason::NoStart("the test's".into()),
+        };
+        let mut running: Vec<Option<Running>> = (0..4).map(|_| None).collect();
+        let mut finished = vec![false, true, false, true];
+        let mut failed = VecDeque::from([(2, down("c")), (1, down("b"))]);
+        sup.forget_finished(&mut running, &mut finished, &mut failed);
+        let names: Vec<&str> = sup.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!((running.len(), finished), (2, vec![false, false]));
+        let failed: Vec<(usize, Option<Arc<str>>)> =
+            failed.into_iter().map(|(i, d)| (i, d.name)).collect();
+        assert_eq!(failed, [(1, Some(Arc::from("c")))]);
+        // The children forgotten were dropped: their mailboxes are closed for good.
+        assert!(addrs[1].send(1).is_err() && addrs[3].send(1).is_err());
+        assert!(addrs[0].send(1).is_ok() && addrs[2].send(1).is_ok());
     }
 
     /// A child whose start failed is started again (its policy and the intensity decide, as

@@ -1688,3 +1688,85 @@ fn a_stop_hands_back_the_messages_of_senders_waiting_for_room() {
     let back = within_watchdog("the waiting sender", move || waiting.join().unwrap());
     assert_eq!(back.map_err(|e| e.0), Err(3));
 }
+
+/// Children added at run time (`SupervisorMsg::Add`), of either kind, start once asked
+/// (the answer comes after a handler child's `started`), are restarted by the strategy in
+/// their place in the start order, and are stopped with the others in reverse order.
+#[test]
+fn children_added_at_run_time_are_supervised_in_their_place() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log = Log::default();
+    let (a, a_addr) = logging_child("a", &log);
+    let mut sup = Supervisor::new(Strategy::RestForOne);
+    sup.add(a);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let (b, _b_addr) = logging_handler_child("b", &log);
+    sup_addr.ask(|r| SupervisorMsg::Add(b, r)).unwrap();
+    // The answer came after `b`'s `started`.
+    assert!(log.lock().contains(&"start b".to_string()));
+    let (c, c_addr) = logging_child("c", &log);
+    sup_addr.ask(|r| SupervisorMsg::Add(c, r)).unwrap();
+    wait_for(&log, "start c", 1);
+    // `a` fails: RestForOne restarts it and every child after it, the added ones included.
+    a_addr.send(0).unwrap();
+    wait_for_log(&log, "the restarts", |log| {
+        log.iter().filter(|e| is_start(e)).count() == 6
+    });
+    // `c` fails: only `c` (last in the order) is restarted.
+    c_addr.send(0).unwrap();
+    wait_for(&log, "start c", 3);
+    stop(&sup_addr, h);
+    let log = log.lock().clone();
+    let starts: Vec<&str> = log
+        .iter()
+        .filter(|e| is_start(e))
+        .map(|e| &e[6..])
+        .collect();
+    assert_eq!(starts, ["a", "b", "c", "a", "b", "c", "c"], "{log:?}");
+    let stops: Vec<&str> = log
+        .iter()
+        .filter(|e| e.starts_with("stop "))
+        .map(|e| &e[5..])
+        .collect();
+    // The stop goes in reverse start order (`b`, a handler child, also logs its group kill).
+    assert_eq!(stops.last().copied(), Some("a"), "{log:?}");
+    assert_eq!(&stops[stops.len() - 3..], ["c", "b", "a"], "{log:?}");
+}
+
+/// A child added to a supervisor that has ended goes unstarted: the request is refused, and
+/// the child's mailbox is closed, handing sends back. A temporary child added for one job
+/// ends for good and is not restarted.
+#[test]
+fn a_child_added_to_an_ended_supervisor_is_refused_and_closed() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (sup_addr, h) = Supervisor::new(Strategy::OneForOne)
+        .start(&rt.handle())
+        .unwrap();
+    let jobs = Arc::new(AtomicU64::new(0));
+    for _ in 0..50 {
+        let jobs = jobs.clone();
+        let (job, addr) = Child::process("job", move |mb: Mailbox<u64>| {
+            if let Some(n) = mb.recv() {
+                jobs.fetch_add(n, Ordering::SeqCst);
+            }
+        });
+        sup_addr
+            .ask(|r| SupervisorMsg::Add(job.restart(Restart::Temporary), r))
+            .unwrap();
+        addr.send(1).unwrap();
+        // Finished after its one job: its mailbox closes for good as it ends.
+        within_watchdog("the job's end", move || {
+            while addr.send(0).is_ok() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+    }
+    assert_eq!(jobs.load(Ordering::SeqCst), 50);
+    stop(&sup_addr, h);
+    let (late, late_addr) = Child::process("late", |mb: Mailbox<u64>| mb.recv());
+    assert_eq!(
+        sup_addr.ask(|r| SupervisorMsg::Add(late, r)),
+        Err(threadlet::AskError::Closed)
+    );
+    assert_eq!(late_addr.send(7).map_err(|e| e.0), Err(7));
+}
