@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::sync::{Parker, WaitGroup};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOptions};
 use crate::baseline::Policy;
@@ -1327,6 +1327,53 @@ impl Runtime {
     pub fn shutdown(self) {
         drop(self);
     }
+
+    /// [`shutdown`](Runtime::shutdown), waiting for it at most `timeout` (tokio's
+    /// `Runtime::shutdown_timeout`): `true` if every actor was stopped and every thread of the
+    /// runtime ended in time. Otherwise the shutdown goes on in the background, on a thread of
+    /// its own, and this returns `false`: an actor that reaches no safe point (a loop without
+    /// one, a blocking call made outside `threadlet::blocking`) is cancelled when it next
+    /// reaches one, and its worker ends after it. Called by an actor of another runtime, it
+    /// waits suspended, as `shutdown` does; called on one of this runtime's own threads (an
+    /// actor of it), it cannot wait for the shutdown that waits for it, and returns `false`
+    /// at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use threadlet_runtime::Runtime;
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// // A loop with no safe point: the shutdown waits for it, but this call does not.
+    /// let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    /// let spins = stop.clone();
+    /// let (started, is_started) = std::sync::mpsc::channel();
+    /// rt.spawn(move || {
+    ///     started.send(()).unwrap();
+    ///     while !spins.load(std::sync::atomic::Ordering::Relaxed) {
+    ///         std::hint::spin_loop();
+    ///     }
+    /// });
+    /// is_started.recv().unwrap();
+    /// assert!(!rt.shutdown_timeout(Duration::from_millis(50)));
+    /// stop.store(true, std::sync::atomic::Ordering::Relaxed); // it ends; so does the shutdown
+    ///
+    /// let idle = Runtime::builder().workers(1).build().unwrap();
+    /// assert!(idle.shutdown_timeout(Duration::from_secs(10)));
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        // A timeout too long to count is no timeout.
+        match deadline {
+            Some(d) => self.close(Some(d)),
+            None => self.close(None),
+        }
+    }
+
+    /// Starts the shutdown and returns at once, leaving it to go on in the background (tokio's
+    /// `Runtime::shutdown_background`): `shutdown_timeout` with no time to wait.
+    pub fn shutdown_background(self) {
+        let _ = self.shutdown_timeout(Duration::ZERO);
+    }
 }
 
 impl fmt::Debug for Runtime {
@@ -1340,10 +1387,23 @@ impl fmt::Debug for Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        self.close(None);
+    }
+}
+
+impl Runtime {
+    /// The shutdown (steps 1 and 6 in `worker.rs`), waiting for it at most until `deadline`
+    /// where one is given; `true` if it completed meanwhile. `Drop` runs it with no deadline,
+    /// `shutdown_timeout` with one; a second call (the drop after `shutdown_timeout`) finds the
+    /// threads gone and does nothing.
+    fn close(&mut self, deadline: Option<Instant>) -> bool {
         // Ends the `threadlet-dump` thread's wait, and gives the signal back (`dump/signal.rs`).
         drop(self.dump_signal.take());
         let threads = std::mem::take(&mut self.threads);
         let monitor = self.monitor.take();
+        if threads.is_empty() && monitor.is_none() {
+            return true; // closed already
+        }
         let me = thread::current().id();
         let on_own_thread = threads
             .iter()
@@ -1352,17 +1412,18 @@ impl Drop for Runtime {
             || self.shared.spares.runs_on(me);
         // A worker (or spare) of another runtime: an actor there, or its worker's own loop.
         let on_a_worker = context::with_worker(|ctx| ctx.is_some());
-        if !on_own_thread && !on_a_worker {
+        if !on_own_thread && !on_a_worker && deadline.is_none() {
             shut_down(&self.shared, threads, monitor);
-            return;
+            return true;
         }
-        // The last handle was dropped on a thread that must not join the workers: one of this
-        // runtime's (an actor of it, or a timer callback on its monitor: joining would join
-        // this very thread), or a worker of another runtime, which would be held for the whole
-        // shutdown with no safe point, its other actors waiting, and for good if the shutdown
-        // needs that worker in turn (an actor unwound here drops the last handle of the other
-        // runtime: two runtimes that hold each other's last handle). Hand the shutdown to a
-        // thread of its own.
+        // The shutdown goes to a thread of its own: the caller waits for it only until its
+        // deadline, or the last handle was dropped on a thread that must not join the
+        // workers: one of this runtime's (an actor of it, or a timer callback on its
+        // monitor: joining would join this very thread), or a worker of another runtime,
+        // which would be held for the whole shutdown with no safe point, its other actors
+        // waiting, and for good if the shutdown needs that worker in turn (an actor unwound
+        // here drops the last handle of the other runtime: two runtimes that hold each
+        // other's last handle).
         //
         // An actor of another runtime that may wait waits for the shutdown as a plain thread
         // would, suspended, so that its worker runs its other actors: the shutdown thread
@@ -1370,47 +1431,83 @@ impl Drop for Runtime {
         // early; the shutdown goes on.) An actor of this runtime goes on until it next
         // suspends, and from then on it is cancelled like every other; where no actor may wait
         // (an unwind, a worker's loop), the shutdown goes on in the background.
-        let waiting = (!on_own_thread && context::actor_may_suspend()).then(|| {
-            Arc::new(ShutdownDone {
-                done: AtomicBool::new(false),
-                waiter: crate::Waiter::current(),
-            })
+        let may_wait = !on_own_thread && (!on_a_worker || context::actor_may_suspend());
+        let done = Arc::new(ShutdownDone {
+            done: Mutex::new(false),
+            told: Condvar::new(),
+            waiter: (may_wait && on_a_worker).then(crate::Waiter::current),
         });
         let shared = self.shared.clone();
         let handed_off = thread::Builder::new()
             .name("threadlet-shutdown".into())
             .spawn({
-                let (shared, waiting) = (shared.clone(), waiting.clone());
+                let (shared, done) = (shared.clone(), done.clone());
                 move || {
                     shut_down(&shared, threads, monitor);
-                    if let Some(w) = waiting {
-                        // Release: pairs with the waiting actor's acquire load below.
-                        w.done.store(true, Ordering::Release);
-                        w.waiter.wake();
-                    }
+                    done.tell();
                 }
             });
         match handed_off {
-            Ok(_) => {
-                if let Some(w) = waiting {
-                    while !w.done.load(Ordering::Acquire) {
-                        if context::park_on(crate::Wait::Blocking).is_err() {
-                            break; // cancelled (its own runtime's shutdown, a kill)
-                        }
-                    }
-                }
-            }
+            Ok(_) if may_wait => done.wait(deadline),
+            Ok(_) => false,
             // No thread to be had: start the shutdown and let the threads finish detached.
-            Err(_) => shared.begin_shutdown(),
+            Err(_) => {
+                shared.begin_shutdown();
+                false
+            }
         }
     }
 }
 
-/// What an actor that dropped another runtime's last handle waits on: the shutdown thread sets
-/// `done` and wakes it (`Runtime::drop`).
+/// What the caller of a shutdown handed to a thread of its own waits on (`Runtime::close`):
+/// the shutdown thread sets `done` and tells it, through `told` (a plain thread) or by waking
+/// `waiter` (an actor of another runtime, suspended meanwhile so that its worker runs on).
 struct ShutdownDone {
-    done: AtomicBool,
-    waiter: crate::Waiter,
+    done: Mutex<bool>,
+    told: Condvar,
+    waiter: Option<crate::Waiter>,
+}
+
+impl ShutdownDone {
+    /// The shutdown thread: the shutdown is complete.
+    fn tell(&self) {
+        *self.done.lock() = true;
+        self.told.notify_all();
+        if let Some(w) = &self.waiter {
+            w.wake();
+        }
+    }
+
+    /// Waits until the shutdown is complete or `deadline` passes; whether it completed.
+    fn wait(&self, deadline: Option<Instant>) -> bool {
+        if self.waiter.is_some() {
+            // An actor: suspended; each wake looks again. A wake that comes between a look
+            // and the park leaves the actor notified, and the park returns at once.
+            while !*self.done.lock() {
+                let parked = match deadline {
+                    Some(d) if Instant::now() >= d => return false,
+                    Some(d) => context::park_on_until(crate::Wait::Blocking, d),
+                    None => context::park_on(crate::Wait::Blocking),
+                };
+                if parked.is_err() {
+                    return false; // cancelled (its own runtime's shutdown, a kill)
+                }
+            }
+            return true;
+        }
+        let mut done = self.done.lock();
+        while !*done {
+            match deadline {
+                Some(d) => {
+                    if self.told.wait_until(&mut done, d).timed_out() {
+                        return *done;
+                    }
+                }
+                None => self.told.wait(&mut done),
+            }
+        }
+        true
+    }
 }
 
 /// Shutdown as `Runtime::drop` runs it (steps 1 and 6 in `worker.rs`), on a thread that is not
