@@ -191,6 +191,10 @@ struct Rare<M> {
     /// leaves the mailbox closed, so that an incarnation started to drain it takes no new
     /// message and a refused sender is not accepted again.
     stopping: bool,
+    /// The supervisor is done with the mailbox (`UncountedAddr::close_for_good`): it holds no
+    /// name from then on, though an incarnation killed with its supervisor may still be
+    /// unwinding (`UncountedAddr::holds_names`).
+    for_good: bool,
     /// Exit hooks (monitors, links, the name registry) waiting for the actor's end.
     hooks: ExitHooks,
     /// The actor's end, when `link` is [`Link::Kept`].
@@ -223,6 +227,7 @@ impl<M> Rare<M> {
             restart: Restart::Permanent,
             killed: false,
             stopping: false,
+            for_good: false,
             hooks: ExitHooks::new(),
             down: None,
             trap: None,
@@ -1265,6 +1270,7 @@ impl<M> UncountedAddr<M> {
     pub(crate) fn close_for_good(&self) {
         let never_attached = {
             let mut st = self.shared.state.lock();
+            st.rare().for_good = true;
             if st.link == Link::Unattached {
                 let down = Down {
                     id: unassigned_actor_id(),
@@ -1313,10 +1319,13 @@ impl<M> UncountedAddr<M> {
 
     /// Whether the mailbox's names stay its own (`names.rs`): while it is open, or while its
     /// actor is live though it closed it (close, then drain). A closed mailbox whose actor has
-    /// ended, or that no actor ever took, holds no name.
+    /// ended, or that no actor ever took, holds no name; nor does a supervised child's that its
+    /// supervisor is done with (`close_for_good`): an incarnation killed with a nested
+    /// supervisor may unwind after the restarted supervisor has started the next one, which
+    /// takes the name.
     pub(crate) fn holds_names(&self) -> bool {
         let st = self.shared.state.lock();
-        !st.closed || st.link == Link::Live
+        !st.closed || (st.link == Link::Live && !st.rare.as_ref().is_some_and(|r| r.for_good))
     }
 
     /// The mailbox's identity (as `Addr::mailbox_key`).

@@ -1770,3 +1770,74 @@ fn a_child_added_to_an_ended_supervisor_is_refused_and_closed() {
     );
     assert_eq!(late_addr.send(7).map_err(|e| e.0), Err(7));
 }
+
+/// A registered child of a nested supervisor that a group restart kills: the killed supervisor
+/// does not wait for its children, so the old grandchild may still be unwinding (here, a
+/// destructor that takes a while) when the new one registers the name. The old one's mailbox
+/// is closed for good by then, and it holds the name no more: the new grandchild takes it, and
+/// the tree does not give up.
+#[test]
+fn a_registered_grandchild_is_registered_again_while_its_predecessor_unwinds() {
+    /// Unwinding takes a while: `0` ms of work with safe points.
+    struct SlowToUnwind(u64);
+    impl Drop for SlowToUnwind {
+        fn drop(&mut self) {
+            let until = std::time::Instant::now() + Duration::from_millis(self.0);
+            while std::time::Instant::now() < until {
+                threadlet::checkpoint();
+            }
+        }
+    }
+    const NAME: &str = "registered-grandchild";
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (busy_tx, busy) = std::sync::mpsc::channel::<()>();
+    let busy_tx = Arc::new(Mutex::new(busy_tx));
+    let (inner, _) = Child::supervisor("inner", move || {
+        let busy_tx = busy_tx.clone();
+        let (grandchild, _) = Child::process("grandchild", move |mb: Mailbox<u64>| {
+            while let Some(ms) = mb.recv() {
+                busy_tx.lock().send(()).unwrap();
+                let _slow = SlowToUnwind(ms);
+                loop {
+                    threadlet::checkpoint();
+                }
+            }
+        });
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(grandchild.register(NAME));
+        sup
+    });
+    let (trigger, trigger_addr) = Child::process("trigger", |mb: Mailbox<u32>| {
+        if mb.recv().is_some() {
+            panic!("trigger told to fail");
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForAll);
+    sup.add(trigger).add(inner);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let first = within_watchdog("the first grandchild", || {
+        loop {
+            if let Some(a) = threadlet::whereis::<u64>(NAME) {
+                break a;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let first_id = first.actor_id().unwrap();
+    first.send(200).unwrap();
+    drop(first);
+    busy.recv().unwrap();
+    trigger_addr.send(1).unwrap();
+    let h = within_watchdog("the next grandchild's name", move || {
+        loop {
+            if let Some(a) = threadlet::whereis::<u64>(NAME)
+                && a.actor_id() != Some(first_id)
+            {
+                break h;
+            }
+            assert!(!h.is_finished(), "the supervisor gave up: {:?}", h.join());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    stop(&sup_addr, h);
+}
