@@ -1795,12 +1795,11 @@ fn a_registered_grandchild_is_registered_again_while_its_predecessor_unwinds() {
     let (inner, _) = Child::supervisor("inner", move || {
         let busy_tx = busy_tx.clone();
         let (grandchild, _) = Child::process("grandchild", move |mb: Mailbox<u64>| {
-            while let Some(ms) = mb.recv() {
-                busy_tx.lock().send(()).unwrap();
-                let _slow = SlowToUnwind(ms);
-                loop {
-                    threadlet::checkpoint();
-                }
+            let Some(ms) = mb.recv() else { return };
+            busy_tx.lock().send(()).unwrap();
+            let _slow = SlowToUnwind(ms);
+            loop {
+                threadlet::checkpoint();
             }
         });
         let mut sup = Supervisor::new(Strategy::OneForOne);
