@@ -1329,8 +1329,12 @@ impl Runtime {
     }
 
     /// [`shutdown`](Runtime::shutdown), waiting for it at most `timeout` (tokio's
-    /// `Runtime::shutdown_timeout`): `true` if every actor was stopped and every thread of the
-    /// runtime ended in time. Otherwise the shutdown goes on in the background, on a thread of
+    /// `Runtime::shutdown_timeout`): `true` if every actor was stopped and the runtime's
+    /// workers, spares and monitor ended in time. A closure still running in
+    /// [`blocking`](crate::blocking) is not waited for, as `shutdown` does not wait for one (it
+    /// may block for good: a read of stdin): it finishes on its pool thread, its result
+    /// dropped, and tokio's wait for such calls has no counterpart here. Otherwise the shutdown
+    /// goes on in the background, on a thread of
     /// its own, and this returns `false`: an actor that reaches no safe point (a loop without
     /// one, a blocking call made outside `threadlet::blocking`) is cancelled when it next
     /// reaches one, and its worker ends after it. Called by an actor of another runtime, it

@@ -152,3 +152,30 @@ fn shutdown_timeout_from_actors() {
         .recv_timeout(Duration::from_secs(60))
         .expect("the parked actor was never unwound");
 }
+
+/// A closure running in `blocking` does not hold a shutdown, timed or not: the actor that
+/// waits for it is stopped, and the closure finishes on its pool thread later.
+#[test]
+fn a_call_in_the_blocking_pool_does_not_hold_a_timed_shutdown() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (release_tx, release) = mpsc::channel::<()>();
+    let (in_call_tx, in_call) = mpsc::channel::<()>();
+    let (finished_tx, finished) = mpsc::channel::<()>();
+    rt.spawn(move || {
+        threadlet_runtime::blocking(move || {
+            in_call_tx.send(()).unwrap();
+            let _ = release.recv();
+            finished_tx.send(()).unwrap();
+        })
+    });
+    in_call.recv().unwrap();
+    let done = within_a_minute("shutdown_timeout", move || {
+        rt.shutdown_timeout(Duration::from_secs(30))
+    });
+    assert!(done);
+    assert!(finished.try_recv().is_err(), "the call had not finished");
+    release_tx.send(()).unwrap();
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the call finishes on its pool thread");
+}
