@@ -59,7 +59,7 @@
 //!
 //! 5. `Add` (a child added at run time) starts that child at once, last in the start order,
 //!    and answers once its start is done (as in step 1); from then on it is a child like the
-//!    others. A child finished in step 3 is dropped from the supervisor's lists at the end of
+//!    others. A child that cannot start is not added: the answer carries the error. A child finished in step 3 is dropped from the supervisor's lists at the end of
 //!    the step, so that a supervisor that takes children for passing work (each ending for
 //!    good: `Temporary`, or `Transient` and ending normally) does not grow.
 //!
@@ -504,12 +504,14 @@ pub enum SupervisorMsg {
     Stop,
     /// Add a child at run time (OTP's `start_child`): it starts after the children already
     /// there, last in the start order, and is then supervised as they are (a group restart
-    /// takes it in its place). The reply comes once its start is done: its `started` has
-    /// returned, its body has been entered, or the start failed (an end for its policy and the
-    /// intensity to decide on, as for any child). A supervisor that has ended refuses the
-    /// request; one that takes a stop first drops it; either way the child goes unstarted, its
-    /// mailbox closed. Send it with [`Addr::ask`]: `sup.ask(|r| SupervisorMsg::Add(child, r))`.
-    Add(Child, crate::Reply<()>),
+    /// takes it in its place). The reply comes once its start is done: `Ok` once its
+    /// `started` has returned or its body has been entered; the error if it could not start
+    /// (no stack, its factory panicked, its registered name taken), and then it is not added
+    /// (its mailbox is closed) and the supervisor goes on as before, as OTP's `start_child`
+    /// returns an error and keeps no child. A supervisor that has ended refuses the request;
+    /// one that takes a stop first drops it; either way the child goes unstarted, its mailbox
+    /// closed. Send it with [`Addr::ask`]: `sup.ask(|r| SupervisorMsg::Add(child, r))`.
+    Add(Child, crate::Reply<io::Result<()>>),
 }
 
 /// Starts children and restarts them as its [`Strategy`] says (see the module docs).
@@ -646,14 +648,18 @@ impl Supervisor {
                     }
                     return;
                 }
-                Event::Msg(Some(SupervisorMsg::Add(child, reply))) => {
-                    // Step 5: last in the start order.
-                    self.children.push(child);
-                    running.push(None);
-                    finished.push(false);
-                    let i = self.children.len() - 1;
-                    running[i] = self.start_child(&handle, i, &mut failed);
-                    reply.send(());
+                Event::Msg(Some(SupervisorMsg::Add(mut child, reply))) => {
+                    // Step 5: last in the start order, once started.
+                    match Self::try_start(&handle, &mut child) {
+                        Ok(r) => {
+                            self.children.push(child);
+                            running.push(Some(r));
+                            finished.push(false);
+                            reply.send(Ok(()));
+                        }
+                        // Dropped, its mailbox closed for good, before the answer.
+                        Err(e) => reply.send(Err(e)),
+                    }
                     continue;
                 }
                 Event::Down(i, down) => (i, down),
@@ -757,8 +763,8 @@ impl Supervisor {
         failed: &mut VecDeque<(usize, Down)>,
     ) -> Option<Running> {
         let child = &mut self.children[i];
-        match (child.start)(handle, &child.name, child.registered.as_deref()) {
-            Ok((abort, monitor)) => Some(Running { abort, monitor }),
+        match Self::try_start(handle, child) {
+            Ok(r) => Some(r),
             Err(e) => {
                 failed.push_back((
                     i,
@@ -771,6 +777,12 @@ impl Supervisor {
                 None
             }
         }
+    }
+
+    /// Starts an incarnation of `child`.
+    fn try_start(handle: &Handle, child: &mut Child) -> io::Result<Running> {
+        let (abort, monitor) = (child.start)(handle, &child.name, child.registered.as_deref())?;
+        Ok(Running { abort, monitor })
     }
 
     /// One more restart now, if the intensity allows it (step 3): at most `max_restarts` in

@@ -1701,11 +1701,11 @@ fn children_added_at_run_time_are_supervised_in_their_place() {
     sup.add(a);
     let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
     let (b, _b_addr) = logging_handler_child("b", &log);
-    sup_addr.ask(|r| SupervisorMsg::Add(b, r)).unwrap();
+    sup_addr.ask(|r| SupervisorMsg::Add(b, r)).unwrap().unwrap();
     // The answer came after `b`'s `started`.
     assert!(log.lock().contains(&"start b".to_string()));
     let (c, c_addr) = logging_child("c", &log);
-    sup_addr.ask(|r| SupervisorMsg::Add(c, r)).unwrap();
+    sup_addr.ask(|r| SupervisorMsg::Add(c, r)).unwrap().unwrap();
     wait_for(&log, "start c", 1);
     // `a` fails: RestForOne restarts it and every child after it, the added ones included.
     a_addr.send(0).unwrap();
@@ -1752,6 +1752,7 @@ fn a_child_added_to_an_ended_supervisor_is_refused_and_closed() {
         });
         sup_addr
             .ask(|r| SupervisorMsg::Add(job.restart(Restart::Temporary), r))
+            .unwrap()
             .unwrap();
         addr.send(1).unwrap();
         // Finished after its one job: its mailbox closes for good as it ends.
@@ -1765,7 +1766,7 @@ fn a_child_added_to_an_ended_supervisor_is_refused_and_closed() {
     stop(&sup_addr, h);
     let (late, late_addr) = Child::process("late", |mb: Mailbox<u64>| mb.recv());
     assert_eq!(
-        sup_addr.ask(|r| SupervisorMsg::Add(late, r)),
+        sup_addr.ask(|r| SupervisorMsg::Add(late, r)).map(|_| ()),
         Err(threadlet::AskError::Closed)
     );
     assert_eq!(late_addr.send(7).map_err(|e| e.0), Err(7));
@@ -1839,4 +1840,51 @@ fn a_registered_grandchild_is_registered_again_while_its_predecessor_unwinds() {
         }
     });
     stop(&sup_addr, h);
+}
+
+/// A child added at run time that cannot start (its registered name taken, its factory
+/// panicking) is not added: the answer carries the error, the supervisor and its children go
+/// on untouched (no restart counted against the intensity), and the child's address refuses
+/// sends. As OTP's `start_child` returns an error.
+#[test]
+fn a_child_added_that_cannot_start_is_refused_with_its_error() {
+    struct Never;
+    impl Actor for Never {
+        type Msg = u32;
+        fn handle(&mut self, _: u32, _: &mut Context<Self>) {}
+    }
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (holder, holder_h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+    threadlet::register("added-but-taken", &holder).unwrap();
+    let log = Log::default();
+    let (a, a_addr) = logging_child("a", &log);
+    // No restart at all is allowed: a failed `Add` counted as one would end the supervisor.
+    let mut sup = Supervisor::new(Strategy::OneForAll).intensity(0, Duration::from_secs(60));
+    sup.add(a);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    wait_for(&log, "start a", 1);
+
+    let (clash, clash_addr) = Child::process("clash", |mb: Mailbox<u32>| mb.recv());
+    let err = sup_addr
+        .ask(|r| SupervisorMsg::Add(clash.register("added-but-taken"), r))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+    assert_eq!(clash_addr.send(1).map_err(|e| e.0), Err(1));
+
+    let (bad, bad_addr) = Child::handler("bad", || -> Never { panic!("no factory today") });
+    let err = sup_addr
+        .ask(|r| SupervisorMsg::Add(bad, r))
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("no factory today"), "{err}");
+    assert_eq!(bad_addr.send(2).map_err(|e| e.0), Err(2));
+
+    // Untouched: `a` still runs its first incarnation, the supervisor runs.
+    a_addr.send(5).unwrap();
+    assert!(!h.is_finished());
+    assert_eq!(log.lock().iter().filter(|e| is_start(e)).count(), 1);
+    stop(&sup_addr, h);
+    holder.send(1).unwrap();
+    within_watchdog("holder", move || holder_h.join().unwrap());
 }
