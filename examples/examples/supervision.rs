@@ -1,7 +1,8 @@
 //! A small supervised service: a pool of parser workers (handler actors) that panic on bad
 //! input, and an auditor (a process actor that waits on a slow store, as I/O would), under one
 //! supervisor. A worker that panics is restarted on the same mailbox; the others, and the
-//! auditor, keep serving meanwhile.
+//! auditor, keep serving meanwhile. The auditor is registered by name in each incarnation, and
+//! one more worker, with a bounded mailbox, joins the pool while the supervisor runs.
 //!
 //! ```text
 //! cargo run --release --example supervision -- --requests 30 --bad-every 7
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use threadlet::supervisor::{Child, Restart, Strategy, Supervisor, SupervisorMsg};
-use threadlet::{Actor, Addr, AskError, Context, Mailbox, Reply, Runtime};
+use threadlet::{Actor, Addr, AskError, Context, Mailbox, Reply, Runtime, whereis};
 
 /// A supervised pool of parsers.
 #[derive(Parser)]
@@ -60,7 +61,7 @@ fn main() {
     });
 
     let mut sup = Supervisor::new(Strategy::OneForOne).intensity(100, Duration::from_secs(10));
-    sup.add(auditor);
+    sup.add(auditor.register("auditor"));
     let mut pool = Vec::new();
     for i in 0..args.workers.get() {
         let audit = audit.clone();
@@ -71,6 +72,19 @@ fn main() {
         pool.push(addr);
     }
     let (sup_addr, sup_handle) = sup.start(&rt.handle()).expect("the supervisor starts");
+
+    // One more worker, added while the supervisor runs, with a bounded mailbox: a sender waits
+    // while 16 requests are queued for it.
+    let (late, late_addr) = Child::builder("parser-late")
+        .mailbox_capacity(16)
+        .handler(move || NumberParser {
+            audit: audit.clone(),
+        });
+    sup_addr
+        .ask(|r| SupervisorMsg::Add(late, r))
+        .expect("the supervisor runs")
+        .expect("the late worker starts");
+    pool.push(late_addr);
 
     let (mut served, mut failed) = (0, 0);
     for i in 1..=args.requests {
@@ -94,6 +108,10 @@ fn main() {
         }
     }
     println!("{served} requests served, {failed} crashed a worker (each restarted)");
+    // Found by its name, whichever incarnation runs now.
+    if let Some(auditor) = whereis::<String>("auditor") {
+        let _ = auditor.send(format!("{served} served, {failed} crashed"));
+    }
     assert_eq!(failed, args.requests / args.bad_every.get());
     assert_eq!(served + failed, args.requests);
 
