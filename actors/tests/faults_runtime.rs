@@ -965,3 +965,42 @@ fn a_panic_on_the_smallest_stack_with_backtraces_ends_only_its_actor() {
         );
     }
 }
+
+// A destructor run by a kill's unwind may contain a panic of its own with
+// `catch_actor_panic`: what it catches is that new panic, not the kill's unwind, so it is
+// handed back as `Err`, not resumed (which would let it out of a destructor during an unwind,
+// an abort). Checked in a child.
+
+const CONTAIN_CHILD: &str = "THREADLET_TEST_CONTAIN_IN_UNWIND_CHILD";
+
+#[test]
+fn a_destructor_run_by_a_kill_contains_a_panic_of_its_own() {
+    if std::env::var_os(CONTAIN_CHILD).is_some() {
+        /// Panics inside a catch on the way out, and reports whether the catch held it.
+        struct Contains(mpsc::Sender<bool>);
+        impl Drop for Contains {
+            fn drop(&mut self) {
+                let caught =
+                    threadlet_runtime::catch_actor_panic(|| panic!("a destructor's own panic"));
+                let _ = self.0.send(caught.is_err());
+            }
+        }
+        let rt = runtime(2);
+        let (report, reported) = mpsc::channel();
+        let (started, is_started) = mpsc::channel();
+        let h = rt.spawn(move || {
+            let _contains = Contains(report);
+            started.send(()).unwrap();
+            threadlet::sleep(Duration::from_secs(3600));
+        });
+        is_started.recv().unwrap();
+        h.abort();
+        assert!(h.join().unwrap_err().is_killed());
+        assert_eq!(reported.recv(), Ok(true));
+        return;
+    }
+    passes_in_child(
+        "a_destructor_run_by_a_kill_contains_a_panic_of_its_own",
+        &[(CONTAIN_CHILD, "1")],
+    );
+}

@@ -40,14 +40,20 @@ pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Opti
     // Already unwinding (the code runs in a destructor on the way): whatever is caught below
     // is a new panic of the code's own, never the unwind in progress, and must be contained,
     // since letting it out of a destructor during an unwind aborts the process.
-    let unwinding = std::thread::panicking();
+    // Asked only once something is caught: the catch has taken its own panic off the thread's
+    // count by then, so `panicking` says what it would have said before the call (and the
+    // common case, nothing caught, does not ask).
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         // Shutdown or a kill force-unwinding an actor suspended inside the contained code (a
         // result's destructor that waits on a mailbox, say): not a panic of the user's; let
         // it go on to the coroutine's root, as `join::entry` does. (Outside any actor nothing
         // is unwound this way, so a real panic there is still contained.)
-        Err(payload) if !unwinding && context::is_cancelling() && context::current().is_some() => {
+        Err(payload)
+            if !std::thread::panicking()
+                && context::is_cancelling()
+                && context::current().is_some() =>
+        {
             resume_unwind(payload)
         }
         Err(payload) => {

@@ -166,9 +166,14 @@ impl<R> std::fmt::Debug for Completion<R> {
 /// ```
 pub fn catch_actor_panic<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
     // As in `fault::contain`: called while already unwinding, what it catches is a new panic.
-    let unwinding = std::thread::panicking();
+    // (Asked only once something is caught: the catch has taken its own panic off the thread's
+    // count by then, so `panicking` says what it would have said before the call.)
     match catch_unwind(AssertUnwindSafe(f)) {
-        Err(p) if !unwinding && context::is_cancelling() && context::current().is_some() => {
+        Err(p)
+            if !std::thread::panicking()
+                && context::is_cancelling()
+                && context::current().is_some() =>
+        {
             resume_unwind(p)
         }
         r => r,
