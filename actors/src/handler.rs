@@ -379,6 +379,18 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
                         return Step::Stop;
                     }
                 }
+                Poll::Last(msg) => {
+                    actor.handle(msg, &mut self.ctx);
+                    if self.ctx.stopping() {
+                        return Step::Stop;
+                    }
+                    // Published as the waiter before `handle`, with the queue empty: parked
+                    // already, unless a wake came meanwhile or `handle` suspended (the next
+                    // poll looks again).
+                    if threadlet_runtime::activation_may_park() {
+                        return Step::Park;
+                    }
+                }
                 Poll::Parked => return Step::Park,
                 Poll::Ended => return Step::Stop,
                 Poll::Spent => return Step::Yield,

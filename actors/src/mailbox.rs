@@ -369,6 +369,12 @@ impl<M> State<M> {
         self.take_letting_in()
     }
 
+    /// Whether the queue holds a message (an unbounded mailbox's `has_message`).
+    #[inline]
+    fn queue_has_message(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// Whether `take` would return a message.
     #[inline]
     fn has_message(&self) -> bool {
@@ -909,8 +915,14 @@ impl<M> Mailbox<M> {
     pub fn close(&self) {
         // The one receiver is the caller, which is not parked: only the senders waiting for
         // room (bounded mailboxes) are woken, with their messages handed back. An old loan
-        // closes nothing: the mailbox is a later incarnation's now.
-        drop(close_shared(&self.shared, false, self.loan));
+        // closes nothing: the mailbox is a later incarnation's now. A waiter is woken all the
+        // same: a handler actor closing from `handle` published itself before the message
+        // (`Poll::Last`), and its batch ends parked unless something woke it meanwhile
+        // (`activation_may_park`); woken, it looks again and finds the mailbox ended. For
+        // anyone else the wake is a spurious one.
+        if let Some(w) = close_shared(&self.shared, false, self.loan) {
+            w.wake_by_value();
+        }
     }
 
     /// Traps exits (Erlang's `trap_exit`): from now on, an exit signal from a linked actor
@@ -1071,6 +1083,11 @@ impl<M> Mailbox<M> {
 pub(crate) enum Poll<M> {
     /// A message.
     Message(M),
+    /// A message, the last one queued: the calling actor is published as the waiter already,
+    /// so once it has handled the message its batch may end with `Step::Park` without another
+    /// poll, if nothing woke it meanwhile and it did not suspend
+    /// (`threadlet_runtime::activation_may_park`).
+    Last(M),
     /// Nothing now; the calling actor is published as the waiter (steps 1 and 2 of the wake
     /// protocol), so it may end its activation with `Step::Park`.
     Parked,
@@ -1139,6 +1156,18 @@ impl<M> Mailbox<M> {
                 return Poll::Spent;
             }
             let (m, sender) = st.take();
+            // The message was the last one of an unbounded mailbox that stays open: publish
+            // the caller as the waiter now, in this hold (step 1 of the wake protocol, with
+            // step 2's look done: the queue is empty), so that the batch may end parked after
+            // `handle` without locking again (`Poll::Last`). Not for a bounded mailbox: a
+            // waiter there tells a rendezvous send that the owner waits, which it does not
+            // while it handles this message.
+            if !st.bounded && !st.queue_has_message() && st.addrs != 0 && !st.closed {
+                let old = st.publish(Waiter::current(), false);
+                drop(st);
+                drop(old);
+                return Poll::Last(m.expect("`has_message` said so"));
+            }
             drop(st);
             if let Some(s) = sender {
                 s.waiter.wake();

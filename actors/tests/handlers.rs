@@ -1440,3 +1440,108 @@ fn close_then_drain_handles_every_accepted_message() {
         }
     }
 }
+
+/// `Context::close` on the last queued message, with addresses still held: the actor stops
+/// once `handle` returns, though no send or address drop wakes it (its batch must look at the
+/// mailbox again rather than end parked on a waiter published before the message).
+#[test]
+fn close_on_the_last_message_stops_the_actor() {
+    struct Closes;
+    impl Actor for Closes {
+        type Msg = ();
+        fn handle(&mut self, (): (), ctx: &mut Context<Self>) {
+            ctx.close();
+        }
+    }
+    for (scheduler, rt) in one_worker_under_each_scheduler() {
+        within_watchdog("close on the last message", move || {
+            let (addr, h) = rt.start(Closes);
+            addr.send(()).unwrap();
+            h.join().unwrap_or_else(|e| panic!("{scheduler:?}: {e}"));
+            drop(addr);
+        });
+    }
+}
+
+/// A wake spent inside `handle` without a suspension: the batch published the actor as its
+/// mailbox's waiter with the last message, `handle` sends to itself (which takes that waiter
+/// and wakes the running actor), then a bare `park` returns at once on that very wake. The
+/// batch must look at the mailbox again rather than end parked on a waiter that is gone: the
+/// message sent is handled.
+#[test]
+fn a_wake_spent_by_a_park_inside_handle_does_not_lose_the_message_it_was_for() {
+    struct SelfSender(std::sync::mpsc::Sender<u32>);
+    impl Actor for SelfSender {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+            if n == 0 {
+                ctx.addr().send(1).unwrap();
+                // The notification the send left is pending: this returns at once.
+                let _ = threadlet_runtime::park();
+            } else {
+                self.0.send(n).unwrap();
+            }
+        }
+    }
+    for (scheduler, rt) in one_worker_under_each_scheduler() {
+        within_watchdog("the message sent to itself", move || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (addr, h) = rt.start(SelfSender(tx));
+            addr.send(0).unwrap();
+            assert_eq!(
+                rx.recv_timeout(Duration::from_secs(20)),
+                Ok(1),
+                "{scheduler:?}"
+            );
+            drop(addr);
+            h.join().unwrap();
+        });
+    }
+}
+
+/// A wake spent on resuming `handle` from a suspension: the batch published the actor as its
+/// mailbox's waiter with the last message, `handle` waits on a channel, and a message sent
+/// meanwhile takes that waiter and wakes the actor inside its wait (a spurious wake there).
+/// Once `handle` returns, the batch must look at the mailbox again: the message is handled.
+#[test]
+fn a_message_sent_while_handle_is_suspended_is_handled_after_it() {
+    struct Waits {
+        gate: threadlet::channel::Receiver<()>,
+        waiting: std::sync::mpsc::Sender<()>,
+        handled: std::sync::mpsc::Sender<u32>,
+    }
+    impl Actor for Waits {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, _: &mut Context<Self>) {
+            if n == 0 {
+                self.waiting.send(()).unwrap();
+                self.gate.recv().unwrap();
+            }
+            self.handled.send(n).unwrap();
+        }
+    }
+    for (scheduler, rt) in one_worker_under_each_scheduler() {
+        within_watchdog("the message sent during the wait", move || {
+            let (gate_tx, gate) = threadlet::channel::unbounded();
+            let (waiting_tx, waiting) = std::sync::mpsc::channel();
+            let (handled_tx, handled) = std::sync::mpsc::channel();
+            let (addr, h) = rt.start(Waits {
+                gate,
+                waiting: waiting_tx,
+                handled: handled_tx,
+            });
+            addr.send(0).unwrap();
+            waiting.recv().unwrap();
+            addr.send(1).unwrap();
+            // Let the wake land inside the wait before the gate opens.
+            std::thread::sleep(Duration::from_millis(20));
+            gate_tx.send(()).unwrap();
+            let got: Vec<u32> = (0..2)
+                .map(|_| handled.recv_timeout(Duration::from_secs(20)).unwrap_or(99))
+                .collect();
+            assert_eq!(got, [0, 1], "{scheduler:?}");
+            drop(addr);
+            h.join().unwrap();
+        });
+    }
+}

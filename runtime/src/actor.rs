@@ -342,6 +342,11 @@ const _: () = assert!(NO_HOME == NO_SLOT);
 const STARTED: u8 = 1;
 /// `ActorCell::life`: a kill was asked for.
 const KILLED: u8 = 2;
+/// `ActorCell::activation_flags`: the handler activation has been preempted.
+pub(crate) const ACTIVATION_PREEMPTED: u8 = 1;
+/// `ActorCell::activation_flags`: the handler activation's `park` consumed a wake without
+/// suspending.
+pub(crate) const ACTIVATION_WOKEN: u8 = 2;
 
 /// What kind of actor a cell is, fixed when it is made: four flags in one byte (four `bool`s
 /// took the cell out of its allocation class; see `actor_cell_size`).
@@ -430,10 +435,18 @@ pub struct ActorCell {
     /// queue entry. `KILLED`: a kill was asked for (`JoinHandle::abort`); the worker that next
     /// holds the actor's body ends it (`worker.rs`, "Kill").
     life: AtomicU8,
-    /// A handler actor's current activation has been preempted: its batch has had a time
-    /// slice, and ends after the message at hand (`handler::activation_preempted`). Set and
-    /// cleared by the worker running the activation, read by the program running on it.
-    pub(crate) activation_preempted: Cell<bool>,
+    /// What happened in a handler actor's current activation, two bits in one byte (a second
+    /// field would grow the cell: `actor_cell_size`), both cleared by its worker when the
+    /// activation returns:
+    /// - [`ACTIVATION_PREEMPTED`]: its batch has had a time slice, and ends after the message
+    ///   at hand (`handler::activation_preempted`); set by the worker;
+    /// - [`ACTIVATION_WOKEN`]: a `park` consumed a wake without suspending (it found the actor
+    ///   notified and returned at once), a wake its mailbox's waiter may have sent, so its
+    ///   batch looks at the mailbox again before it ends parked
+    ///   (`handler::activation_may_park`); set by `park`.
+    ///
+    /// Read by the program running on the activation.
+    pub(crate) activation_flags: Cell<u8>,
     /// Touched only by the worker running the actor; see the module docs.
     pub(crate) body: UnsafeCell<Body>,
     pub(crate) shared: Arc<Shared>,
@@ -446,7 +459,7 @@ pub struct ActorCell {
 }
 
 // SAFETY: the fields other threads touch are atomics or immutable (`id`, `traits`, `shared`).
-// `body` and `activation_preempted` are touched only by the worker that holds the actor in the
+// `body` and `activation_flags` are touched only by the worker that holds the actor in the
 // `RUNNING` state, which the wake protocol makes exclusive (one queue entry at a time, popped by
 // one worker). A started pinned actor's coroutine, which is not `Send`, is only ever resumed or
 // dropped on its home worker's thread: every wake of it is routed there (`Shared::schedule_woken`),
@@ -529,7 +542,7 @@ impl ActorCell {
             home: Home::new(),
             registry_slot: AtomicU32::new(NO_SLOT),
             by_kind: AtomicU32::new(NO_HOME),
-            activation_preempted: Cell::new(false),
+            activation_flags: Cell::new(0),
             preemptions: AtomicU32::new(0),
             runs: AtomicU32::new(0),
             cpu_ticks: AtomicU32::new(0),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use corosensei::trap::CoroutineTrapHandler;
 
-use crate::actor::{ActorCell, ActorFrame, ActorId, ActorRef, Finished, Suspend};
+use crate::actor::{ACTIVATION_WOKEN, ActorCell, ActorFrame, ActorId, ActorRef, Finished, Suspend};
 use crate::runtime::Shared;
 use crate::safepoint;
 use crate::sync::thread;
@@ -324,6 +324,12 @@ fn park_recording(wait: u64) -> Result<(), Cancelled> {
                     actor.wait.set_encoded(wait);
                     crate::trace::parked(actor, wait);
                     suspend(ctx, actor, Suspend::Park);
+                } else if actor.is_handler() {
+                    // The wake taken here may be one its mailbox sent, to a waiter its batch
+                    // published before this message (`handler::activation_may_park`).
+                    actor
+                        .activation_flags
+                        .set(actor.activation_flags.get() | ACTIVATION_WOKEN);
                 }
                 Ok(())
             }

@@ -36,7 +36,9 @@
 //!    and unwinds the rest), and the worker unpins and unregisters the actor. Then, by the
 //!    [`Step`] that `run` returned:
 //!    * [`Step::Park`]: `run` found the mailbox empty and published the actor as its waiter
-//!      (steps 1 and 2 of the wake protocol in `wake.rs`); the worker moves the state word
+//!      (steps 1 and 2 of the wake protocol in `wake.rs`), or published it as it took the
+//!      last message, before `handle`, and [`activation_may_park`] found that no wake was
+//!      spent since (the `threadlet` crate's batch); the worker moves the state word
 //!      `RUNNING -> IDLE` (step 4). A wake that came in between leaves `NOTIFIED`: the actor is
 //!      queued again as for `Yield`. A later wake schedules the actor on the waker's worker if
 //!      it runs one (its next slot: a message chain stays on one core; an actor that a second
@@ -70,7 +72,9 @@ use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
-use crate::actor::{ActorCell, ActorId, Runnable, SpawnOptions};
+use crate::actor::{
+    ACTIVATION_PREEMPTED, ACTIVATION_WOKEN, ActorCell, ActorId, Runnable, SpawnOptions,
+};
 use crate::context;
 use crate::join::{self, Completer, JoinErrorKind, JoinHandle};
 use crate::program::Program;
@@ -120,7 +124,45 @@ pub trait Activation: Send + 'static {
 /// ```
 pub fn activation_preempted() -> bool {
     context::with_current(|cur| {
-        cur.is_some_and(|(_, a)| a.is_handler() && (a.activation_preempted.get() || a.is_killed()))
+        cur.is_some_and(|(_, a)| {
+            a.is_handler()
+                && (a.activation_flags.get() & ACTIVATION_PREEMPTED != 0 || a.is_killed())
+        })
+    })
+}
+
+/// Whether the handler activation running now may end with [`Step::Park`] on a waiter it
+/// published before its last `handle` (with its mailbox empty then): `true` if nothing has
+/// woken the actor since and the activation has not suspended. A wake since then (a message, or
+/// anything else) is consumed here and `false` returned: the program looks at its mailbox
+/// again, as after any wake, and publishes itself again if it finds it empty. An activation
+/// that suspended gives `false` too: a wake may have been spent on resuming it (its state word
+/// went `IDLE -> SCHEDULED` and back to running), so only a look at the mailbox can tell; and
+/// so does one whose `park` took a wake without suspending (a notification waiting), for the
+/// same reason.
+/// `false` outside a handler activation.
+///
+/// ```
+/// assert!(!threadlet_runtime::activation_may_park()); // not an actor
+/// ```
+pub fn activation_may_park() -> bool {
+    // `with_worker` rather than `with_current`: one call fewer on every message that empties
+    // its mailbox.
+    context::with_worker(|ctx| {
+        // SAFETY: as in `with_current`: `current` names an actor the worker holds for the
+        // whole resume, and this runs inside it.
+        match ctx.and_then(|c| unsafe { c.current.get().as_ref() }) {
+            // Pinned: this activation suspended (`worker/carrier.rs`, `suspend_activation`).
+            // Woken: a `park` inside `handle` took a wake without suspending.
+            Some(a)
+                if a.is_handler()
+                    && a.home().is_none()
+                    && a.activation_flags.get() & ACTIVATION_WOKEN == 0 =>
+            {
+                !a.state.take_notification()
+            }
+            _ => false,
+        }
     })
 }
 

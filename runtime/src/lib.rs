@@ -110,8 +110,8 @@ pub use dump::{
 };
 pub use handle::Handle;
 pub use handler::{
-    ACTIVATION_IN_PLACE, Activation, Completion, Step, activation_killed, activation_preempted,
-    catch_actor_panic, start_handler,
+    ACTIVATION_IN_PLACE, Activation, Completion, Step, activation_killed, activation_may_park,
+    activation_preempted, catch_actor_panic, start_handler,
 };
 pub use join::{AbortHandle, Down, ExitReason, ExitWatch, JoinError, JoinErrorKind, JoinHandle};
 pub use live::{exit_watch, kill};

@@ -45,7 +45,10 @@
 //!
 //! A yield or preemption stores `SCHEDULED` and drops a pending `NOTIFIED`. That is sound
 //! because a notification only matters between steps 2 and 4, and no safe point lies there; the
-//! yielded actor runs again and re-checks whatever it waits for before it next parks.
+//! yielded actor runs again and re-checks whatever it waits for before it next parks. (One
+//! caller runs user code between them: a handler actor's batch publishes its waiter with the
+//! last message and runs `handle` before it parks; it checks again whenever `handle` suspended
+//! or spent a wake: `handler::activation_may_park`.)
 
 use crate::sync::AtomicU8;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};

@@ -151,8 +151,8 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crossbeam_utils::sync::{Parker, Unparker, WaitGroup};
 
 use crate::actor::{
-    ActorCoroutine, ActorFrame, ActorId, ActorRef, ActorStack, ActorYielder, Body, Finished, Out,
-    Registry, Runnable, Suspend,
+    ACTIVATION_PREEMPTED, ActorCoroutine, ActorFrame, ActorId, ActorRef, ActorStack, ActorYielder,
+    Body, Finished, Out, Registry, Runnable, Suspend,
 };
 use crate::baseline::Policy;
 use crate::context::{self, WorkerContext};
@@ -1330,7 +1330,9 @@ impl WorkerLoop<'_> {
                         actor.count_preemption();
                         if actor.is_handler() {
                             // Its batch ends after the message at hand (`handler.rs`).
-                            actor.activation_preempted.set(true);
+                            actor
+                                .activation_flags
+                                .set(actor.activation_flags.get() | ACTIVATION_PREEMPTED);
                         }
                         crate::trace::preempted(actor);
                         core.preempted.set(true);
@@ -1369,7 +1371,7 @@ impl WorkerLoop<'_> {
                 }
                 // A handler actor's activation returned (`handler.rs`, step 3).
                 CoroutineResult::Yield(Out::Activated(step)) => {
-                    let preempted = actor.activation_preempted.replace(false);
+                    let preempted = actor.activation_flags.replace(0) & ACTIVATION_PREEMPTED != 0;
                     self.end_activation(actor, suspended);
                     if actor.is_killed() {
                         // Step 3 of "Kill": between messages again, so its program drops.
