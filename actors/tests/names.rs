@@ -216,13 +216,9 @@ fn an_actor_draining_its_closed_mailbox_keeps_its_name_until_it_ends() {
                     closed: closed_tx,
                     gate: gate_rx,
                 });
-                threadlet::register(name.clone(), &addr).unwrap();
-                addr.send(()).unwrap();
                 (
                     addr,
-                    Box::new(move || {
-                        h.join().unwrap();
-                    }) as Box<dyn FnOnce()>,
+                    Box::new(move || drop(h.join().unwrap())) as Box<dyn FnOnce()>,
                 )
             } else {
                 let (addr, h) = rt.spawn_actor(move |mb: Mailbox<()>| {
@@ -232,15 +228,13 @@ fn an_actor_draining_its_closed_mailbox_keeps_its_name_until_it_ends() {
                     let _ = gate_rx.recv();
                     mb.iter().count()
                 });
-                threadlet::register(name.clone(), &addr).unwrap();
-                addr.send(()).unwrap();
                 (
                     addr,
-                    Box::new(move || {
-                        h.join().unwrap();
-                    }) as Box<dyn FnOnce()>,
+                    Box::new(move || _ = h.join().unwrap()) as Box<dyn FnOnce()>,
                 )
             };
+            threadlet::register(name.clone(), &addr).unwrap();
+            addr.send(()).unwrap();
             closed.recv().unwrap();
             let (other, other_h) = rt.spawn_actor(|mb: Mailbox<()>| mb.recv());
             let what = format!("{scheduler:?}, handler actor: {handler}");

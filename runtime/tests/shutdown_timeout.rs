@@ -56,16 +56,23 @@ fn spinning(rt: &Runtime, release: &Arc<AtomicBool>) {
     is_started.recv().unwrap();
 }
 
+/// A runtime of 2 workers under `scheduler`, with an actor parked for good in it that tells
+/// the receiver returned when its stack is unwound.
+fn runtime_with_a_parked_actor(scheduler: Scheduler) -> (Runtime, mpsc::Receiver<()>) {
+    let rt = Runtime::builder()
+        .workers(2)
+        .scheduler(scheduler)
+        .build()
+        .unwrap();
+    let (unwound_tx, unwound) = mpsc::channel();
+    parked_for_good(&rt, unwound_tx);
+    (rt, unwound)
+}
+
 #[test]
 fn a_shutdown_that_completes_in_time_says_so() {
     for scheduler in SCHEDULERS {
-        let rt = Runtime::builder()
-            .workers(2)
-            .scheduler(scheduler)
-            .build()
-            .unwrap();
-        let (unwound_tx, unwound) = mpsc::channel();
-        parked_for_good(&rt, unwound_tx);
+        let (rt, unwound) = runtime_with_a_parked_actor(scheduler);
         let done = within_a_minute("shutdown_timeout", move || {
             rt.shutdown_timeout(Duration::from_secs(30))
         });
@@ -78,13 +85,7 @@ fn a_shutdown_that_completes_in_time_says_so() {
 #[test]
 fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
     for scheduler in SCHEDULERS {
-        let rt = Runtime::builder()
-            .workers(2)
-            .scheduler(scheduler)
-            .build()
-            .unwrap();
-        let (unwound_tx, unwound) = mpsc::channel();
-        parked_for_good(&rt, unwound_tx);
+        let (rt, unwound) = runtime_with_a_parked_actor(scheduler);
         let release = Arc::new(AtomicBool::new(false));
         spinning(&rt, &release);
         let done = within_a_minute("shutdown_timeout", move || {
@@ -101,9 +102,7 @@ fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
 
 #[test]
 fn shutdown_background_returns_at_once_and_the_shutdown_completes() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    let (unwound_tx, unwound) = mpsc::channel();
-    parked_for_good(&rt, unwound_tx);
+    let (rt, unwound) = runtime_with_a_parked_actor(Scheduler::WorkStealing);
     within_a_minute("shutdown_background", move || rt.shutdown_background());
     unwound
         .recv_timeout(Duration::from_secs(60))
