@@ -1163,6 +1163,8 @@ impl<M> Mailbox<M> {
             // waiter there tells a rendezvous send that the owner waits, which it does not
             // while it handles this message.
             if !st.bounded && !st.queue_has_message() && st.addrs != 0 && !st.closed {
+                // Only a bounded mailbox lets a waiting sender in.
+                debug_assert!(sender.is_none());
                 let old = st.publish(Waiter::current(), false);
                 drop(st);
                 drop(old);
