@@ -1331,7 +1331,7 @@ impl Runtime {
     /// [`shutdown`](Runtime::shutdown), waiting for it at most `timeout` (tokio's
     /// `Runtime::shutdown_timeout`): `true` if every actor was stopped and the runtime's
     /// workers, spares and monitor ended in time. A closure still running in
-    /// [`blocking`](crate::blocking) is not waited for, as `shutdown` does not wait for one (it
+    /// [`blocking`](crate::blocking()) is not waited for, as `shutdown` does not wait for one (it
     /// may block for good: a read of stdin): it finishes on its pool thread, its result
     /// dropped, and tokio's wait for such calls has no counterpart here. Otherwise the shutdown
     /// goes on in the background, on a thread of
