@@ -1545,3 +1545,36 @@ fn a_message_sent_while_handle_is_suspended_is_handled_after_it() {
         });
     }
 }
+
+/// `threadlet_runtime::activation_may_park` is public: called from `handle` after a send to
+/// the actor itself, it consumes the wake that send left. The batch's own call must still see
+/// that a wake was spent, and look at the mailbox again: the message is handled.
+#[test]
+fn a_wake_spent_by_a_users_activation_may_park_does_not_lose_the_message() {
+    struct SelfSender(std::sync::mpsc::Sender<u32>);
+    impl Actor for SelfSender {
+        type Msg = u32;
+        fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
+            if n == 0 {
+                ctx.addr().send(1).unwrap();
+                assert!(!threadlet_runtime::activation_may_park());
+            } else {
+                self.0.send(n).unwrap();
+            }
+        }
+    }
+    for (scheduler, rt) in one_worker_under_each_scheduler() {
+        within_watchdog("the message sent to itself", move || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (addr, h) = rt.start(SelfSender(tx));
+            addr.send(0).unwrap();
+            assert_eq!(
+                rx.recv_timeout(Duration::from_secs(20)),
+                Ok(1),
+                "{scheduler:?}"
+            );
+            drop(addr);
+            h.join().unwrap();
+        });
+    }
+}

@@ -135,7 +135,9 @@ pub fn activation_preempted() -> bool {
 /// published before its last `handle` (with its mailbox empty then): `true` if nothing has
 /// woken the actor since and the activation has not suspended. A wake since then (a message, or
 /// anything else) is consumed here and `false` returned: the program looks at its mailbox
-/// again, as after any wake, and publishes itself again if it finds it empty. An activation
+/// again, as after any wake, and publishes itself again if it finds it empty. The consumed
+/// wake is remembered for the rest of the activation, so every later call says `false` too:
+/// a call made from `handle` cannot hide the wake from the batch's own call. An activation
 /// that suspended gives `false` too: a wake may have been spent on resuming it (its state word
 /// went `IDLE -> SCHEDULED` and back to running), so only a look at the mailbox can tell; and
 /// so does one whose `park` took a wake without suspending (a notification waiting), for the
@@ -159,7 +161,15 @@ pub fn activation_may_park() -> bool {
                     && a.home().is_none()
                     && a.activation_flags.get() & ACTIVATION_WOKEN == 0 =>
             {
-                !a.state.take_notification()
+                if !a.state.take_notification() {
+                    return true;
+                }
+                // Spent here: remembered as a `park`'s is, so that a later call in this
+                // activation (the batch's, after one from `handle`) does not read the wake
+                // as never sent.
+                a.activation_flags
+                    .set(a.activation_flags.get() | ACTIVATION_WOKEN);
+                false
             }
             _ => false,
         }
