@@ -1470,14 +1470,21 @@ fn close_on_the_last_message_stops_the_actor() {
 /// message sent is handled.
 #[test]
 fn a_wake_spent_by_a_park_inside_handle_does_not_lose_the_message_it_was_for() {
-    struct SelfSender(std::sync::mpsc::Sender<u32>);
+    // The notification the send left is pending: this returns at once.
+    self_send_then(|| drop(threadlet_runtime::park()));
+}
+
+/// A handler actor that, on its message `0`, sends `1` to itself (taking the waiter its batch
+/// published with the `0` and waking itself) and then runs `spend`, which consumes that wake
+/// without a suspension; `1` must be handled all the same, under every scheduler.
+fn self_send_then(spend: fn()) {
+    struct SelfSender(std::sync::mpsc::Sender<u32>, fn());
     impl Actor for SelfSender {
         type Msg = u32;
         fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
             if n == 0 {
                 ctx.addr().send(1).unwrap();
-                // The notification the send left is pending: this returns at once.
-                let _ = threadlet_runtime::park();
+                (self.1)();
             } else {
                 self.0.send(n).unwrap();
             }
@@ -1486,7 +1493,7 @@ fn a_wake_spent_by_a_park_inside_handle_does_not_lose_the_message_it_was_for() {
     for (scheduler, rt) in one_worker_under_each_scheduler() {
         within_watchdog("the message sent to itself", move || {
             let (tx, rx) = std::sync::mpsc::channel();
-            let (addr, h) = rt.start(SelfSender(tx));
+            let (addr, h) = rt.start(SelfSender(tx, spend));
             addr.send(0).unwrap();
             assert_eq!(
                 rx.recv_timeout(Duration::from_secs(20)),
@@ -1551,30 +1558,5 @@ fn a_message_sent_while_handle_is_suspended_is_handled_after_it() {
 /// that a wake was spent, and look at the mailbox again: the message is handled.
 #[test]
 fn a_wake_spent_by_a_users_activation_may_park_does_not_lose_the_message() {
-    struct SelfSender(std::sync::mpsc::Sender<u32>);
-    impl Actor for SelfSender {
-        type Msg = u32;
-        fn handle(&mut self, n: u32, ctx: &mut Context<Self>) {
-            if n == 0 {
-                ctx.addr().send(1).unwrap();
-                assert!(!threadlet_runtime::activation_may_park());
-            } else {
-                self.0.send(n).unwrap();
-            }
-        }
-    }
-    for (scheduler, rt) in one_worker_under_each_scheduler() {
-        within_watchdog("the message sent to itself", move || {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let (addr, h) = rt.start(SelfSender(tx));
-            addr.send(0).unwrap();
-            assert_eq!(
-                rx.recv_timeout(Duration::from_secs(20)),
-                Ok(1),
-                "{scheduler:?}"
-            );
-            drop(addr);
-            h.join().unwrap();
-        });
-    }
+    self_send_then(|| assert!(!threadlet_runtime::activation_may_park()));
 }
