@@ -1471,7 +1471,7 @@ fn close_on_the_last_message_stops_the_actor() {
 #[test]
 fn a_wake_spent_by_a_park_inside_handle_does_not_lose_the_message_it_was_for() {
     // The notification the send left is pending: this returns at once.
-    self_send_then(|| drop(threadlet_runtime::park()));
+    self_send_then(|| _ = threadlet_runtime::park());
 }
 
 /// A handler actor that, on its message `0`, sends `1` to itself (taking the waiter its batch
