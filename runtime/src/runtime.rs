@@ -1365,12 +1365,8 @@ impl Runtime {
     /// assert!(idle.shutdown_timeout(Duration::from_secs(10)));
     /// ```
     pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
-        // A timeout too long to count is no timeout.
-        match deadline {
-            Some(d) => self.close(Some(d)),
-            None => self.close(None),
-        }
+        // A timeout too long to count is no timeout (`None`).
+        self.close(Instant::now().checked_add(timeout))
     }
 
     /// Starts the shutdown and returns at once, leaving it to go on in the background (tokio's
