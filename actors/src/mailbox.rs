@@ -369,12 +369,6 @@ impl<M> State<M> {
         self.take_letting_in()
     }
 
-    /// Whether the queue holds a message (an unbounded mailbox's `has_message`).
-    #[inline]
-    fn queue_has_message(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
     /// Whether `take` would return a message.
     #[inline]
     fn has_message(&self) -> bool {
@@ -1162,7 +1156,7 @@ impl<M> Mailbox<M> {
             // `handle` without locking again (`Poll::Last`). Not for a bounded mailbox: a
             // waiter there tells a rendezvous send that the owner waits, which it does not
             // while it handles this message.
-            if !st.bounded && !st.queue_has_message() && st.addrs != 0 && !st.closed {
+            if !st.bounded && !st.has_message() && st.addrs != 0 && !st.closed {
                 // Only a bounded mailbox lets a waiting sender in.
                 debug_assert!(sender.is_none());
                 let old = st.publish(Waiter::current(), false);
