@@ -134,9 +134,7 @@ fn shutdown_timeout_from_actors() {
     release.store(true, Ordering::Relaxed);
 
     // An actor that owns its own runtime: no wait.
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    let (unwound_tx, unwound) = mpsc::channel();
-    parked_for_good(&rt, unwound_tx);
+    let (rt, unwound) = runtime_with_a_parked_actor(Scheduler::WorkStealing);
     let (holder_tx, holder) = mpsc::channel::<Runtime>();
     let (said_tx, said) = mpsc::channel();
     rt.spawn(move || {
