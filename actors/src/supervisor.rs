@@ -657,8 +657,12 @@ impl Supervisor {
                             finished.push(false);
                             reply.send(Ok(()));
                         }
-                        // Dropped, its mailbox closed for good, before the answer.
-                        Err(e) => reply.send(Err(e)),
+                        Err(e) => {
+                            // Dropped, its mailbox closed for good, before the answer: a send
+                            // to its address after the answer is handed back.
+                            drop(child);
+                            reply.send(Err(e));
+                        }
                     }
                     continue;
                 }
