@@ -1342,6 +1342,14 @@ impl<M> UncountedAddr<M> {
         self.close();
     }
 
+    /// Undoes [`close_for_stop`](Self::close_for_stop) for the next loan, which opens the
+    /// mailbox again (`lend_next`): a stopped child is restarted. Until then it stays closed.
+    pub(crate) fn end_stop(&self) {
+        if let Some(rare) = self.shared.state.lock().rare.as_mut() {
+            rare.stopping = false;
+        }
+    }
+
     /// Whether the mailbox's names stay its own (`names.rs`): while it is open, or while its
     /// actor is live though it closed it (close, then drain). A closed mailbox whose actor has
     /// ended, or that no actor ever took, holds no name; nor does a supervised child's that its

@@ -59,9 +59,17 @@
 //!
 //! 5. `Add` (a child added at run time) starts that child at once, last in the start order,
 //!    and answers once its start is done (as in step 1); from then on it is a child like the
-//!    others. A child that cannot start is not added: the answer carries the error. A child finished in step 3 is dropped from the supervisor's lists at the end of
-//!    the step, so that a supervisor that takes children for passing work (each ending for
-//!    good: `Temporary`, or `Transient` and ending normally) does not grow.
+//!    others. A child that cannot start is not added: the answer carries the error. A child finished in step 3 is dropped from the supervisor's
+//!    lists at the end of the step, so that a supervisor that takes children for passing work
+//!    (each ending for good: `Temporary`, or `Transient` and ending normally) does not grow.
+//! 6. `Terminate` stops one child as step 4 stops each (its mailbox closed, what it accepted
+//!    drained, killed after its shutdown timeout), without step 4's restarts to drain, and
+//!    keeps it stopped: no policy applies to that end, and no group restart starts it, until
+//!    `Restart` starts it again (its mailbox opened by the next loan) or `Delete` closes its
+//!    mailbox for good and it is dropped as in step 5. A stopped child's mailbox is closed,
+//!    so a send to it hands its message back; what a killed incarnation left queued waits
+//!    for the next one. A request names a child; where several share the name, it applies to
+//!    the first in start order that it can apply to.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
@@ -122,6 +130,7 @@ type StartFn =
 /// One child of a [`Supervisor`]: a factory for its incarnations, and its mailbox.
 pub struct Child {
     name: String,
+    kind: ChildKind,
     restart: Restart,
     shutdown: Duration,
     start: StartFn,
@@ -145,6 +154,9 @@ trait ChildMailbox: Send {
     fn close_for_stop(&self);
     /// How many messages are queued, accepted and not yet received.
     fn queued(&self) -> usize;
+    /// Undoes `close_for_stop` for the next loan, which opens the mailbox (a restart after
+    /// `Terminate`).
+    fn end_stop(&self);
 }
 
 impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
@@ -162,6 +174,9 @@ impl<M: Send> ChildMailbox for mailbox::UncountedAddr<M> {
     }
     fn queued(&self) -> usize {
         mailbox::UncountedAddr::queued(self)
+    }
+    fn end_stop(&self) {
+        mailbox::UncountedAddr::end_stop(self);
     }
 }
 
@@ -219,7 +234,7 @@ impl ChildBuilder {
         // Ordered start: the next child starts once this one runs (an OTP child's `init`
         // returns before the next starts; a process actor has no `init`, so running is the
         // mark).
-        self.process_telling(move |mb, started| {
+        self.process_telling(ChildKind::Process, move |mb, started| {
             let _ = started.send(());
             drop(started);
             f(mb)
@@ -228,7 +243,7 @@ impl ChildBuilder {
 
     /// [`ChildBuilder::process`], with the ordered start's signal handed to `f`: the supervisor
     /// starts the next child once `f` sends on it (or drops it).
-    fn process_telling<M, F, R>(self, f: F) -> (Child, Addr<M>)
+    fn process_telling<M, F, R>(self, kind: ChildKind, f: F) -> (Child, Addr<M>)
     where
         M: Send + 'static,
         F: Fn(Mailbox<M>, crate::channel::Sender<()>) -> R + Send + Sync + 'static,
@@ -256,7 +271,7 @@ impl ChildBuilder {
             starting.started();
             Ok(incarnation(&h))
         });
-        (Child::new(self.name, start, &addr), addr)
+        (Child::new(self.name, kind, start, &addr), addr)
     }
 
     /// A handler actor child: every incarnation is `make()` on the child's mailbox.
@@ -290,7 +305,10 @@ impl ChildBuilder {
             starting.started();
             Ok(incarnation(&h))
         });
-        (Child::new(self.name, start, &addr), addr)
+        (
+            Child::new(self.name, ChildKind::Handler, start, &addr),
+            addr,
+        )
     }
 
     /// A supervisor as a child (supervisors nest): each incarnation runs a new supervisor
@@ -301,11 +319,14 @@ impl ChildBuilder {
     {
         // Ordered start: the next sibling starts once this supervisor's own children have
         // started (OTP: a supervisor's `init` returns then).
-        self.process_telling(move |mb: Mailbox<SupervisorMsg>, started| {
-            let mut sup = make();
-            sup.started = Some(started);
-            sup.run(mb)
-        })
+        self.process_telling(
+            ChildKind::Supervisor,
+            move |mb: Mailbox<SupervisorMsg>, started| {
+                let mut sup = make();
+                sup.started = Some(started);
+                sup.run(mb)
+            },
+        )
     }
 }
 
@@ -350,9 +371,15 @@ impl Child {
         Child::builder(name).supervisor(make)
     }
 
-    fn new<M: Send + 'static>(name: String, start: StartFn, addr: &Addr<M>) -> Child {
+    fn new<M: Send + 'static>(
+        name: String,
+        kind: ChildKind,
+        start: StartFn,
+        addr: &Addr<M>,
+    ) -> Child {
         Child {
             name,
+            kind,
             restart: Restart::Permanent,
             shutdown: Duration::from_secs(5),
             start,
@@ -492,6 +519,7 @@ impl fmt::Debug for Child {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Child")
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("restart", &self.restart)
             .finish_non_exhaustive()
     }
@@ -512,6 +540,83 @@ pub enum SupervisorMsg {
     /// one that takes a stop first drops it; either way the child goes unstarted, its mailbox
     /// closed. Send it with [`Addr::ask`]: `sup.ask(|r| SupervisorMsg::Add(child, r))`.
     Add(Child, crate::Reply<io::Result<()>>),
+    /// Stops the named child (OTP's `terminate_child`) and keeps it, not running, until a
+    /// [`Restart`](SupervisorMsg::Restart) or [`Delete`](SupervisorMsg::Delete) names it. The
+    /// stop is the one `Stop` gives each child: its mailbox closes (a send from then on hands
+    /// its message back), the incarnation drains what was accepted and ends, or is killed
+    /// after the child's shutdown timeout; its registered name goes with it. This end is not
+    /// a failure: no restart policy, strategy or intensity applies, and a group restart of
+    /// its siblings leaves it stopped. A `Temporary` child is deleted as well, as in OTP.
+    /// The answer comes once the incarnation has ended; a child already stopped answers `Ok`.
+    Terminate(String, crate::Reply<Result<(), ChildError>>),
+    /// Starts a child stopped by [`Terminate`](SupervisorMsg::Terminate) again (OTP's
+    /// `restart_child`), in its place in the start order: its mailbox opens again, the next
+    /// incarnation receives what the last one left queued (if it was killed), and from then on
+    /// it is supervised as before. If its start fails, it stays stopped and the answer says
+    /// why; this does not count against the intensity.
+    Restart(String, crate::Reply<Result<(), ChildError>>),
+    /// Removes a child stopped by [`Terminate`](SupervisorMsg::Terminate) (OTP's
+    /// `delete_child`): its mailbox closes for good, dropping what it held.
+    Delete(String, crate::Reply<Result<(), ChildError>>),
+    /// The children, in start order (OTP's `which_children`).
+    WhichChildren(crate::Reply<Vec<ChildInfo>>),
+}
+
+/// Why a supervisor refused a request about one of its children ([`SupervisorMsg`]).
+#[derive(Debug)]
+pub enum ChildError {
+    /// The supervisor has no child of that name.
+    NotFound,
+    /// The child is running: [`SupervisorMsg::Restart`] and [`SupervisorMsg::Delete`] take
+    /// only a child stopped by [`SupervisorMsg::Terminate`].
+    Running,
+    /// A restart could not start the child (no stack, its factory panicked, its registered
+    /// name taken); it stays stopped.
+    Start(io::Error),
+}
+
+impl fmt::Display for ChildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChildError::NotFound => f.write_str("no child of that name"),
+            ChildError::Running => f.write_str("the child is running"),
+            ChildError::Start(e) => write!(f, "the child could not start: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ChildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ChildError::Start(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What kind of actor a child is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildKind {
+    /// [`ChildBuilder::process`].
+    Process,
+    /// [`ChildBuilder::handler`].
+    Handler,
+    /// [`ChildBuilder::supervisor`].
+    Supervisor,
+}
+
+/// One child, as [`SupervisorMsg::WhichChildren`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChildInfo {
+    /// Its name, as given to [`Child::builder`].
+    pub name: String,
+    /// Its running incarnation; `None` while it is stopped by [`SupervisorMsg::Terminate`].
+    pub actor: Option<threadlet_runtime::ActorId>,
+    /// What kind of actor it is.
+    pub kind: ChildKind,
+    /// Its restart policy.
+    pub restart: Restart,
 }
 
 /// Starts children and restarts them as its [`Strategy`] says (see the module docs).
@@ -567,6 +672,20 @@ enum Event {
     Down(usize, Down),
 }
 
+/// Where a child stands with its supervisor, beside its incarnation (`run`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    /// Running, or to be restarted as its policy says.
+    Supervised,
+    /// Stopped by a `Terminate`: not running, and no restart starts it, until a `Restart`
+    /// (or a `Delete`) names it. Its mailbox is closed (for a stop: `close_for_stop`).
+    Terminated,
+    /// Done for the supervisor's life: its policy declined a restart, or it was deleted. Its
+    /// mailbox is closed for good, and it leaves the lists at the end of the step
+    /// (`forget_finished`).
+    Finished,
+}
+
 impl Supervisor {
     /// A supervisor with no children and Erlang's default intensity (3 restarts in 5 s).
     pub fn new(strategy: Strategy) -> Supervisor {
@@ -617,11 +736,9 @@ impl Supervisor {
             let _ = started.send(());
         }
         let mut restarts: VecDeque<Instant> = VecDeque::new();
-        // Children whose policy declined a restart: done for the supervisor's life (step 3),
-        // and dropped from its lists at the end of the step (`forget_finished`).
-        let mut finished = vec![false; self.children.len()];
+        let mut status = vec![Status::Supervised; self.children.len()];
         loop {
-            self.forget_finished(&mut running, &mut finished, &mut failed);
+            self.forget_finished(&mut running, &mut status, &mut failed);
             let event = if let Some((i, down)) = failed.pop_front() {
                 Event::Down(i, down)
             } else {
@@ -654,7 +771,7 @@ impl Supervisor {
                         Ok(r) => {
                             self.children.push(child);
                             running.push(Some(r));
-                            finished.push(false);
+                            status.push(Status::Supervised);
                             reply.send(Ok(()));
                         }
                         Err(e) => {
@@ -664,6 +781,61 @@ impl Supervisor {
                             reply.send(Err(e));
                         }
                     }
+                    continue;
+                }
+                Event::Msg(Some(SupervisorMsg::Terminate(name, reply))) => {
+                    // Step 6.
+                    let answer = match self.find(&name, &status, Status::Supervised) {
+                        Ok(i) => {
+                            self.terminate(i, &mut running, &mut status);
+                            Ok(())
+                        }
+                        // Stopped already.
+                        Err(ChildError::Running) => Ok(()),
+                        Err(e) => Err(e),
+                    };
+                    reply.send(answer);
+                    continue;
+                }
+                Event::Msg(Some(SupervisorMsg::Restart(name, reply))) => {
+                    let answer = self.find(&name, &status, Status::Terminated).and_then(|i| {
+                        let child = &mut self.children[i];
+                        // The next loan opens the mailbox again (`lend_next`).
+                        child.mailbox.end_stop();
+                        match Self::try_start(&handle, child) {
+                            Ok(r) => {
+                                running[i] = Some(r);
+                                status[i] = Status::Supervised;
+                                Ok(())
+                            }
+                            Err(e) => {
+                                // Stopped as before: the loan may have opened it.
+                                child.mailbox.close_for_stop();
+                                Err(ChildError::Start(e))
+                            }
+                        }
+                    });
+                    reply.send(answer);
+                    continue;
+                }
+                Event::Msg(Some(SupervisorMsg::Delete(name, reply))) => {
+                    let answer = self.find(&name, &status, Status::Terminated).map(|i| {
+                        self.children[i].mailbox.close_for_good();
+                        status[i] = Status::Finished;
+                    });
+                    reply.send(answer);
+                    continue;
+                }
+                Event::Msg(Some(SupervisorMsg::WhichChildren(reply))) => {
+                    let children = (self.children.iter().zip(&running))
+                        .map(|(child, r)| ChildInfo {
+                            name: child.name.clone(),
+                            actor: r.as_ref().map(|r| r.abort.id()),
+                            kind: child.kind,
+                            restart: child.restart,
+                        })
+                        .collect();
+                    reply.send(children);
                     continue;
                 }
                 Event::Down(i, down) => (i, down),
@@ -680,7 +852,7 @@ impl Supervisor {
                 // Its mailbox closes as an actor's does at its end: a later send fails and
                 // hands its message back, rather than waiting in a queue nobody will read.
                 self.children[i].mailbox.close_for_good();
-                finished[i] = true;
+                status[i] = Status::Finished;
                 continue;
             }
             if !self.may_restart(&mut restarts) {
@@ -705,14 +877,18 @@ impl Supervisor {
                     let ended = r.monitor.recv();
                     if !self.children[j].restart.wants(&ended.reason) {
                         self.children[j].mailbox.close_for_good();
-                        finished[j] = true;
+                        status[j] = Status::Finished;
                     }
                 }
             }
             // A failed start of the group still queued is superseded by this start: taken
             // later, it would end (kill) the incarnation started now and count once more.
             failed.retain(|(k, _)| !again.contains(k));
-            for j in again.into_iter().filter(|&j| !finished[j]) {
+            // A stopped child (`Terminate`) stays stopped.
+            for j in again
+                .into_iter()
+                .filter(|&j| status[j] == Status::Supervised)
+            {
                 running[j] = self.start_child(&handle, j, &mut failed);
             }
         }
@@ -724,12 +900,13 @@ impl Supervisor {
     fn forget_finished(
         &mut self,
         running: &mut Vec<Option<Running>>,
-        finished: &mut Vec<bool>,
+        status: &mut Vec<Status>,
         failed: &mut VecDeque<(usize, Down)>,
     ) {
-        if !finished.contains(&true) {
+        if !status.contains(&Status::Finished) {
             return;
         }
+        let finished: Vec<bool> = status.iter().map(|&s| s == Status::Finished).collect();
         // Each child's index after the removal (`None`: removed).
         let mut next = 0;
         let moved: Vec<Option<usize>> = finished
@@ -752,7 +929,45 @@ impl Supervisor {
         self.children.retain(|_| keep.next().unwrap_or(true));
         let mut keep = finished.iter().map(|&done| !done);
         running.retain(|_| keep.next().unwrap_or(true));
-        finished.retain(|&done| !done);
+        status.retain(|&s| s != Status::Finished);
+    }
+
+    /// The first child, in start order, named `name` and standing `wanted` (running, or
+    /// stopped by `Terminate`): a request by name applies to it (step 6). Failing that,
+    /// [`ChildError::Running`] if one of that name stands otherwise (for a request on a
+    /// stopped child, one of that name is running; for a `Terminate`, one is stopped), else
+    /// [`ChildError::NotFound`].
+    fn find(&self, name: &str, status: &[Status], wanted: Status) -> Result<usize, ChildError> {
+        let mut named = (self.children.iter().zip(status).enumerate())
+            .filter(|(_, (c, s))| c.name == name && **s != Status::Finished)
+            .peekable();
+        if named.peek().is_none() {
+            return Err(ChildError::NotFound);
+        }
+        named
+            .find(|(_, (_, s))| **s == wanted)
+            .map(|(i, _)| i)
+            .ok_or(ChildError::Running)
+    }
+
+    /// Step 6: stops child `i` as a `Stop` stops each child (its mailbox closed, what it
+    /// accepted drained, killed after its shutdown timeout) and keeps it stopped; a
+    /// `Temporary` child is finished instead (OTP deletes it).
+    fn terminate(&mut self, i: usize, running: &mut [Option<Running>], status: &mut [Status]) {
+        let child = &self.children[i];
+        child.mailbox.close_for_stop();
+        if let Some(r) = running[i].take()
+            && r.monitor.recv_timeout(child.shutdown).is_none()
+        {
+            r.abort.abort();
+            r.monitor.recv();
+        }
+        if child.restart == Restart::Temporary {
+            child.mailbox.close_for_good();
+            status[i] = Status::Finished;
+        } else {
+            status[i] = Status::Terminated;
+        }
     }
 
     /// Starts child `i`. A start that fails (no stack could be had for it) is an abnormal end
@@ -947,12 +1162,13 @@ mod tests {
             reason: ExitReason::NoStart("the test's".into()),
         };
         let mut running: Vec<Option<Running>> = (0..4).map(|_| None).collect();
-        let mut finished = vec![false, true, false, true];
+        use Status::{Finished, Supervised, Terminated};
+        let mut status = vec![Supervised, Finished, Terminated, Finished];
         let mut failed = VecDeque::from([(2, down("c")), (1, down("b"))]);
-        sup.forget_finished(&mut running, &mut finished, &mut failed);
+        sup.forget_finished(&mut running, &mut status, &mut failed);
         let names: Vec<&str> = sup.children.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
-        assert_eq!((running.len(), finished), (2, vec![false, false]));
+        assert_eq!((running.len(), status), (2, vec![Supervised, Terminated]));
         let failed: Vec<(usize, Option<Arc<str>>)> =
             failed.into_iter().map(|(i, d)| (i, d.name)).collect();
         assert_eq!(failed, [(1, Some(Arc::from("c")))]);

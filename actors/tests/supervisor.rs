@@ -1888,3 +1888,213 @@ fn a_child_added_that_cannot_start_is_refused_with_its_error() {
     holder.send(1).unwrap();
     within_watchdog("holder", move || holder_h.join().unwrap());
 }
+
+/// What `WhichChildren` says of each child: (name, running, kind).
+fn which_children(
+    sup_addr: &threadlet::Addr<SupervisorMsg>,
+) -> Vec<(String, bool, threadlet::supervisor::ChildKind)> {
+    let children = sup_addr.ask(SupervisorMsg::WhichChildren).unwrap();
+    children
+        .into_iter()
+        .map(|c| (c.name, c.actor.is_some(), c.kind))
+        .collect()
+}
+
+/// `Terminate` stops a child and keeps it stopped (a group restart of its siblings leaves it
+/// be, sends to it are handed back, its registered name goes) until `Restart` starts it again
+/// on the same address; `Delete` removes a stopped child; requests on a child in the wrong
+/// state, or on no child, are refused, as OTP's `terminate_child`, `restart_child` and
+/// `delete_child` are.
+#[test]
+fn a_terminated_child_stays_stopped_until_restarted_or_deleted() {
+    use threadlet::supervisor::{ChildError, ChildKind};
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let log = Log::default();
+    let (a, a_addr) = logging_child("a", &log);
+    let (b, b_addr) = logging_handler_child("b", &log);
+    // No restart is allowed: a terminate or restart counted as one would end the supervisor.
+    let mut sup = Supervisor::new(Strategy::OneForAll).intensity(1, Duration::from_secs(60));
+    sup.add(a).add(b.register("terminated-b"));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let ask = |msg: fn(String, threadlet::Reply<Result<(), ChildError>>) -> SupervisorMsg,
+               name: &str| { sup_addr.ask(|r| msg(name.to_string(), r)).unwrap() };
+    wait_for(&log, "start b", 1);
+    assert_eq!(
+        which_children(&sup_addr),
+        [
+            ("a".to_string(), true, ChildKind::Process),
+            ("b".to_string(), true, ChildKind::Handler)
+        ]
+    );
+
+    ask(SupervisorMsg::Terminate, "b").unwrap();
+    // Stopped as a `Stop` stops it (a handler child logs "stop" as it stops).
+    assert!(
+        log.lock().contains(&"stop b".to_string()),
+        "{:?}",
+        log.lock()
+    );
+    assert_eq!(b_addr.send(7).map_err(|e| e.0), Err(7));
+    assert!(threadlet::whereis::<u32>("terminated-b").is_none());
+    assert!(!which_children(&sup_addr)[1].1);
+    // Stopped already: `Ok`. Not stopped: no restart, no delete.
+    ask(SupervisorMsg::Terminate, "b").unwrap();
+    assert!(matches!(
+        ask(SupervisorMsg::Restart, "a"),
+        Err(ChildError::Running)
+    ));
+    assert!(matches!(
+        ask(SupervisorMsg::Delete, "a"),
+        Err(ChildError::Running)
+    ));
+    assert!(matches!(
+        ask(SupervisorMsg::Terminate, "c"),
+        Err(ChildError::NotFound)
+    ));
+
+    // `a` fails: the group restart starts `a` alone, `b` stays stopped.
+    a_addr.send(0).unwrap();
+    wait_for(&log, "start a", 2);
+    assert_eq!(log.lock().iter().filter(|e| *e == "start b").count(), 1);
+    assert!(!which_children(&sup_addr)[1].1);
+
+    // Restarted on the same address, in its place, registered again.
+    ask(SupervisorMsg::Restart, "b").unwrap();
+    assert_eq!(log.lock().iter().filter(|e| *e == "start b").count(), 2);
+    b_addr.send(5).unwrap();
+    assert!(threadlet::whereis::<u32>("terminated-b").is_some());
+    assert_eq!(
+        which_children(&sup_addr)
+            .iter()
+            .map(|c| c.1)
+            .collect::<Vec<_>>(),
+        [true, true]
+    );
+    assert!(matches!(
+        ask(SupervisorMsg::Restart, "b"),
+        Err(ChildError::Running)
+    ));
+
+    // Deleted: gone from the list, its address refuses sends for good.
+    ask(SupervisorMsg::Terminate, "b").unwrap();
+    ask(SupervisorMsg::Delete, "b").unwrap();
+    assert_eq!(b_addr.send(8).map_err(|e| e.0), Err(8));
+    assert_eq!(which_children(&sup_addr).len(), 1);
+    assert!(matches!(
+        ask(SupervisorMsg::Restart, "b"),
+        Err(ChildError::NotFound)
+    ));
+    // One restart in all (the group's), within the intensity: the supervisor stops normally.
+    stop(&sup_addr, h);
+}
+
+/// A terminated child drains what its mailbox accepted before the stop (every message sent
+/// is handled or handed back); one that does not end within its shutdown timeout is killed,
+/// and what it left queued goes to the incarnation that `Restart` starts.
+#[test]
+fn terminate_drains_or_kills_and_loses_no_message() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let counted = handled.clone();
+    // Handles each message, except `0`, on which it spins until killed.
+    let (child, addr) = Child::process("worker", move |mb: Mailbox<u64>| {
+        for n in &mb {
+            if n == 0 {
+                loop {
+                    threadlet::checkpoint();
+                }
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mut sup = Supervisor::new(Strategy::OneForOne);
+    sup.add(child.shutdown(Duration::from_millis(50)));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let terminate = |name: &str| {
+        sup_addr
+            .ask(|r| SupervisorMsg::Terminate(name.to_string(), r))
+            .unwrap()
+            .unwrap()
+    };
+    let restart = |name: &str| {
+        sup_addr
+            .ask(|r| SupervisorMsg::Restart(name.to_string(), r))
+            .unwrap()
+            .unwrap()
+    };
+
+    // Drained: a sender races the stop; what was accepted is handled, the rest handed back.
+    let sender = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut back = 0;
+            for n in 1..=20_000 {
+                if addr.send(n).is_err() {
+                    back += 1;
+                }
+            }
+            back
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2));
+    terminate("worker");
+    let back = sender.join().unwrap();
+    assert_eq!(handled.load(Ordering::SeqCst) + back, 20_000);
+
+    // Killed: it hangs on `0` with three more queued behind it, which the next incarnation
+    // handles.
+    restart("worker");
+    for n in [0, 1, 2, 3] {
+        addr.send(n).unwrap();
+    }
+    let before = handled.load(Ordering::SeqCst);
+    terminate("worker");
+    assert_eq!(handled.load(Ordering::SeqCst), before);
+    restart("worker");
+    within_watchdog("the messages left queued", move || {
+        while handled.load(Ordering::SeqCst) < before + 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    stop(&sup_addr, h);
+}
+
+/// A restart that cannot start the child (its registered name taken meanwhile) leaves it
+/// stopped, its address refusing sends, with the error; the supervisor goes on, and a later
+/// restart works. A `Temporary` child terminated is deleted, as in OTP.
+#[test]
+fn a_restart_that_cannot_start_leaves_the_child_stopped() {
+    use threadlet::supervisor::ChildError;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (child, addr) = Child::process("named", |mb: Mailbox<u32>| for _ in &mb {});
+    let (temp, temp_addr) = Child::process("temp", |mb: Mailbox<u32>| for _ in &mb {});
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(0, Duration::from_secs(60));
+    sup.add(child.register("restart-taken"))
+        .add(temp.restart(Restart::Temporary));
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    let ask = |msg: fn(String, threadlet::Reply<Result<(), ChildError>>) -> SupervisorMsg,
+               name: &str| { sup_addr.ask(|r| msg(name.to_string(), r)).unwrap() };
+
+    ask(SupervisorMsg::Terminate, "named").unwrap();
+    let (holder, holder_h) = rt.spawn_actor(|mb: Mailbox<u32>| mb.recv());
+    threadlet::register("restart-taken", &holder).unwrap();
+    match ask(SupervisorMsg::Restart, "named") {
+        Err(ChildError::Start(e)) => assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(addr.send(1).map_err(|e| e.0), Err(1));
+    holder.send(1).unwrap();
+    within_watchdog("holder", move || holder_h.join().unwrap());
+    threadlet::unregister("restart-taken");
+    ask(SupervisorMsg::Restart, "named").unwrap();
+    addr.send(2).unwrap();
+
+    ask(SupervisorMsg::Terminate, "temp").unwrap();
+    assert_eq!(temp_addr.send(3).map_err(|e| e.0), Err(3));
+    assert!(matches!(
+        ask(SupervisorMsg::Restart, "temp"),
+        Err(ChildError::NotFound)
+    ));
+    assert_eq!(which_children(&sup_addr).len(), 1);
+    stop(&sup_addr, h);
+}

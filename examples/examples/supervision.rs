@@ -115,6 +115,24 @@ fn main() {
     assert_eq!(failed, args.requests / args.bad_every.get());
     assert_eq!(served + failed, args.requests);
 
+    // The late worker is retired at run time (OTP's `terminate_child`, then `delete_child`):
+    // it drains what it accepted and ends, and its address hands later requests back.
+    let late = pool.pop().expect("added above");
+    for msg in [SupervisorMsg::Terminate, SupervisorMsg::Delete] {
+        sup_addr
+            .ask(|r| msg("parser-late".to_string(), r))
+            .expect("the supervisor runs")
+            .expect("a child of that name, stopped before its delete");
+    }
+    assert!(late.ask(|r| ("1".to_string(), r)).is_err());
+    let children = sup_addr
+        .ask(SupervisorMsg::WhichChildren)
+        .expect("the supervisor runs");
+    println!(
+        "children left: {:?}",
+        children.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()
+    );
+
     sup_addr
         .send(SupervisorMsg::Stop)
         .expect("the supervisor runs");
