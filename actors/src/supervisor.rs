@@ -138,6 +138,10 @@ pub struct Child {
     registered: Option<String>,
     /// The child's mailbox, as the supervisor keeps it: an address that does not count.
     mailbox: Box<dyn ChildMailbox>,
+    /// Its current incarnation, while its supervisor runs it ([`Supervisor::run`]).
+    running: Option<Running>,
+    /// Where it stands with its supervisor.
+    status: Status,
 }
 
 /// What a supervisor does with a child's mailbox, whatever its message type.
@@ -385,6 +389,8 @@ impl Child {
             start,
             registered: None,
             mailbox: Box::new(addr.uncounted()),
+            running: None,
+            status: Status::Supervised,
         }
     }
 
@@ -728,24 +734,23 @@ impl Supervisor {
         let handle = Handle::current();
         // Starts that failed, each as the end of an incarnation that never ran (step 3).
         let mut failed: VecDeque<(usize, Down)> = VecDeque::new();
-        let mut running: Vec<Option<Running>> = (0..self.children.len())
-            .map(|i| self.start_child(&handle, i, &mut failed))
-            .collect();
+        for i in 0..self.children.len() {
+            self.start_child(&handle, i, &mut failed);
+        }
         if let Some(started) = self.started.take() {
             // Its children have started (each after the one before): the parent may go on.
             let _ = started.send(());
         }
         let mut restarts: VecDeque<Instant> = VecDeque::new();
-        let mut status = vec![Status::Supervised; self.children.len()];
         loop {
-            self.forget_finished(&mut running, &mut status, &mut failed);
+            self.forget_finished(&mut failed);
             let event = if let Some((i, down)) = failed.pop_front() {
                 Event::Down(i, down)
             } else {
                 let mut sel = Select::new();
                 sel.recv(&mb, Event::Msg);
-                for (i, r) in running.iter().enumerate() {
-                    if let Some(r) = r {
+                for (i, child) in self.children.iter().enumerate() {
+                    if let Some(r) = &child.running {
                         sel.recv(&r.monitor, move |d| Event::Down(i, d));
                     }
                 }
@@ -754,12 +759,12 @@ impl Supervisor {
             let (i, down) = match event {
                 Event::Msg(Some(SupervisorMsg::Stop)) | Event::Msg(None) => {
                     // (A stop is taken only once every failed start has been: `failed` is
-                    // empty, and every child is running or finished.)
+                    // empty, and every child is running, stopped by a `Terminate`, or finished.)
                     let drain = Drain {
                         handle: &handle,
                         restarts: &mut restarts,
                     };
-                    if let Some(why) = self.stop_all(&mut running, Some(drain)) {
+                    if let Some(why) = self.stop_all(Some(drain)) {
                         // The supervisor ends abnormally, so that a supervisor above decides.
                         panic!("{why}");
                     }
@@ -769,9 +774,8 @@ impl Supervisor {
                     // Step 5: last in the start order, once started.
                     match Self::try_start(&handle, &mut child) {
                         Ok(r) => {
+                            child.running = Some(r);
                             self.children.push(child);
-                            running.push(Some(r));
-                            status.push(Status::Supervised);
                             reply.send(Ok(()));
                         }
                         Err(e) => {
@@ -785,9 +789,9 @@ impl Supervisor {
                 }
                 Event::Msg(Some(SupervisorMsg::Terminate(name, reply))) => {
                     // Step 6.
-                    let answer = match self.find(&name, &status, Status::Supervised) {
+                    let answer = match self.find(&name, Status::Supervised) {
                         Ok(i) => {
-                            self.terminate(i, &mut running, &mut status);
+                            self.terminate(i);
                             Ok(())
                         }
                         // Stopped already.
@@ -798,14 +802,14 @@ impl Supervisor {
                     continue;
                 }
                 Event::Msg(Some(SupervisorMsg::Restart(name, reply))) => {
-                    let answer = self.find(&name, &status, Status::Terminated).and_then(|i| {
+                    let answer = self.find(&name, Status::Terminated).and_then(|i| {
                         let child = &mut self.children[i];
                         // The next loan opens the mailbox again (`lend_next`).
                         child.mailbox.end_stop();
                         match Self::try_start(&handle, child) {
                             Ok(r) => {
-                                running[i] = Some(r);
-                                status[i] = Status::Supervised;
+                                child.running = Some(r);
+                                child.status = Status::Supervised;
                                 Ok(())
                             }
                             Err(e) => {
@@ -819,18 +823,19 @@ impl Supervisor {
                     continue;
                 }
                 Event::Msg(Some(SupervisorMsg::Delete(name, reply))) => {
-                    let answer = self.find(&name, &status, Status::Terminated).map(|i| {
-                        self.children[i].mailbox.close_for_good();
-                        status[i] = Status::Finished;
+                    let answer = self.find(&name, Status::Terminated).map(|i| {
+                        let child = &mut self.children[i];
+                        child.mailbox.close_for_good();
+                        child.status = Status::Finished;
                     });
                     reply.send(answer);
                     continue;
                 }
                 Event::Msg(Some(SupervisorMsg::WhichChildren(reply))) => {
-                    let children = (self.children.iter().zip(&running))
-                        .map(|(child, r)| ChildInfo {
+                    let children = (self.children.iter())
+                        .map(|child| ChildInfo {
                             name: child.name.clone(),
-                            actor: r.as_ref().map(|r| r.abort.id()),
+                            actor: child.running.as_ref().map(|r| r.abort.id()),
                             kind: child.kind,
                             restart: child.restart,
                         })
@@ -847,16 +852,17 @@ impl Supervisor {
             // the supervisor failed on ends that were the shutdown's. Here the shutdown cancels
             // it. (It also keeps a storm of failed starts from holding a worker.)
             threadlet_runtime::yield_now();
-            running[i] = None;
-            if !self.children[i].restart.wants(&down.reason) {
+            let child = &mut self.children[i];
+            child.running = None;
+            if !child.restart.wants(&down.reason) {
                 // Its mailbox closes as an actor's does at its end: a later send fails and
                 // hands its message back, rather than waiting in a queue nobody will read.
-                self.children[i].mailbox.close_for_good();
-                status[i] = Status::Finished;
+                child.mailbox.close_for_good();
+                child.status = Status::Finished;
                 continue;
             }
             if !self.may_restart(&mut restarts) {
-                self.stop_all(&mut running, None);
+                self.stop_all(None);
                 panic!("{}", self.past_intensity(&down));
             }
             let n = self.children.len();
@@ -869,15 +875,16 @@ impl Supervisor {
             // `Temporary` sibling taken down with the group is finished (OTP: never restarted,
             // not even by a sibling's restart).
             for &j in again.iter().rev() {
-                if let Some(r) = running[j].take() {
+                let sibling = &mut self.children[j];
+                if let Some(r) = sibling.running.take() {
                     r.abort.abort();
                     // Its policy decides on the end it had, as the mailbox did when it ended
                     // (`Child::restart`): killed here, or its own end just before (a
                     // `Transient` sibling's normal end, which closed its mailbox).
                     let ended = r.monitor.recv();
-                    if !self.children[j].restart.wants(&ended.reason) {
-                        self.children[j].mailbox.close_for_good();
-                        status[j] = Status::Finished;
+                    if !sibling.restart.wants(&ended.reason) {
+                        sibling.mailbox.close_for_good();
+                        sibling.status = Status::Finished;
                     }
                 }
             }
@@ -885,34 +892,27 @@ impl Supervisor {
             // later, it would end (kill) the incarnation started now and count once more.
             failed.retain(|(k, _)| !again.contains(k));
             // A stopped child (`Terminate`) stays stopped.
-            for j in again
-                .into_iter()
-                .filter(|&j| status[j] == Status::Supervised)
-            {
-                running[j] = self.start_child(&handle, j, &mut failed);
+            for j in again {
+                if self.children[j].status == Status::Supervised {
+                    self.start_child(&handle, j, &mut failed);
+                }
             }
         }
     }
 
-    /// Drops the children that are finished (their mailboxes closed for good already) from
-    /// the supervisor's lists, keeping the others' order, so that a supervisor to which
-    /// children are added at run time, each ending for good, does not grow.
-    fn forget_finished(
-        &mut self,
-        running: &mut Vec<Option<Running>>,
-        status: &mut Vec<Status>,
-        failed: &mut VecDeque<(usize, Down)>,
-    ) {
-        if !status.contains(&Status::Finished) {
+    /// Drops the children that are finished (their mailboxes closed for good already),
+    /// keeping the others' order, so that a supervisor to which children are added at run
+    /// time, each ending for good, does not grow. A failed start still queued for a child that
+    /// stays follows it to its new index.
+    fn forget_finished(&mut self, failed: &mut VecDeque<(usize, Down)>) {
+        if !self.children.iter().any(|c| c.status == Status::Finished) {
             return;
         }
-        let finished: Vec<bool> = status.iter().map(|&s| s == Status::Finished).collect();
         // Each child's index after the removal (`None`: removed).
         let mut next = 0;
-        let moved: Vec<Option<usize>> = finished
-            .iter()
-            .map(|&done| {
-                (!done).then(|| {
+        let moved: Vec<Option<usize>> = (self.children.iter())
+            .map(|c| {
+                (c.status != Status::Finished).then(|| {
                     next += 1;
                     next - 1
                 })
@@ -925,11 +925,7 @@ impl Supervisor {
             }
             None => false,
         });
-        let mut keep = finished.iter().map(|&done| !done);
-        self.children.retain(|_| keep.next().unwrap_or(true));
-        let mut keep = finished.iter().map(|&done| !done);
-        running.retain(|_| keep.next().unwrap_or(true));
-        status.retain(|&s| s != Status::Finished);
+        self.children.retain(|c| c.status != Status::Finished);
     }
 
     /// The first child, in start order, named `name` and standing `wanted` (running, or
@@ -937,15 +933,15 @@ impl Supervisor {
     /// [`ChildError::Running`] if one of that name stands otherwise (for a request on a
     /// stopped child, one of that name is running; for a `Terminate`, one is stopped), else
     /// [`ChildError::NotFound`].
-    fn find(&self, name: &str, status: &[Status], wanted: Status) -> Result<usize, ChildError> {
-        let mut named = (self.children.iter().zip(status).enumerate())
-            .filter(|(_, (c, s))| c.name == name && **s != Status::Finished)
+    fn find(&self, name: &str, wanted: Status) -> Result<usize, ChildError> {
+        let mut named = (self.children.iter().enumerate())
+            .filter(|(_, c)| c.name == name && c.status != Status::Finished)
             .peekable();
         if named.peek().is_none() {
             return Err(ChildError::NotFound);
         }
         named
-            .find(|(_, (_, s))| **s == wanted)
+            .find(|(_, c)| c.status == wanted)
             .map(|(i, _)| i)
             .ok_or(ChildError::Running)
     }
@@ -953,10 +949,10 @@ impl Supervisor {
     /// Step 6: stops child `i` as a `Stop` stops each child (its mailbox closed, what it
     /// accepted drained, killed after its shutdown timeout) and keeps it stopped; a
     /// `Temporary` child is finished instead (OTP deletes it).
-    fn terminate(&mut self, i: usize, running: &mut [Option<Running>], status: &mut [Status]) {
-        let child = &self.children[i];
+    fn terminate(&mut self, i: usize) {
+        let child = &mut self.children[i];
         child.mailbox.close_for_stop();
-        if let Some(r) = running[i].take()
+        if let Some(r) = child.running.take()
             && r.monitor.recv_timeout(child.shutdown).is_none()
         {
             r.abort.abort();
@@ -964,9 +960,9 @@ impl Supervisor {
         }
         if child.restart == Restart::Temporary {
             child.mailbox.close_for_good();
-            status[i] = Status::Finished;
+            child.status = Status::Finished;
         } else {
-            status[i] = Status::Terminated;
+            child.status = Status::Terminated;
         }
     }
 
@@ -975,15 +971,10 @@ impl Supervisor {
     /// restart intensity decide, as for any end, so a child that cannot start is tried again
     /// and, past the intensity, the supervisor gives up; it does not sit with an open mailbox
     /// that no incarnation will read.
-    fn start_child(
-        &mut self,
-        handle: &Handle,
-        i: usize,
-        failed: &mut VecDeque<(usize, Down)>,
-    ) -> Option<Running> {
+    fn start_child(&mut self, handle: &Handle, i: usize, failed: &mut VecDeque<(usize, Down)>) {
         let child = &mut self.children[i];
         match Self::try_start(handle, child) {
-            Ok(r) => Some(r),
+            Ok(r) => child.running = Some(r),
             Err(e) => {
                 failed.push_back((
                     i,
@@ -993,7 +984,6 @@ impl Supervisor {
                         reason: ExitReason::NoStart(e.to_string()),
                     },
                 ));
-                None
             }
         }
     }
@@ -1046,13 +1036,9 @@ impl Supervisor {
     /// stopped all the same, and the caller gives up. Without `drain` (giving up already), no child is started
     /// again. Each incarnation has the child's shutdown timeout to end before it is killed,
     /// and what it left queued is dropped.
-    fn stop_all(
-        &mut self,
-        running: &mut [Option<Running>],
-        mut drain: Option<Drain<'_>>,
-    ) -> Option<String> {
+    fn stop_all(&mut self, mut drain: Option<Drain<'_>>) -> Option<String> {
         let mut undrained = None;
-        for i in (0..running.len()).rev() {
+        for i in (0..self.children.len()).rev() {
             // Queued when the last restart was made (none yet: `None`).
             let mut left_at_restart = None;
             if drain.is_some() {
@@ -1060,7 +1046,7 @@ impl Supervisor {
             } else {
                 self.children[i].mailbox.close();
             }
-            while let Some(r) = running[i].take() {
+            while let Some(r) = self.children[i].running.take() {
                 let child = &self.children[i];
                 let Some(ended) = r.monitor.recv_timeout(child.shutdown) else {
                     r.abort.abort();
@@ -1088,7 +1074,7 @@ impl Supervisor {
                     break;
                 }
                 let mut failed = VecDeque::new();
-                running[i] = self.start_child(d.handle, i, &mut failed);
+                self.start_child(d.handle, i, &mut failed);
                 if let Some((_, down)) = failed.pop_front() {
                     undrained.get_or_insert_with(|| {
                         format!(
@@ -1161,14 +1147,20 @@ mod tests {
             name: Some(Arc::from(name)),
             reason: ExitReason::NoStart("the test's".into()),
         };
-        let mut running: Vec<Option<Running>> = (0..4).map(|_| None).collect();
         use Status::{Finished, Supervised, Terminated};
-        let mut status = vec![Supervised, Finished, Terminated, Finished];
+        for (child, status) in sup
+            .children
+            .iter_mut()
+            .zip([Supervised, Finished, Terminated, Finished])
+        {
+            child.status = status;
+        }
         let mut failed = VecDeque::from([(2, down("c")), (1, down("b"))]);
-        sup.forget_finished(&mut running, &mut status, &mut failed);
-        let names: Vec<&str> = sup.children.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["a", "c"]);
-        assert_eq!((running.len(), status), (2, vec![Supervised, Terminated]));
+        sup.forget_finished(&mut failed);
+        let left: Vec<(&str, Status)> = (sup.children.iter())
+            .map(|c| (c.name.as_str(), c.status))
+            .collect();
+        assert_eq!(left, [("a", Supervised), ("c", Terminated)]);
         let failed: Vec<(usize, Option<Arc<str>>)> =
             failed.into_iter().map(|(i, d)| (i, d.name)).collect();
         assert_eq!(failed, [(1, Some(Arc::from("c")))]);
