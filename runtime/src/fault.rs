@@ -34,21 +34,20 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crate::context;
 
-/// Runs `f`; a panic in it is reported (naming `what`) and swallowed. Returns `f`'s value, or
-/// `None` if it panicked.
-pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Option<R> {
+/// Runs `f` under `catch_unwind` and returns its panic, if any, except the one unwind that is
+/// not a panic of the code's own: shutdown or a kill force-unwinding an actor suspended inside
+/// `f` (a result's destructor that waits on a mailbox, say), which goes on to the coroutine's
+/// root, as `join::entry` lets it. Outside any actor nothing is unwound that way, so a real
+/// panic there is always caught. (Public as [`crate::catch_actor_panic`].)
+#[inline]
+pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
     // Already unwinding (the code runs in a destructor on the way): whatever is caught below
-    // is a new panic of the code's own, never the unwind in progress, and must be contained,
+    // is a new panic of the code's own, never the unwind in progress, and must be caught,
     // since letting it out of a destructor during an unwind aborts the process.
     // Asked only once something is caught: the catch has taken its own panic off the thread's
     // count by then, so `panicking` says what it would have said before the call (and the
     // common case, nothing caught, does not ask).
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
-        // Shutdown or a kill force-unwinding an actor suspended inside the contained code (a
-        // result's destructor that waits on a mailbox, say): not a panic of the user's; let
-        // it go on to the coroutine's root, as `join::entry` does. (Outside any actor nothing
-        // is unwound this way, so a real panic there is still contained.)
         Err(payload)
             if !std::thread::panicking()
                 && context::is_cancelling()
@@ -56,6 +55,15 @@ pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Opti
         {
             resume_unwind(payload)
         }
+        r => r,
+    }
+}
+
+/// Runs `f`; a panic in it is reported (naming `what`) and swallowed. Returns `f`'s value, or
+/// `None` if it panicked. A forced unwind of the actor passes through ([`catch`]).
+pub(crate) fn contain<R>(what: impl fmt::Display, f: impl FnOnce() -> R) -> Option<R> {
+    match catch(f) {
+        Ok(v) => Some(v),
         Err(payload) => {
             report(&what, &payload);
             drop_payload(payload);

@@ -69,7 +69,6 @@
 
 use std::any::Any;
 use std::io;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
 use crate::actor::{
@@ -217,19 +216,7 @@ impl<R> std::fmt::Debug for Completion<R> {
 /// assert!(caught.is_err());
 /// ```
 pub fn catch_actor_panic<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
-    // As in `fault::contain`: called while already unwinding, what it catches is a new panic.
-    // (Asked only once something is caught: the catch has taken its own panic off the thread's
-    // count by then, so `panicking` says what it would have said before the call.)
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Err(p)
-            if !std::thread::panicking()
-                && context::is_cancelling()
-                && context::current().is_some() =>
-        {
-            resume_unwind(p)
-        }
-        r => r,
-    }
+    crate::fault::catch(f)
 }
 
 /// Starts a handler actor on `shared`: `make` builds its program from its id and completion.
