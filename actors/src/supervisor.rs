@@ -68,7 +68,8 @@
 //!    `Restart` starts it again (its mailbox opened by the next loan) or `Delete` closes its
 //!    mailbox for good and it is dropped as in step 5. A stopped child's mailbox is closed,
 //!    so a send to it hands its message back; what a killed incarnation left queued waits
-//!    for the next one. A request names a child; where several share the name, it applies to
+//!    for the next one (a `Delete`, or the supervisor's stop, drops it, as the messages of an
+//!    actor that ends without reading them are). A request names a child; where several share the name, it applies to
 //!    the first in start order that it can apply to.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
@@ -559,7 +560,8 @@ pub enum SupervisorMsg {
     /// `restart_child`), in its place in the start order: its mailbox opens again, the next
     /// incarnation receives what the last one left queued (if it was killed), and from then on
     /// it is supervised as before. If its start fails, it stays stopped and the answer says
-    /// why; this does not count against the intensity.
+    /// why; this does not count against the intensity. (What a killed incarnation left queued
+    /// is dropped if no `Restart` comes: by a `Delete`, or with the supervisor's stop.)
     Restart(String, crate::Reply<Result<(), ChildError>>),
     /// Removes a child stopped by [`Terminate`](SupervisorMsg::Terminate) (OTP's
     /// `delete_child`): its mailbox closes for good, dropping what it held.
