@@ -772,77 +772,8 @@ impl Supervisor {
                     }
                     return;
                 }
-                Event::Msg(Some(SupervisorMsg::Add(mut child, reply))) => {
-                    // Step 5: last in the start order, once started.
-                    match Self::try_start(&handle, &mut child) {
-                        Ok(r) => {
-                            child.running = Some(r);
-                            self.children.push(child);
-                            reply.send(Ok(()));
-                        }
-                        Err(e) => {
-                            // Dropped, its mailbox closed for good, before the answer: a send
-                            // to its address after the answer is handed back.
-                            drop(child);
-                            reply.send(Err(e));
-                        }
-                    }
-                    continue;
-                }
-                Event::Msg(Some(SupervisorMsg::Terminate(name, reply))) => {
-                    // Step 6.
-                    let answer = match self.find(&name, Status::Supervised) {
-                        Ok(i) => {
-                            self.terminate(i);
-                            Ok(())
-                        }
-                        // Stopped already.
-                        Err(ChildError::Running) => Ok(()),
-                        Err(e) => Err(e),
-                    };
-                    reply.send(answer);
-                    continue;
-                }
-                Event::Msg(Some(SupervisorMsg::Restart(name, reply))) => {
-                    let answer = self.find(&name, Status::Terminated).and_then(|i| {
-                        let child = &mut self.children[i];
-                        // The next loan opens the mailbox again (`lend_next`).
-                        child.mailbox.end_stop();
-                        match Self::try_start(&handle, child) {
-                            Ok(r) => {
-                                child.running = Some(r);
-                                child.status = Status::Supervised;
-                                Ok(())
-                            }
-                            Err(e) => {
-                                // Stopped as before: the loan may have opened it.
-                                child.mailbox.close_for_stop();
-                                Err(ChildError::Start(e))
-                            }
-                        }
-                    });
-                    reply.send(answer);
-                    continue;
-                }
-                Event::Msg(Some(SupervisorMsg::Delete(name, reply))) => {
-                    let answer = self.find(&name, Status::Terminated).map(|i| {
-                        let child = &mut self.children[i];
-                        child.mailbox.close_for_good();
-                        child.status = Status::Finished;
-                    });
-                    reply.send(answer);
-                    continue;
-                }
-                Event::Msg(Some(SupervisorMsg::WhichChildren(reply))) => {
-                    let children = (self.children.iter())
-                        .map(|child| ChildInfo {
-                            name: child.name.clone(),
-                            actor: child.running.as_ref().map(|r| r.abort.id()),
-                            kind: child.kind,
-                            restart: child.restart,
-                        })
-                        .collect();
-                    reply.send(children);
+                Event::Msg(Some(request)) => {
+                    self.answer(&handle, request);
                     continue;
                 }
                 Event::Down(i, down) => (i, down),
@@ -898,6 +829,81 @@ impl Supervisor {
                 if self.children[j].status == Status::Supervised {
                     self.start_child(&handle, j, &mut failed);
                 }
+            }
+        }
+    }
+
+    /// Answers a request other than `Stop`: steps 5 and 6 of the module docs.
+    fn answer(&mut self, handle: &Handle, request: SupervisorMsg) {
+        match request {
+            SupervisorMsg::Stop => unreachable!("the loop takes a stop itself"),
+            SupervisorMsg::Add(mut child, reply) => {
+                // Step 5: last in the start order, once started.
+                match Self::try_start(handle, &mut child) {
+                    Ok(r) => {
+                        child.running = Some(r);
+                        self.children.push(child);
+                        reply.send(Ok(()));
+                    }
+                    Err(e) => {
+                        // Dropped, its mailbox closed for good, before the answer: a send
+                        // to its address after the answer is handed back.
+                        drop(child);
+                        reply.send(Err(e));
+                    }
+                }
+            }
+            SupervisorMsg::Terminate(name, reply) => {
+                // Step 6.
+                let answer = match self.find(&name, Status::Supervised) {
+                    Ok(i) => {
+                        self.terminate(i);
+                        Ok(())
+                    }
+                    // Stopped already.
+                    Err(ChildError::Running) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                reply.send(answer);
+            }
+            SupervisorMsg::Restart(name, reply) => {
+                let answer = self.find(&name, Status::Terminated).and_then(|i| {
+                    let child = &mut self.children[i];
+                    // The next loan opens the mailbox again (`lend_next`).
+                    child.mailbox.end_stop();
+                    match Self::try_start(handle, child) {
+                        Ok(r) => {
+                            child.running = Some(r);
+                            child.status = Status::Supervised;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            // Stopped as before: the loan may have opened it.
+                            child.mailbox.close_for_stop();
+                            Err(ChildError::Start(e))
+                        }
+                    }
+                });
+                reply.send(answer);
+            }
+            SupervisorMsg::Delete(name, reply) => {
+                let answer = self.find(&name, Status::Terminated).map(|i| {
+                    let child = &mut self.children[i];
+                    child.mailbox.close_for_good();
+                    child.status = Status::Finished;
+                });
+                reply.send(answer);
+            }
+            SupervisorMsg::WhichChildren(reply) => {
+                let children = (self.children.iter())
+                    .map(|child| ChildInfo {
+                        name: child.name.clone(),
+                        actor: child.running.as_ref().map(|r| r.abort.id()),
+                        kind: child.kind,
+                        restart: child.restart,
+                    })
+                    .collect();
+                reply.send(children);
             }
         }
     }
