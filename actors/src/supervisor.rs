@@ -59,18 +59,19 @@
 //!
 //! 5. `Add` (a child added at run time) starts that child at once, last in the start order,
 //!    and answers once its start is done (as in step 1); from then on it is a child like the
-//!    others. A child that cannot start is not added: the answer carries the error. A child finished in step 3 is dropped from the supervisor's
-//!    lists at the end of the step, so that a supervisor that takes children for passing work
-//!    (each ending for good: `Temporary`, or `Transient` and ending normally) does not grow.
+//!    others. A child that cannot start is not added: the answer carries the error. A child
+//!    finished in step 3 is dropped from the supervisor's lists at the end of the step, so that
+//!    a supervisor that takes children for passing work (each ending for good: `Temporary`, or
+//!    `Transient` and ending normally) does not grow.
 //! 6. `Terminate` stops one child as step 4 stops each (its mailbox closed, what it accepted
 //!    drained, killed after its shutdown timeout), without step 4's restarts to drain, and
 //!    keeps it stopped: no policy applies to that end, and no group restart starts it, until
 //!    `Restart` starts it again (its mailbox opened by the next loan) or `Delete` closes its
-//!    mailbox for good and it is dropped as in step 5. A stopped child's mailbox is closed,
-//!    so a send to it hands its message back; what a killed incarnation left queued waits
-//!    for the next one (a `Delete`, or the supervisor's stop, drops it, as the messages of an
-//!    actor that ends without reading them are). A request names a child; where several share the name, it applies to
-//!    the first in start order that it can apply to.
+//!    mailbox for good and it is dropped as in step 5. A stopped child's mailbox is closed, so
+//!    a send to it hands its message back; what a killed incarnation left queued waits for the
+//!    next one (a `Delete`, or the supervisor's stop, drops it, as the messages of an actor
+//!    that ends without reading them are). A request names a child; where several share the
+//!    name, it applies to the first in start order that it can apply to.
 //!
 //! A child is only restarted once its previous incarnation has ended (the supervisor waits for
 //! its `Down`), so a mailbox never has two receivers.
