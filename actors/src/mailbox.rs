@@ -185,7 +185,8 @@ struct Rare<M> {
     /// declines to restart closes the lent mailbox then, under the lock that records the end,
     /// so that no send is accepted for a child that will not run again.
     restart: Restart,
-    /// `Addr::kill` (or a link's signal) came before the attach, which carries it out.
+    /// `Addr::kill` (or a link's signal) came before the attach, which carries it out. (A plain
+    /// kill of a supervised child with no incarnation attached is not kept: `Shared::kill_if`.)
     killed: bool,
     /// The supervisor is stopping the child (`UncountedAddr::close_for_stop`): a new loan
     /// leaves the mailbox closed, so that an incarnation started to drain it takes no new
@@ -483,6 +484,20 @@ impl<M> Shared<M> {
                 return false;
             }
             match st.link {
+                // A supervised child's mailbox (lent: see `Mailbox::into_lent`) with no
+                // incarnation at all: not started yet, or between an end and the next
+                // incarnation's spawn (which records itself as the mailbox's `actor` before
+                // its attach). A plain kill has no actor to kill (the one it aimed at has
+                // ended, as in Erlang); kept, it would kill the next incarnation as it
+                // started. A link's signal is for the incarnation it names, which may be the
+                // next one (checked above), and is kept for it.
+                Link::Unattached
+                    if linked.is_none()
+                        && st.actor.is_none()
+                        && st.rare.as_ref().is_some_and(|r| r.loan != 0) =>
+                {
+                    return false;
+                }
                 Link::Unattached => {
                     st.rare().killed = true;
                     return true;
@@ -2493,7 +2508,9 @@ impl<M> Addr<M> {
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe
     /// point, its stack unwound on its own worker, and monitors hear
     /// [`ExitReason::Killed`]. Messages still queued are dropped with
-    /// the mailbox; later sends hand theirs back. `false` if it had already ended.
+    /// the mailbox; later sends hand theirs back. `false` if it had already ended; for a
+    /// supervised child's address, `false` while no incarnation runs (before its supervisor
+    /// starts it, or between an end and the restart), and no later incarnation is killed.
     ///
     /// ```
     /// use threadlet::{ExitReason, Mailbox, RuntimeExt};

@@ -2098,3 +2098,44 @@ fn a_restart_that_cannot_start_leaves_the_child_stopped() {
     assert_eq!(which_children(&sup_addr).len(), 1);
     stop(&sup_addr, h);
 }
+
+/// `Addr::kill` on a supervised child's address while no incarnation runs (before its
+/// supervisor starts it, or between an end and the restart) has no actor to kill: it returns
+/// `false` and kills nothing later. It was kept for the next incarnation, which it killed as
+/// it started (a stray kill during a stop threw the child's whole queue away), unlike Erlang,
+/// where a kill aimed at a process that has ended does nothing.
+#[test]
+fn a_kill_between_incarnations_kills_no_later_one() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let starts = Arc::new(AtomicU64::new(0));
+    let (handled_tx, handled) = std::sync::mpsc::channel();
+    let counted = starts.clone();
+    let (child, addr) = Child::process("spared", move |mb: Mailbox<u32>| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        for n in &mb {
+            handled_tx.send(n).unwrap();
+        }
+    });
+    // No incarnation yet: nothing to kill.
+    assert!(!addr.kill());
+    let mut sup = Supervisor::new(Strategy::OneForOne).intensity(0, Duration::from_secs(60));
+    sup.add(child);
+    let (sup_addr, h) = sup.start(&rt.handle()).unwrap();
+    addr.send(1).unwrap();
+    assert_eq!(handled.recv_timeout(Duration::from_secs(20)), Ok(1));
+    // Stopped by a `Terminate`, then restarted: a kill in between kills nothing either.
+    sup_addr
+        .ask(|r| SupervisorMsg::Terminate("spared".to_string(), r))
+        .unwrap()
+        .unwrap();
+    assert!(!addr.kill());
+    sup_addr
+        .ask(|r| SupervisorMsg::Restart("spared".to_string(), r))
+        .unwrap()
+        .unwrap();
+    addr.send(2).unwrap();
+    assert_eq!(handled.recv_timeout(Duration::from_secs(20)), Ok(2));
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+    // No restart was needed (the intensity allows none): the supervisor stops normally.
+    stop(&sup_addr, h);
+}
