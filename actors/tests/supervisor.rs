@@ -2139,3 +2139,100 @@ fn a_kill_between_incarnations_kills_no_later_one() {
     // No restart was needed (the intensity allows none): the supervisor stops normally.
     stop(&sup_addr, h);
 }
+
+/// Conservation under `Terminate` and `Restart`: while a controller stops and restarts two
+/// children (a process child with a one-place mailbox, a handler child with an unbounded one)
+/// over and over, plain threads keep sending to them with `send`, `send_timeout` and
+/// `try_send`. Every message is handled or handed back, under each scheduler: a stop drains
+/// what was accepted, and a stopped child's address refuses the rest.
+#[test]
+fn terminate_and_restart_under_senders_lose_no_message() {
+    use std::sync::atomic::AtomicBool;
+    use threadlet::Scheduler;
+    use threadlet::supervisor::ChildError;
+    struct Counting(Arc<AtomicU64>);
+    impl Actor for Counting {
+        type Msg = u64;
+        fn handle(&mut self, _: u64, _: &mut Context<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for scheduler in [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ] {
+        let rt = Runtime::builder()
+            .workers(2)
+            .scheduler(scheduler)
+            .build()
+            .unwrap();
+        let handled = Arc::new(AtomicU64::new(0));
+        let counted = handled.clone();
+        let (p, p_addr) =
+            Child::builder("p")
+                .mailbox_capacity(1)
+                .process(move |mb: Mailbox<u64>| {
+                    for _ in &mb {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+        let counted = handled.clone();
+        let (h, h_addr) = Child::handler("h", move || Counting(counted.clone()));
+        let mut sup = Supervisor::new(Strategy::OneForAll);
+        sup.add(p).add(h);
+        let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let senders: Vec<_> = (0..2u64)
+            .map(|s| {
+                let (addrs, done) = ([p_addr.clone(), h_addr.clone()], done.clone());
+                std::thread::spawn(move || {
+                    let (mut sent, mut back) = (0u64, 0u64);
+                    while !done.load(Ordering::SeqCst) {
+                        let to = &addrs[(sent % 2) as usize];
+                        let refused = match (sent / 2 + s) % 3 {
+                            0 => to.send(sent).is_err(),
+                            1 => to.send_timeout(sent, Duration::from_millis(1)).is_err(),
+                            _ => to.try_send(sent).is_err(),
+                        };
+                        sent += 1;
+                        back += u64::from(refused);
+                    }
+                    (sent, back)
+                })
+            })
+            .collect();
+        type Request = fn(String, threadlet::Reply<Result<(), ChildError>>) -> SupervisorMsg;
+        let ask = |msg: Request, name: &str| {
+            sup_addr
+                .ask(|r| msg(name.to_string(), r))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{scheduler:?} {name}: {e}"))
+        };
+        for round in 0..30 {
+            let name = ["p", "h"][round % 2];
+            ask(SupervisorMsg::Terminate, name);
+            std::thread::sleep(Duration::from_micros(300));
+            ask(SupervisorMsg::Restart, name);
+        }
+        done.store(true, Ordering::SeqCst);
+        let (mut sent, mut back) = (0, 0);
+        for s in senders {
+            let (s, b) = s.join().unwrap();
+            sent += s;
+            back += b;
+        }
+        let handled = within_watchdog("the last messages", move || {
+            while handled.load(Ordering::SeqCst) < sent - back {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            handled.load(Ordering::SeqCst)
+        });
+        assert_eq!(handled, sent - back, "{scheduler:?}: one handled twice");
+        assert!(
+            back > 0 && handled > 0,
+            "{scheduler:?}: {sent} sent, {back} back"
+        );
+        stop(&sup_addr, sup_h);
+    }
+}
