@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::within_watchdog;
+use common::{until, within_watchdog};
 use parking_lot::Mutex;
 use threadlet::supervisor::{Child, Restart, Strategy, Supervisor, SupervisorMsg};
 use threadlet::{Actor, Context, JoinError, Mailbox, Runtime, RuntimeExt};
@@ -1649,12 +1649,8 @@ fn a_bounded_childs_senders_wait_through_its_restarts() {
                 s.join().unwrap();
             }
         });
-        let (sum2, want) = (sum.clone(), sent - failed);
-        within_watchdog("the last messages", move || {
-            while sum2.load(Ordering::SeqCst) < want {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
+        let want = sent - failed;
+        until("the last messages", || sum.load(Ordering::SeqCst) >= want);
         assert_eq!(sum.load(Ordering::SeqCst), want, "{kind:?}");
         assert!(most.load(Ordering::SeqCst) <= CAP as u64, "{kind:?}");
         stop(&sup_addr, h);
@@ -1756,11 +1752,7 @@ fn a_child_added_to_an_ended_supervisor_is_refused_and_closed() {
             .unwrap();
         addr.send(1).unwrap();
         // Finished after its one job: its mailbox closes for good as it ends.
-        within_watchdog("the job's end", move || {
-            while addr.send(0).is_ok() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
+        until("the job's end", || addr.send(0).is_err());
     }
     assert_eq!(jobs.load(Ordering::SeqCst), 50);
     stop(&sup_addr, h);
@@ -2051,10 +2043,8 @@ fn terminate_drains_or_kills_and_loses_no_message() {
     terminate("worker");
     assert_eq!(handled.load(Ordering::SeqCst), before);
     restart("worker");
-    within_watchdog("the messages left queued", move || {
-        while handled.load(Ordering::SeqCst) < before + 3 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    until("the messages left queued", || {
+        handled.load(Ordering::SeqCst) >= before + 3
     });
     stop(&sup_addr, h);
 }
@@ -2222,12 +2212,10 @@ fn terminate_and_restart_under_senders_lose_no_message() {
             sent += s;
             back += b;
         }
-        let handled = within_watchdog("the last messages", move || {
-            while handled.load(Ordering::SeqCst) < sent - back {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            handled.load(Ordering::SeqCst)
+        until("the last messages", || {
+            handled.load(Ordering::SeqCst) >= sent - back
         });
+        let handled = handled.load(Ordering::SeqCst);
         assert_eq!(handled, sent - back, "{scheduler:?}: one handled twice");
         assert!(
             back > 0 && handled > 0,
