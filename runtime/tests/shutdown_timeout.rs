@@ -69,6 +69,14 @@ fn runtime_with_a_parked_actor(scheduler: Scheduler) -> (Runtime, mpsc::Receiver
     (rt, unwound)
 }
 
+/// Waits (a minute at most) for the parked actor of `runtime_with_a_parked_actor` to be
+/// unwound by a shutdown left to finish after the call returned.
+fn wait_unwound(unwound: &mpsc::Receiver<()>, what: impl std::fmt::Debug) {
+    unwound
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what:?}: the parked actor was never unwound"));
+}
+
 #[test]
 fn a_shutdown_that_completes_in_time_says_so() {
     for scheduler in SCHEDULERS {
@@ -94,9 +102,7 @@ fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
         assert!(!done, "{scheduler:?}");
         // The shutdown goes on in the background: once the spinner ends, it completes.
         release.store(true, Ordering::Relaxed);
-        unwound
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("{scheduler:?}: the parked actor was never unwound"));
+        wait_unwound(&unwound, scheduler);
     }
 }
 
@@ -104,9 +110,7 @@ fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
 fn shutdown_background_returns_at_once_and_the_shutdown_completes() {
     let (rt, unwound) = runtime_with_a_parked_actor(Scheduler::WorkStealing);
     within_a_minute("shutdown_background", move || rt.shutdown_background());
-    unwound
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the parked actor was never unwound");
+    wait_unwound(&unwound, "shutdown_background");
 }
 
 /// From an actor of another runtime the wait is suspended (its worker runs its other actors)
@@ -145,9 +149,7 @@ fn shutdown_timeout_from_actors() {
     });
     holder_tx.send(rt).unwrap();
     assert_eq!(said.recv_timeout(Duration::from_secs(60)), Ok(false));
-    unwound
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the parked actor was never unwound");
+    wait_unwound(&unwound, "an actor's own runtime");
 }
 
 /// A closure running in `blocking` does not hold a shutdown, timed or not: the actor that
