@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::sync::{Parker, WaitGroup};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use crate::actor::{ActorCell, ActorNames, ActorRef, Registry, Runnable, SpawnOptions};
 use crate::baseline::Policy;
@@ -1433,9 +1433,8 @@ impl Runtime {
         // (an unwind, a worker's loop), the shutdown goes on in the background.
         let may_wait = !on_own_thread && (!on_a_worker || context::actor_may_suspend());
         let done = Arc::new(ShutdownDone {
-            done: Mutex::new(false),
-            told: Condvar::new(),
-            waiter: (may_wait && on_a_worker).then(crate::Waiter::current),
+            done: AtomicBool::new(false),
+            waiter: may_wait.then(crate::Waiter::current),
         });
         let shared = self.shared.clone();
         let handed_off = thread::Builder::new()
@@ -1460,50 +1459,35 @@ impl Runtime {
 }
 
 /// What the caller of a shutdown handed to a thread of its own waits on (`Runtime::close`):
-/// the shutdown thread sets `done` and tells it, through `told` (a plain thread) or by waking
-/// `waiter` (an actor of another runtime, suspended meanwhile so that its worker runs on).
+/// the shutdown thread sets `done` and wakes `waiter`, the caller if it waits (a plain thread,
+/// parked, or an actor of another runtime, suspended meanwhile so that its worker runs on).
 struct ShutdownDone {
-    done: Mutex<bool>,
-    told: Condvar,
+    done: AtomicBool,
     waiter: Option<crate::Waiter>,
 }
 
 impl ShutdownDone {
     /// The shutdown thread: the shutdown is complete.
     fn tell(&self) {
-        *self.done.lock() = true;
-        self.told.notify_all();
+        // Release: pairs with the acquire load in `wait`.
+        self.done.store(true, Ordering::Release);
         if let Some(w) = &self.waiter {
             w.wake();
         }
     }
 
-    /// Waits until the shutdown is complete or `deadline` passes; whether it completed.
+    /// The caller (its `waiter`): waits until the shutdown is complete or `deadline` passes;
+    /// whether it completed. Each wake looks again; a wake that comes between a look and the
+    /// park leaves the actor notified (a thread, its park token), and the park returns at once.
     fn wait(&self, deadline: Option<Instant>) -> bool {
-        if self.waiter.is_some() {
-            // An actor: suspended; each wake looks again. A wake that comes between a look
-            // and the park leaves the actor notified, and the park returns at once.
-            while !*self.done.lock() {
-                let parked = match deadline {
-                    Some(d) if Instant::now() >= d => return false,
-                    Some(d) => context::park_on_until(crate::Wait::Blocking, d),
-                    None => context::park_on(crate::Wait::Blocking),
-                };
-                if parked.is_err() {
-                    return false; // cancelled (its own runtime's shutdown, a kill)
-                }
-            }
-            return true;
-        }
-        let mut done = self.done.lock();
-        while !*done {
-            match deadline {
-                Some(d) => {
-                    if self.told.wait_until(&mut done, d).timed_out() {
-                        return *done;
-                    }
-                }
-                None => self.told.wait(&mut done),
+        while !self.done.load(Ordering::Acquire) {
+            let parked = match deadline {
+                Some(d) if Instant::now() >= d => return false,
+                Some(d) => context::park_on_until(crate::Wait::Blocking, d),
+                None => context::park_on(crate::Wait::Blocking),
+            };
+            if parked.is_err() {
+                return false; // cancelled (its own runtime's shutdown, a kill)
             }
         }
         true
