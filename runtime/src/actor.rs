@@ -804,6 +804,20 @@ impl ActorCell {
         self.traits.has(Traits::HANDLER)
     }
 
+    /// Raises `flag` (`ACTIVATION_PREEMPTED` or `ACTIVATION_WOKEN`) for the handler actor's
+    /// current activation; only the worker holding the actor calls it (`activation_flags`).
+    #[inline]
+    pub(crate) fn raise_activation_flag(&self, flag: u8) {
+        self.activation_flags
+            .set(self.activation_flags.get() | flag);
+    }
+
+    /// Whether `flag` is raised in the handler actor's current activation.
+    #[inline]
+    pub(crate) fn has_activation_flag(&self, flag: u8) -> bool {
+        self.activation_flags.get() & flag != 0
+    }
+
     /// Whether its spawner made it migratable (`SpawnOptions::migratable`).
     pub(crate) fn is_migratable(&self) -> bool {
         self.traits.has(Traits::MIGRATABLE)

@@ -327,9 +327,7 @@ fn park_recording(wait: u64) -> Result<(), Cancelled> {
                 } else if actor.is_handler() {
                     // The wake taken here may be one its mailbox sent, to a waiter its batch
                     // published before this message (`handler::activation_may_park`).
-                    actor
-                        .activation_flags
-                        .set(actor.activation_flags.get() | ACTIVATION_WOKEN);
+                    actor.raise_activation_flag(ACTIVATION_WOKEN);
                 }
                 Ok(())
             }

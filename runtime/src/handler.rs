@@ -124,8 +124,7 @@ pub trait Activation: Send + 'static {
 pub fn activation_preempted() -> bool {
     context::with_current(|cur| {
         cur.is_some_and(|(_, a)| {
-            a.is_handler()
-                && (a.activation_flags.get() & ACTIVATION_PREEMPTED != 0 || a.is_killed())
+            a.is_handler() && (a.has_activation_flag(ACTIVATION_PREEMPTED) || a.is_killed())
         })
     })
 }
@@ -158,7 +157,7 @@ pub fn activation_may_park() -> bool {
             Some(a)
                 if a.is_handler()
                     && a.home().is_none()
-                    && a.activation_flags.get() & ACTIVATION_WOKEN == 0 =>
+                    && !a.has_activation_flag(ACTIVATION_WOKEN) =>
             {
                 if !a.state.take_notification() {
                     return true;
@@ -166,8 +165,7 @@ pub fn activation_may_park() -> bool {
                 // Spent here: remembered as a `park`'s is, so that a later call in this
                 // activation (the batch's, after one from `handle`) does not read the wake
                 // as never sent.
-                a.activation_flags
-                    .set(a.activation_flags.get() | ACTIVATION_WOKEN);
+                a.raise_activation_flag(ACTIVATION_WOKEN);
                 false
             }
             _ => false,

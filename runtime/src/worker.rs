@@ -1330,9 +1330,7 @@ impl WorkerLoop<'_> {
                         actor.count_preemption();
                         if actor.is_handler() {
                             // Its batch ends after the message at hand (`handler.rs`).
-                            actor
-                                .activation_flags
-                                .set(actor.activation_flags.get() | ACTIVATION_PREEMPTED);
+                            actor.raise_activation_flag(ACTIVATION_PREEMPTED);
                         }
                         crate::trace::preempted(actor);
                         core.preempted.set(true);
