@@ -1,22 +1,21 @@
 //! Names: a process-wide registry from names to actors' addresses (Erlang's `register` and
 //! `whereis`).
 //!
-//! The registry holds an *uncounted* address of each registered mailbox, so being registered
-//! does not keep an actor alive (it still ends when its last counted `Addr` goes). One exit
-//! hook per mailbox, put in place by the first registration that finds none, removes the
-//! mailbox's entries when the actor ends, each if the name still points to that mailbox (a
-//! supervised child's lent mailbox: at the end of the incarnation then attached, so a name
-//! given through its address goes at a restart; `Child::register` gives it to each
-//! incarnation again); `whereis` also drops an entry whose mailbox it finds closed with its
-//! actor ended (the hook has not run yet), so a name never leads to an ended actor. An actor
-//! that closed its mailbox to drain it is live, and keeps its names until it ends: `whereis`
-//! finds nothing for them meanwhile (its mailbox takes no message), and another actor's
-//! `register` is refused. Nor does a name lead to an actor whose counted addresses have all gone: that actor has
-//! seen, or will see, its mailbox end (most actors then end), and an address made for it would
-//! take messages that it may never receive. Such an actor keeps its name (it is live, and may
-//! make itself a new address, after which `whereis` finds it again). Entries
-//! removed from the registry are dropped after its lock is released: the last reference to a
-//! mailbox drops the messages in it, whose destructors are user code.
+//! The registry holds an *uncounted* address of each registered mailbox, so being registered does
+//! not keep an actor alive (it still ends when its last counted `Addr` goes). One exit hook per
+//! mailbox, put in place by the first registration that finds none, removes the mailbox's entries
+//! when the actor ends, each if the name still points to that mailbox (a supervised child's lent
+//! mailbox: at the end of the incarnation then attached, so a name given through its address goes
+//! at a restart; `Child::register` gives it to each incarnation again); `whereis` also drops an
+//! entry whose mailbox it finds closed with its actor ended (the hook has not run yet), so a name
+//! never leads to an ended actor. An actor that closed its mailbox to drain it is live, and keeps
+//! its names until it ends: `whereis` finds nothing for them meanwhile (its mailbox takes no
+//! message), and another actor's `register` is refused. Nor does a name lead to an actor whose
+//! counted addresses have all gone: that actor has seen, or will see, its mailbox end (most actors
+//! then end), and an address made for it would take messages that it may never receive. Such an
+//! actor keeps its name (it is live, and may make itself a new address, after which `whereis` finds
+//! it again). Entries removed from the registry are dropped after its lock is released: the last
+//! reference to a mailbox drops the messages in it, whose destructors are user code.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -129,11 +128,11 @@ impl std::error::Error for RegisterError {}
 /// Registers `name` for the actor behind `addr`, process-wide, until the actor ends (or
 /// [`unregister`]). Registering the same actor again under the same name is fine (and adds
 /// nothing; an actor keeps one exit hook for all its names, however often it registers and
-/// unregisters); a name held by another live actor is an error (one that has closed its
-/// mailbox to drain it included), and so is an actor that has ended. An actor that ends while `register` runs is such an error too, although the name
-/// may have been visible for that moment: a [`whereis`] in between found the actor live, and
-/// what was sent through it was delivered as to any live actor. The name goes with the actor
-/// either way.
+/// unregisters); a name held by another live actor is an error (one that has closed its mailbox
+/// to drain it included), and so is an actor that has ended. An actor that ends while
+/// `register` runs is such an error too, although the name may have been visible for that
+/// moment: a [`whereis`] in between found the actor live, and what was sent through it was
+/// delivered as to any live actor. The name goes with the actor either way.
 /// The registration does not keep the actor alive.
 ///
 /// ```

@@ -23,12 +23,12 @@
 //! - every runtime linked to this one is in the same state (see "Linked runtimes"): an actor
 //!   of one may hold an address of one of ours.
 //!
-//! What it cannot see: an address or sender made inside an actor and then moved to a plain
-//! thread counts as held inside (so does one moved to an actor of another runtime not linked
-//! to this one: see "Linked runtimes"). A plain thread holding only a `Runtime` or `Handle` (it could
-//! spawn, kill, or look a registered name up with the `threadlet` crate's `whereis` and send)
-//! is not counted either. Both can give a report that a later outside action
-//! would have proved wrong; the default hook only prints.
+//! What it cannot see: an address or sender made inside an actor and then moved to a plain thread
+//! counts as held inside (so does one moved to an actor of another runtime not linked to this one:
+//! see "Linked runtimes"). A plain thread holding only a `Runtime` or `Handle` (it could spawn,
+//! kill, or look a registered name up with the `threadlet` crate's `whereis` and send) is not
+//! counted either. Both can give a report that a later outside action would have proved wrong; the
+//! default hook only prints.
 //!
 //! # Linked runtimes
 //!
