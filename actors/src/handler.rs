@@ -372,28 +372,22 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
             return step;
         }
         for i in 0..BATCH {
-            match self.ctx.mailbox.poll(i > 0) {
-                Poll::Message(msg) => {
-                    actor.handle(msg, &mut self.ctx);
-                    if self.ctx.stopping() {
-                        return Step::Stop;
-                    }
-                }
-                Poll::Last(msg) => {
-                    actor.handle(msg, &mut self.ctx);
-                    if self.ctx.stopping() {
-                        return Step::Stop;
-                    }
-                    // Published as the waiter before `handle`, with the queue empty: parked
-                    // already, unless a wake came meanwhile or `handle` suspended (the next
-                    // poll looks again).
-                    if threadlet_runtime::activation_may_park() {
-                        return Step::Park;
-                    }
-                }
+            let (msg, last) = match self.ctx.mailbox.poll(i > 0) {
+                Poll::Message(msg) => (msg, false),
+                Poll::Last(msg) => (msg, true),
                 Poll::Parked => return Step::Park,
                 Poll::Ended => return Step::Stop,
                 Poll::Spent => return Step::Yield,
+            };
+            actor.handle(msg, &mut self.ctx);
+            if self.ctx.stopping() {
+                return Step::Stop;
+            }
+            // The last message: published as the waiter before `handle`, with the queue
+            // empty, so parked already, unless a wake came meanwhile or `handle` suspended
+            // (the next poll looks again).
+            if last && threadlet_runtime::activation_may_park() {
+                return Step::Park;
             }
         }
         Step::Yield
