@@ -670,6 +670,21 @@ struct Running {
     monitor: Monitor,
 }
 
+impl Running {
+    /// Waits up to `timeout` for the incarnation to end (a stop: its mailbox closed), then
+    /// kills it and waits for that: `Ok` with its end if it ended in time, else `Err` with the
+    /// kill's.
+    fn end_within(self, timeout: Duration) -> Result<Down, Down> {
+        match self.monitor.recv_timeout(timeout) {
+            Some(ended) => Ok(ended),
+            None => {
+                self.abort.abort();
+                Err(self.monitor.recv())
+            }
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         self.abort.abort();
@@ -961,11 +976,8 @@ impl Supervisor {
     fn terminate(&mut self, i: usize) {
         let child = &mut self.children[i];
         child.mailbox.close_for_stop();
-        if let Some(r) = child.running.take()
-            && r.monitor.recv_timeout(child.shutdown).is_none()
-        {
-            r.abort.abort();
-            r.monitor.recv();
+        if let Some(r) = child.running.take() {
+            let _ = r.end_within(child.shutdown);
         }
         if child.restart == Restart::Temporary {
             child.mailbox.close_for_good();
@@ -1057,9 +1069,7 @@ impl Supervisor {
             }
             while let Some(r) = self.children[i].running.take() {
                 let child = &self.children[i];
-                let Some(ended) = r.monitor.recv_timeout(child.shutdown) else {
-                    r.abort.abort();
-                    r.monitor.recv();
+                let Ok(ended) = r.end_within(child.shutdown) else {
                     break;
                 };
                 let left = child.mailbox.queued();
