@@ -163,18 +163,24 @@ impl Player {
             .get()
             .expect("the circle is formed before the first kick");
         let Kick::To(to) = self.kicker.kick(&self.kicked, self.kicks, circle.len()) else {
-            for p in circle {
-                // A player that already left would hand the message back; nobody has.
-                let _ = p.send(Msg::Exit);
-            }
+            send_everybody_home(circle);
             return;
         };
         if circle[to].send(Msg::Sack).is_err() {
-            for p in circle {
-                let _ = p.send(Msg::Exit);
-            }
+            send_everybody_home(circle);
             panic!("player {to} is gone before the game ended: the sack is lost");
         }
+    }
+}
+
+/// Sends every player `Exit`. A player that already left hands the message back, which is
+/// ignored. With a million players this loop runs for a tenth of a second or more, so it
+/// passes a safe point per send: the worker's other actors get their turn, and the runtime's
+/// watchdog has no actor to warn about.
+fn send_everybody_home(circle: &[Addr<Msg>]) {
+    for p in circle {
+        let _ = p.send(Msg::Exit);
+        threadlet::checkpoint();
     }
 }
 
@@ -247,9 +253,7 @@ pub fn try_play_kind(
             Ok(pair) => pair,
             Err(e) => {
                 // Send the players already spawned home before reporting.
-                for a in &addrs {
-                    let _ = a.send(Msg::Exit);
-                }
+                send_everybody_home(&addrs);
                 for h in handles {
                     let _ = h.join();
                 }
@@ -258,6 +262,9 @@ pub fn try_play_kind(
         };
         addrs.push(addr);
         handles.push(h);
+        // Forming a circle of a million takes a second: a safe point per player keeps the
+        // loop preemptible (see `send_everybody_home`).
+        threadlet::checkpoint();
     }
     let first = addrs[0].clone();
     circle
@@ -268,9 +275,7 @@ pub fn try_play_kind(
     let game_start = Instant::now();
     if first.send(Msg::Sack).is_err() {
         // Player 0 never started; send everybody home so the joins below end.
-        for p in circle.get().expect("set above") {
-            let _ = p.send(Msg::Exit);
-        }
+        send_everybody_home(circle.get().expect("set above"));
     }
     drop(first);
     let mut went_home = 0;
@@ -283,15 +288,22 @@ pub fn try_play_kind(
                 if failure.is_none() {
                     // A player that never started may have taken the sack with it: the game
                     // cannot end by itself, so send everybody home.
-                    for p in circle.get().expect("set above") {
-                        let _ = p.send(Msg::Exit);
-                    }
+                    send_everybody_home(circle.get().expect("set above"));
                     failure = Some(e.to_string());
                 }
             }
         }
     }
     let game = game_start.elapsed();
+    // The players are gone and this holds the circle's last reference: letting go of a
+    // million addresses frees a million mailboxes, a tenth of a second, so a safe point per
+    // address here too.
+    if let Some(addrs) = Arc::into_inner(circle).and_then(OnceLock::into_inner) {
+        for addr in addrs {
+            drop(addr);
+            threadlet::checkpoint();
+        }
+    }
     if let Some(e) = failure {
         return Err(e);
     }
