@@ -207,6 +207,14 @@ fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
         .and_then(Steal::success)
 }
 
+/// The most unstarted process actors a thief takes at once: a fair share of the victim's
+/// load (its load over the worker count), at least one and at most this (crossbeam's own batch
+/// limit when none is given). Not half, as for runnable actors: each one taken is pinned to the
+/// thief when it starts, while the other workers woken for the same burst are on their way.
+/// Half of a pool of 16 spawned on 16 workers went to the first thief (`docs/benchmarks.md`,
+/// "On 16 cores").
+const UNSTARTED_SHARE: usize = 32;
+
 /// Steals one actor from `from`, unless it looks empty (see [`steal_half_from`]).
 fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     if from.is_empty() {
@@ -215,7 +223,7 @@ fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     settle(|| from.steal())
 }
 
-/// [`steal_half`] from another worker's deque, unless it looks empty. A crossbeam steal pins
+/// [`steal_batch`] from another worker's deque, unless it looks empty. A crossbeam steal pins
 /// the memory-reclamation epoch before it looks (a thread-local count and a full fence), and
 /// an idle worker's search looks at every other worker's queues dozens of times before it
 /// parks, mostly finding them empty; `is_empty` is two loads and a fence, with no pin. A deque
@@ -225,13 +233,13 @@ fn steal_half_from(into: &Deque<Runnable>, from: &Stealer<Runnable>) -> Option<(
     if from.is_empty() {
         return None;
     }
-    steal_half(into, |d| from.steal_batch_and_pop(d))
+    steal_batch(into, |d| from.steal_batch_and_pop(d))
 }
 
-/// Steals about half of a queue into `into` with `steal` (a crossbeam `steal_batch_and_pop`
-/// from another worker's `Stealer` or from an `Injector`), returning one actor to run and how
-/// many more went into `into`.
-fn steal_half(
+/// Steals a batch into `into` with `steal` (a crossbeam `steal_batch_and_pop`, about half of
+/// another worker's `Stealer` or of an `Injector`, or a bounded share of one), returning one
+/// actor to run and how many more went into `into`.
+fn steal_batch(
     into: &Deque<Runnable>,
     steal: impl Fn(&Deque<Runnable>) -> Steal<Runnable>,
 ) -> Option<(Runnable, usize)> {
@@ -544,6 +552,9 @@ pub(crate) struct Core {
     /// last asked (`placement.rs`, step 6): a hint that spares the search that found work a look
     /// at every worker when it has held back from none.
     held_back: Cell<bool>,
+    /// Placement (`placement.rs`, step 2): turns the other worker a spawn may be placed on
+    /// over all of them, so that a burst places one actor on each parked worker in turn.
+    place_turn: Cell<usize>,
 }
 
 impl Core {
@@ -563,6 +574,7 @@ impl Core {
             slice_id: Cell::new(0),
             preempted: Cell::new(false),
             held_back: Cell::new(false),
+            place_turn: Cell::new(0),
         }
     }
 
@@ -1088,14 +1100,31 @@ impl WorkerLoop<'_> {
         Some(a)
     }
 
-    /// About half of `theirs`' unstarted process actors into this worker's fresh queue, one
-    /// of them to run: from their fresh queue, else from those placed there.
+    /// A fair share of `theirs`' unstarted process actors (`UNSTARTED_SHARE`) into this
+    /// worker's fresh queue, one of them to run: from their fresh queue, else from those placed
+    /// there.
     fn steal_unstarted(&self, theirs: &Remote) -> Option<(Runnable, usize)> {
         let mine = self.core();
         // Into this worker's own fresh queue: a push.
         self.remote().before_unstarted_push();
-        steal_half_from(&mine.fresh, &theirs.fresh_stealer)
-            .or_else(|| steal_half(&mine.fresh, |d| theirs.placed_actors.steal_batch_and_pop(d)))
+        let workers = self.shared().spares.first.max(1);
+        let share =
+            ((theirs.load() + theirs.fresh_stealer.len()) / workers).clamp(1, UNSTARTED_SHARE);
+        let fresh = &theirs.fresh_stealer;
+        (!fresh.is_empty())
+            .then(|| {
+                steal_batch(&mine.fresh, |d| {
+                    fresh.steal_batch_with_limit_and_pop(d, share)
+                })
+            })
+            .flatten()
+            .or_else(|| {
+                steal_batch(&mine.fresh, |d| {
+                    theirs
+                        .placed_actors
+                        .steal_batch_with_limit_and_pop(d, share)
+                })
+            })
     }
 
     /// Placement, step 5 (`placement.rs`): whether this worker, idle, may take unstarted process
