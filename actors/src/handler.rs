@@ -452,13 +452,12 @@ impl<A: Actor, S: StartSignal> Program<A, S> {
     /// supervised child's mailbox stays open, queue and all, for its next incarnation.)
     /// Returns the panic of a message's destructor, if one panicked: it ends nothing more
     /// than this actor, which ends.
-    fn close_mailbox(&self) -> Option<Box<dyn std::any::Any + Send>> {
-        let mailbox = &self.ctx.mailbox;
+    fn close_mailbox(&mut self) -> Option<Box<dyn std::any::Any + Send>> {
+        let mailbox = &mut self.ctx.mailbox;
         if mailbox.is_lent() {
             return None;
         }
-        mailbox.close();
-        let left = mailbox.take_queued();
+        let left = mailbox.end();
         catch_actor_panic(move || drop(left)).err()
     }
 }

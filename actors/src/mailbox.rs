@@ -690,6 +690,7 @@ pub(crate) fn mailbox_with<M>(cap: Option<usize>) -> (Addr<M>, Mailbox<M>) {
             shared,
             loan: 0,
             owner_bits: 0,
+            ended: false,
             one_receiver: PhantomData,
         },
     )
@@ -749,6 +750,9 @@ pub struct Mailbox<M> {
     /// flags here (`handler.rs`), so that the program of an actor of one word fits four words
     /// (a smaller allocation class). Zero when made; the mailbox never reads it.
     pub(crate) owner_bits: u8,
+    /// Closed, drained and reported by its owner's end already (`end`): `Drop` has nothing
+    /// left to do.
+    ended: bool,
     /// `Send` but not `Sync`: one receiver.
     one_receiver: PhantomData<std::cell::Cell<()>>,
 }
@@ -1238,8 +1242,20 @@ impl<M> Mailbox<M> {
         drop(mine);
     }
 
-    pub(crate) fn take_queued(&self) -> Queue<M> {
-        std::mem::take(&mut self.shared.state.lock().queue)
+    /// The owner's end (not a lent mailbox's), under one lock: closes the mailbox (a receiver
+    /// parked on it is woken), hands its counters on, and takes its queue for the caller to
+    /// drop. `Drop` then does nothing more.
+    pub(crate) fn end(&mut self) -> Queue<M> {
+        debug_assert_eq!(
+            self.loan, 0,
+            "a lent mailbox is not ended by its incarnation"
+        );
+        let (waiter, left) = close_taking(&self.shared, true, 0);
+        self.ended = true;
+        if let Some(w) = waiter {
+            w.wake_by_value();
+        }
+        left
     }
 
     /// An address that does not keep the mailbox open: a supervisor holds one for each child,
@@ -1289,6 +1305,7 @@ impl<M> UncountedAddr<M> {
             shared: self.shared.clone(),
             loan: next_loan(&self.shared),
             owner_bits: 0,
+            ended: false,
             one_receiver: PhantomData,
         }
     }
@@ -1405,6 +1422,9 @@ impl<M> UncountedAddr<M> {
 
 impl<M> Drop for Mailbox<M> {
     fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
         if self.loan != 0 {
             // Back to the supervisor: this incarnation's waiter goes, unless a later loan is
             // out already; then the waiter, if any, is the next incarnation's, which must stay
@@ -1473,14 +1493,23 @@ fn lend_next<M>(st: &mut State<M>) -> (u32, Option<Waiter>, Option<Trap<M>>) {
 /// for the owner to drain. Returns the owner's recorded waiter, for the caller to wake or drop.
 /// `loan`: the caller's loan (0 for none); an old one closes nothing.
 fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Waiter> {
+    let (waiter, left) = close_taking(shared, drop_queue, loan);
+    // Dropped outside the lock: a message's destructor may send to this mailbox again.
+    drop(left);
+    waiter
+}
+
+/// `close_shared` under one lock, with the queue taken (with `take_queue`) returned to the
+/// caller, to drop outside the lock, rather than dropped here.
+fn close_taking<M>(shared: &Shared<M>, take_queue: bool, loan: u32) -> (Option<Waiter>, Queue<M>) {
     let (refused, waiter, left, counters) = {
         let mut st = shared.state.lock();
         if loan != 0 && st.rare.as_ref().is_some_and(|r| r.loan != loan) {
             // Asked through an old loan (`Mailbox::is_stale`).
-            return None;
+            return (None, Queue::new());
         }
         let (refused, waiter) = st.close();
-        let (left, counters) = if drop_queue {
+        let (left, counters) = if take_queue {
             // The mailbox's end: its counters go to the runtime's totals now, while its actor
             // is still there to name the runtime (the exit sink, which would do it at the
             // actor's end, goes with the last reference to the mailbox).
@@ -1494,15 +1523,16 @@ fn close_shared<M>(shared: &Shared<M>, drop_queue: bool, loan: u32) -> Option<Wa
         mailbox_ended(&cell, received, high_water);
     }
     wake_refused(refused);
-    // Dropped outside the lock: a message's destructor may send to this mailbox again.
-    drop(left);
-    waiter
+    (waiter, left)
 }
 
 /// Wakes the senders that a close refused (each finds its message handed back in its slot).
+#[inline]
 fn wake_refused<M>(refused: Option<Refused<M>>) {
-    for s in refused.into_iter().flatten() {
-        s.waiter.wake();
+    if let Some(refused) = refused {
+        for s in refused {
+            s.waiter.wake();
+        }
     }
 }
 
