@@ -9,6 +9,9 @@
 # B: a prebuilt binary (skips the build); W: the worker counts of the sweeps; WMAX: the one
 # many-worker count of the pairwise runs; OUT: where the log and the plots go.
 set -u
+# Paths given relative to the caller's directory, resolved before the cd below.
+[ -n "${B:-}" ] && B=$(realpath "$B")
+[ -n "${OUT:-}" ] && OUT=$(realpath -m "$OUT")
 cd "$(dirname "$0")/.."
 if [ -z "${B:-}" ]; then
     cargo build --release -p threadlet-bench || exit 1
@@ -64,8 +67,13 @@ both 40 hackysack --players 100000 --kicks 1000 --workers "2,$WMAX"
 both 60 hackysack --players 1000000 --kicks 1000 --workers "$WMAX"
 both 30 skynet --workers "1,$WMAX"
 both 30 spawn --workers "1,$WMAX"
-cp "$P"/count/scaling_count.svg "$P"/fact/scaling_factorial.svg "$OUT"/
-cp "$P"/poolh/pool_workers.svg "$OUT"/pool_handler_workers.svg
-cp "$P"/poolp/pool_workers.svg "$OUT"/pool_process_workers.svg
-cp "$P"/kick/hackysack_workers.svg "$OUT"/hackysack_handler_workers.svg
+# The plots that the sweeps drew (a step that ran out of time, or a sweep of one worker
+# count, draws none).
+for plot in count/scaling_count.svg:scaling_count.svg fact/scaling_factorial.svg:scaling_factorial.svg \
+    poolh/pool_workers.svg:pool_handler_workers.svg poolp/pool_workers.svg:pool_process_workers.svg \
+    kick/hackysack_workers.svg:hackysack_handler_workers.svg; do
+    if [ -f "$P/${plot%%:*}" ]; then
+        cp "$P/${plot%%:*}" "$OUT/${plot##*:}"
+    fi
+done
 echo "total ${SECONDS}s; log and plots in $OUT"

@@ -112,7 +112,7 @@ const STARTED: u8 = 2;
 const SPAWNED_OUTSIDE: u8 = 4;
 
 // SAFETY: a `Mailbox` is not `Sync` because its receiving operations (`recv`, `poll`, `close`,
-// `take_queued`) assume one receiver. Through a shared `&Context` none of them is reachable:
+// `end`) assume one receiver. Through a shared `&Context` none of them is reachable:
 // the field is private, and `Context`'s `&self` methods (`addr`, `trap_exits`,
 // `trap_exits_as`, `id`) only make an address, set a trap or read the id, each under the
 // mailbox's lock, as any address may from any thread. The receiving operations run only

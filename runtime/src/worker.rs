@@ -35,9 +35,9 @@
 //! the injector. A chain cut by the cap with nothing queued runs again at once
 //! (`turn_after_chain`). With none, the worker runs the sleep protocol (`Idle::search` in
 //! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque
-//! (or else of its unstarted process actors, fresh or placed, if the balance rule of
-//! `placement.rs` lets it, or else of its free FIFO), for up to `idle::SEARCH_ROUNDS` rounds,
-//! then parks.
+//! (or else a fair share of its unstarted process actors, fresh or placed, if the balance rule
+//! of `placement.rs` lets it, or else half of its free FIFO), for up to `idle::SEARCH_ROUNDS`
+//! rounds, then parks.
 //!
 //! # Placement
 //!
@@ -208,9 +208,10 @@ fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
 }
 
 /// The most unstarted process actors a thief takes at once: a fair share of the victim's
-/// load (its load over the worker count), at least one and at most this (crossbeam's own batch
-/// limit when none is given). Not half, as for runnable actors: each one taken is pinned to the
-/// thief when it starts, while the other workers woken for the same burst are on their way.
+/// unstarted ones (their number over the worker count), at least one and at most this
+/// (crossbeam's own batch limit when none is given; crossbeam takes at most half in any case).
+/// Not half, as for runnable actors: each one taken is pinned to the thief when it starts,
+/// while the other workers woken for the same burst are on their way.
 /// Half of a pool of 16 spawned on 16 workers went to the first thief (`docs/benchmarks.md`,
 /// "On 16 cores").
 const UNSTARTED_SHARE: usize = 32;
@@ -1074,9 +1075,10 @@ impl WorkerLoop<'_> {
         crate::trace::stole(self.ctx.index, taken);
     }
 
-    /// Steals about half of one of `victim`'s stealable queues into this worker's own, returning
-    /// one actor to run: its deque, else its unstarted process actors (its fresh queue, else
-    /// those placed there; as `fresh` says), else its free FIFO.
+    /// Steals from one of `victim`'s stealable queues into this worker's own, returning one
+    /// actor to run: about half of its deque, else a fair share of its unstarted process actors
+    /// (its fresh queue, else those placed there; as `fresh` says), else about half of its free
+    /// FIFO.
     fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
         let (a, queued) = steal_half_from(&mine.deque, &theirs.stealer)
@@ -1102,14 +1104,15 @@ impl WorkerLoop<'_> {
 
     /// A fair share of `theirs`' unstarted process actors (`UNSTARTED_SHARE`) into this
     /// worker's fresh queue, one of them to run: from their fresh queue, else from those placed
-    /// there.
+    /// there. (Their pinned actors do not count: only what a thief may take is shared.)
     fn steal_unstarted(&self, theirs: &Remote) -> Option<(Runnable, usize)> {
         let mine = self.core();
         // Into this worker's own fresh queue: a push.
         self.remote().before_unstarted_push();
         let workers = self.shared().spares.first.max(1);
-        let share =
-            ((theirs.load() + theirs.fresh_stealer.len()) / workers).clamp(1, UNSTARTED_SHARE);
+        // Relaxed: a figure for a heuristic, as in `Remote::load`.
+        let unstarted = theirs.placed.load(Ordering::Relaxed) + theirs.fresh_stealer.len();
+        let share = (unstarted / workers).clamp(1, UNSTARTED_SHARE);
         let fresh = &theirs.fresh_stealer;
         (!fresh.is_empty())
             .then(|| {

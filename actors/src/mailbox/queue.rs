@@ -98,8 +98,8 @@ impl<M> Queue<M> {
     }
 }
 
-/// What a closed mailbox's queue hands back, in order (`Mailbox::take_queued` callers drop
-/// it; tests read it).
+/// What a closed mailbox's queue hands back, in order (`Mailbox::end`'s caller drops it;
+/// tests read it).
 impl<M> IntoIterator for Queue<M> {
     type Item = M;
     type IntoIter = std::collections::vec_deque::IntoIter<M>;

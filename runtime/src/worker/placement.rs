@@ -20,7 +20,8 @@
 //!    without placement. So spawn, run and exit, fork-join and pairs of
 //!    actors that talk keep their cheap local path (the spawner counts itself: on a worker that
 //!    holds nothing else, its first two children stay), ties stay local, and a parked worker is
-//!    handed a couple of actors, after which, awake, it steals as without placement. On a worker
+//!    handed actors while it stays parked and lighter by the margin, after which, awake, it
+//!    steals as without placement (a fair share at a time, `worker.rs`). On a worker
 //!    that already holds other pinned actors, a parked and lighter worker may get even a first
 //!    child: placement balances load, it does not know which actors talk to each other.
 //! 3. Placing: the actor records O (`ActorCell::placed_on`), O's `placed` count goes up, and the
