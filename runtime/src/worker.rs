@@ -207,15 +207,6 @@ fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
         .and_then(Steal::success)
 }
 
-/// The most unstarted process actors a thief takes at once: a fair share of the victim's
-/// unstarted ones (their number over the worker count), at least one and at most this
-/// (crossbeam's own batch limit when none is given; crossbeam takes at most half in any case).
-/// Not half, as for runnable actors: each one taken is pinned to the thief when it starts,
-/// while the other workers woken for the same burst are on their way.
-/// Half of a pool of 16 spawned on 16 workers went to the first thief (`docs/benchmarks.md`,
-/// "On 16 cores").
-const UNSTARTED_SHARE: usize = 32;
-
 /// Steals one actor from `from`, unless it looks empty (see [`steal_half_from`]).
 fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     if from.is_empty() {
@@ -1102,17 +1093,17 @@ impl WorkerLoop<'_> {
         Some(a)
     }
 
-    /// A fair share of `theirs`' unstarted process actors (`UNSTARTED_SHARE`) into this
+    /// A fair share of `theirs`' unstarted process actors (`placement::unstarted_share`) into this
     /// worker's fresh queue, one of them to run: from their fresh queue, else from those placed
     /// there. (Their pinned actors do not count: only what a thief may take is shared.)
     fn steal_unstarted(&self, theirs: &Remote) -> Option<(Runnable, usize)> {
         let mine = self.core();
         // Into this worker's own fresh queue: a push.
         self.remote().before_unstarted_push();
-        let workers = self.shared().spares.first.max(1);
+        let workers = self.shared().spares.first;
         // Relaxed: a figure for a heuristic, as in `Remote::load`.
         let unstarted = theirs.placed.load(Ordering::Relaxed) + theirs.fresh_stealer.len();
-        let share = (unstarted / workers).clamp(1, UNSTARTED_SHARE);
+        let share = placement::unstarted_share(unstarted, workers);
         let fresh = &theirs.fresh_stealer;
         (!fresh.is_empty())
             .then(|| {

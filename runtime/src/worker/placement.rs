@@ -104,6 +104,27 @@ const PLACE_MIN_LOAD: usize = 3;
 /// How much less loaded the other worker must be: a tie, or a lead of one, stays local.
 pub(super) const PLACE_MARGIN: usize = 2;
 
+/// The most unstarted process actors a thief takes at once: a fair share of the victim's
+/// unstarted ones (their number over the worker count), at least one and at most this
+/// (crossbeam's own batch limit when none is given; crossbeam takes at most half in any case).
+/// Not half, as for runnable actors: each one taken is pinned to the thief when it starts,
+/// while the other workers woken for the same burst are on their way.
+/// Half of a pool of 16 spawned on 16 workers went to the first thief (`docs/benchmarks.md`,
+/// "On 16 cores").
+const UNSTARTED_SHARE: usize = 32;
+
+/// How many of a worker's `unstarted` process actors a thief takes at once, among `workers`
+/// workers: a fair share, at least one, at most `UNSTARTED_SHARE`.
+pub(super) fn unstarted_share(unstarted: usize, workers: usize) -> usize {
+    (unstarted / workers.max(1)).clamp(1, UNSTARTED_SHARE)
+}
+
+/// The other worker that worker `me`'s `turn`-th placement looks at, of `n` (at least 2):
+/// each other worker in turn, never `me`.
+fn other_in_turn(me: usize, turn: usize, n: usize) -> usize {
+    (me + 1 + turn % (n - 1)) % n
+}
+
 /// Steps 1 and 2 (module docs): where a process actor spawned by an actor running
 /// on `ctx`'s worker should start. `Some(w)`: on worker `w` (the caller hands it over with
 /// `Remote::take_placed`); `None`: in the spawner's own fresh queue, the common case.
@@ -127,7 +148,7 @@ pub(crate) fn place(ctx: &WorkerContext, actor: &ActorCell) -> Option<usize> {
     // five workers with none and others with two).
     let turn = ctx.core.place_turn.get();
     ctx.core.place_turn.set(turn.wrapping_add(1));
-    let o = (ctx.index + 1 + turn % (n - 1)) % n;
+    let o = other_in_turn(ctx.index, turn, n);
     let other = &remotes[o];
     // Only a parked worker takes placed actors: an awake one steals what it has time for, and
     // a hand-off to a busy worker would only move waiting from one queue to another.
@@ -182,4 +203,37 @@ pub(crate) fn place_from_outside(shared: &Shared, actor: &ActorCell) -> Option<u
     // Only a parked worker, as from inside (step 2): an awake one would run its own actors
     // first, and the injector is open to every worker.
     remotes[pick].parked.load(Ordering::Relaxed).then_some(pick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placements_turn_over_every_other_worker_once_before_any_twice() {
+        for n in 2..=16 {
+            for me in 0..n {
+                let mut seen: Vec<usize> = (0..n - 1).map(|t| other_in_turn(me, t, n)).collect();
+                assert!(!seen.contains(&me), "worker {me} of {n} placed on itself");
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), n - 1, "worker {me} of {n}: {seen:?}");
+                // And the next round starts over in the same order.
+                assert_eq!(other_in_turn(me, n - 1, n), other_in_turn(me, 0, n));
+            }
+        }
+    }
+
+    #[test]
+    fn a_thief_takes_a_fair_share_of_unstarted_actors_not_half() {
+        // A burst of 16 waiting on one worker of 16: one at a time, not eight.
+        assert_eq!(unstarted_share(16, 16), 1);
+        assert_eq!(unstarted_share(16, 4), 4);
+        assert_eq!(unstarted_share(16, 2), 8);
+        // At least one, so a thief always makes progress; at most a crossbeam batch.
+        assert_eq!(unstarted_share(0, 8), 1);
+        assert_eq!(unstarted_share(3, 8), 1);
+        assert_eq!(unstarted_share(10_000, 2), UNSTARTED_SHARE);
+        assert_eq!(unstarted_share(5, 0), 5);
+    }
 }
