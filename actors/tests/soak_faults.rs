@@ -25,6 +25,9 @@
 //! ```text
 //! THREADLET_SOAK_SECS=60 cargo test --release -p threadlet --test soak_faults -- --ignored
 //! ```
+//!
+//! Each round's runtime has 1 or 2 workers, sized for a 2-core machine; on a larger one,
+//! `THREADLET_SOAK_WORKERS=16` draws each round's worker count from 1 to 16 instead.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
@@ -339,6 +342,11 @@ fn fault_injection_conserves_every_message() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(30),
     );
+    let max_workers: u64 = std::env::var("THREADLET_SOAK_WORKERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(2);
     // The injected panics are expected: keep the default hook's report for any other one.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -372,8 +380,8 @@ fn fault_injection_conserves_every_message() {
         let r = xorshift(&mut seed);
         let round = Round {
             seed: r,
-            workers: 1 + (r % 2) as usize,
-            scheduler: schedulers[(r / 2 % 3) as usize],
+            workers: 1 + (r % max_workers) as usize,
+            scheduler: schedulers[(r / max_workers % 3) as usize],
             drop_inside: r.is_multiple_of(5),
         };
         run_round(&round, &counters);
