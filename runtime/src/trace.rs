@@ -93,8 +93,8 @@ mod on {
 
     /// The actor's coroutine has handed control back to its worker, from a run or a forced
     /// unwind (a kill, shutdown): emits the `panic` events that panics meanwhile left
-    /// (`panicked`), before the worker acts on the outcome (an actor that panicked ends, and
-    /// its joiner may look for the event).
+    /// (`panicked`), before the worker acts on the outcome. (A process actor's result is handed
+    /// over as its coroutine ends, so its joiner may wake a moment before the event is out.)
     pub(crate) fn resumed() {
         let left = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
         for (label, message) in left {
