@@ -1482,7 +1482,8 @@ impl ShutdownDone {
     fn wait(&self, deadline: Option<Instant>) -> bool {
         while !self.done.load(Ordering::Acquire) {
             let parked = match deadline {
-                Some(d) if Instant::now() >= d => return false,
+                // A shutdown that completed as the deadline passed says so.
+                Some(d) if Instant::now() >= d => return self.done.load(Ordering::Acquire),
                 Some(d) => context::park_on_until(crate::Wait::Blocking, d),
                 None => context::park_on(crate::Wait::Blocking),
             };

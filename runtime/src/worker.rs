@@ -1104,21 +1104,20 @@ impl WorkerLoop<'_> {
         // Relaxed: a figure for a heuristic, as in `Remote::load`.
         let unstarted = theirs.placed.load(Ordering::Relaxed) + theirs.fresh_stealer.len();
         let share = placement::unstarted_share(unstarted, workers);
+        // Their fresh queue unless it looks empty (see `steal_half_from`), else their placed
+        // actors.
         let fresh = &theirs.fresh_stealer;
-        (!fresh.is_empty())
-            .then(|| {
-                steal_batch(&mine.fresh, |d| {
-                    fresh.steal_batch_with_limit_and_pop(d, share)
-                })
+        if !fresh.is_empty()
+            && let got @ Some(_) = steal_batch(&mine.fresh, |d| {
+                fresh.steal_batch_with_limit_and_pop(d, share)
             })
-            .flatten()
-            .or_else(|| {
-                steal_batch(&mine.fresh, |d| {
-                    theirs
-                        .placed_actors
-                        .steal_batch_with_limit_and_pop(d, share)
-                })
-            })
+        {
+            return got;
+        }
+        let placed = &theirs.placed_actors;
+        steal_batch(&mine.fresh, |d| {
+            placed.steal_batch_with_limit_and_pop(d, share)
+        })
     }
 
     /// Placement, step 5 (`placement.rs`): whether this worker, idle, may take unstarted process
