@@ -2,6 +2,8 @@
 //! has used up its hop budget and reaches a collector. Every message must arrive exactly once,
 //! and the actors together must see exactly `messages x hops` deliveries.
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -145,21 +147,12 @@ fn play(seed: u64) -> Outcome {
 }
 
 fn conservation(workers: usize, seed: u64) {
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        conservation_on(workers, scheduler, seed);
+    for (scheduler, rt) in common::under_each_scheduler(workers) {
+        conservation_on(rt, workers, scheduler, seed);
     }
 }
 
-fn conservation_on(workers: usize, scheduler: Scheduler, seed: u64) {
-    let rt = Runtime::builder()
-        .workers(workers)
-        .scheduler(scheduler)
-        .build()
-        .unwrap();
+fn conservation_on(rt: Runtime, workers: usize, scheduler: Scheduler, seed: u64) {
     let start = Instant::now();
     let out = rt.block_on(move || play(seed));
     eprintln!(

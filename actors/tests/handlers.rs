@@ -8,28 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use common::within_watchdog;
+use common::{under_each_scheduler, within_watchdog};
 use threadlet::channel;
 use threadlet::{Actor, Addr, Context, Mailbox, Runtime, RuntimeExt, Scheduler};
 
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder().workers(workers).build().unwrap()
-}
-
-/// A one-worker runtime under each scheduler in turn.
-fn one_worker_under_each_scheduler() -> impl Iterator<Item = (Scheduler, Runtime)> {
-    [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ]
-    .into_iter()
-    .map(|s| {
-        (
-            s,
-            Runtime::builder().workers(1).scheduler(s).build().unwrap(),
-        )
-    })
 }
 
 /// Records every hook call and message, in order.
@@ -341,16 +325,7 @@ fn message_conservation_with_handler_actors_under_every_scheduler() {
     const ACTORS: usize = 1_000;
     const PRODUCERS: u64 = 4;
     const PER_PRODUCER: u64 = 250_000;
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        let rt = Runtime::builder()
-            .workers(2)
-            .scheduler(scheduler)
-            .build()
-            .unwrap();
+    for (scheduler, rt) in under_each_scheduler(2) {
         let received = Arc::new(AtomicUsize::new(0));
         let (addrs, handles): (Vec<_>, Vec<_>) = (0..ACTORS)
             .map(|_| rt.start(Counter(received.clone())))
@@ -398,17 +373,8 @@ impl Actor for Waits {
 #[test]
 fn handler_actors_block_yield_and_stop_under_every_scheduler() {
     const WAITERS: usize = 4;
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        for workers in [1, 2] {
-            let rt = Runtime::builder()
-                .workers(workers)
-                .scheduler(scheduler)
-                .build()
-                .unwrap();
+    for workers in [1, 2] {
+        for (scheduler, rt) in under_each_scheduler(workers) {
             let what = format!("handler actors under {scheduler:?}, {workers} workers");
             let total = within_watchdog(&what, move || {
                 let total = rt.block_on(|| {
@@ -599,7 +565,7 @@ fn a_handler_that_catches_its_kill_or_shutdown_is_dropped_once() {
         AfterCatch::PanicsAnew,
     ] {
         for by_kill in [true, false] {
-            for (scheduler, rt) in one_worker_under_each_scheduler() {
+            for (scheduler, rt) in under_each_scheduler(1) {
                 let (inside, is_inside) = mpsc::channel();
                 let drops = Arc::new(AtomicUsize::new(0));
                 let (addr, h) = rt.start(Stubborn(inside, drops.clone(), after));
@@ -651,7 +617,7 @@ fn a_program_whose_drop_blocks_is_dropped_once_when_killed_or_shut_down() {
         }
     }
     for by_kill in [true, false] {
-        for (scheduler, rt) in one_worker_under_each_scheduler() {
+        for (scheduler, rt) in under_each_scheduler(1) {
             let drops = Arc::new(AtomicUsize::new(0));
             let (inside, is_inside) = mpsc::channel::<()>();
             let drops_in = drops.clone();
@@ -685,7 +651,7 @@ fn a_killed_handlers_queue_is_dropped_before_join_returns() {
             let _ = self.0.recv(); // until killed
         }
     }
-    for (scheduler, rt) in one_worker_under_each_scheduler() {
+    for (scheduler, rt) in under_each_scheduler(1) {
         let (_keep, never) = channel::unbounded::<()>();
         let (inside, is_inside) = mpsc::channel();
         let drops = Arc::new(AtomicUsize::new(0));
@@ -1326,17 +1292,8 @@ fn a_handler_actor_killed_inside_handle_ends_killed_though_its_mailbox_ends() {
 /// A runtime of every scheduler for each worker count, with a name for assertion messages.
 fn every_runtime(workers: &[usize]) -> Vec<(String, Runtime)> {
     let mut all = Vec::new();
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        for &n in workers {
-            let rt = Runtime::builder()
-                .workers(n)
-                .scheduler(scheduler)
-                .build()
-                .unwrap();
+    for &n in workers {
+        for (scheduler, rt) in under_each_scheduler(n) {
             all.push((format!("{scheduler:?}, {n} worker(s)"), rt));
         }
     }
@@ -1453,7 +1410,7 @@ fn close_on_the_last_message_stops_the_actor() {
             ctx.close();
         }
     }
-    for (scheduler, rt) in one_worker_under_each_scheduler() {
+    for (scheduler, rt) in under_each_scheduler(1) {
         within_watchdog("close on the last message", move || {
             let (addr, h) = rt.start(Closes);
             addr.send(()).unwrap();
@@ -1490,7 +1447,7 @@ fn self_send_then(spend: fn()) {
             }
         }
     }
-    for (scheduler, rt) in one_worker_under_each_scheduler() {
+    for (scheduler, rt) in under_each_scheduler(1) {
         within_watchdog("the message sent to itself", move || {
             let (tx, rx) = std::sync::mpsc::channel();
             let (addr, h) = rt.start(SelfSender(tx, spend));
@@ -1527,7 +1484,7 @@ fn a_message_sent_while_handle_is_suspended_is_handled_after_it() {
             self.handled.send(n).unwrap();
         }
     }
-    for (scheduler, rt) in one_worker_under_each_scheduler() {
+    for (scheduler, rt) in under_each_scheduler(1) {
         within_watchdog("the message sent during the wait", move || {
             let (gate_tx, gate) = threadlet::channel::unbounded();
             let (waiting_tx, waiting) = std::sync::mpsc::channel();

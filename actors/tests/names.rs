@@ -1,5 +1,7 @@
 //! `register`, `whereis`, `unregister`: names lead to live actors only.
 
+mod common;
+
 use threadlet::{Actor, Context, Mailbox, RegisterError, Runtime, RuntimeExt};
 
 #[test]
@@ -197,17 +199,8 @@ fn an_actor_draining_its_closed_mailbox_keeps_its_name_until_it_ends() {
             let _ = self.gate.recv();
         }
     }
-    for scheduler in [
-        threadlet::Scheduler::WorkStealing,
-        threadlet::Scheduler::GlobalQueue,
-        threadlet::Scheduler::Gil,
-    ] {
-        for handler in [false, true] {
-            let rt = Runtime::builder()
-                .workers(2)
-                .scheduler(scheduler)
-                .build()
-                .unwrap();
+    for handler in [false, true] {
+        for (scheduler, rt) in common::under_each_scheduler(2) {
             let name = format!("names-test-draining-{scheduler:?}-{handler}");
             let (closed_tx, closed) = std::sync::mpsc::channel();
             let (gate, gate_rx) = threadlet::channel::unbounded::<()>();

@@ -2138,7 +2138,6 @@ fn a_kill_between_incarnations_kills_no_later_one() {
 #[test]
 fn terminate_and_restart_under_senders_lose_no_message() {
     use std::sync::atomic::AtomicBool;
-    use threadlet::Scheduler;
     use threadlet::supervisor::ChildError;
     struct Counting(Arc<AtomicU64>);
     impl Actor for Counting {
@@ -2147,16 +2146,7 @@ fn terminate_and_restart_under_senders_lose_no_message() {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
-    for scheduler in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        let rt = Runtime::builder()
-            .workers(2)
-            .scheduler(scheduler)
-            .build()
-            .unwrap();
+    for (scheduler, rt) in common::under_each_scheduler(2) {
         let handled = Arc::new(AtomicU64::new(0));
         let counted = handled.clone();
         let (p, p_addr) =

@@ -5,28 +5,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use threadlet::channel::{self, RecvTimeoutError};
-use threadlet::{Mailbox, Runtime, RuntimeExt, Scheduler};
+use threadlet::{Mailbox, Runtime, RuntimeExt};
 
 mod common;
-use common::within_watchdog;
+use common::{under_each_scheduler, within_watchdog};
 
 #[test]
 fn a_hundred_thousand_sleepers_wake_no_earlier_than_their_deadlines() {
-    for s in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        sleepers(s);
+    for (_, rt) in under_each_scheduler(2) {
+        sleepers(rt);
     }
 }
 
-fn sleepers(scheduler: Scheduler) {
-    let rt = Runtime::builder()
-        .workers(2)
-        .scheduler(scheduler)
-        .build()
-        .unwrap();
+fn sleepers(rt: Runtime) {
     let early = Arc::new(AtomicUsize::new(0));
     let early2 = early.clone();
     let woke = rt.block_on(move || {
@@ -67,21 +58,12 @@ fn sleeping_actors_hold_no_worker() {
 
 #[test]
 fn mailbox_recv_timeout_in_an_actor() {
-    for s in [
-        Scheduler::WorkStealing,
-        Scheduler::GlobalQueue,
-        Scheduler::Gil,
-    ] {
-        mailbox_recv_timeout(s);
+    for (_, rt) in under_each_scheduler(2) {
+        mailbox_recv_timeout(rt);
     }
 }
 
-fn mailbox_recv_timeout(scheduler: Scheduler) {
-    let rt = Runtime::builder()
-        .workers(2)
-        .scheduler(scheduler)
-        .build()
-        .unwrap();
+fn mailbox_recv_timeout(rt: Runtime) {
     rt.block_on(|| {
         // The message is sent only once the first wait has timed out: a fixed sleep before the
         // send could outlast it on a crowded machine.

@@ -7,13 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use threadlet_runtime::{Runtime, Scheduler, park};
+mod common;
 
-const SCHEDULERS: [Scheduler; 3] = [
-    Scheduler::WorkStealing,
-    Scheduler::GlobalQueue,
-    Scheduler::Gil,
-];
+use common::under_each_scheduler;
+use threadlet_runtime::{Runtime, Scheduler, park};
 
 /// Runs `f` on a thread of its own; fails if it has not returned within a minute (a hang).
 fn within_a_minute<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -32,15 +29,18 @@ impl Drop for Unwound {
     }
 }
 
-/// An actor parked for good, which tells `unwound` when its stack is unwound.
-fn parked_for_good(rt: &Runtime, unwound: mpsc::Sender<()>) {
+/// An actor parked for good in `rt`, which tells the receiver returned when its stack is
+/// unwound.
+fn parked_for_good(rt: &Runtime) -> mpsc::Receiver<()> {
+    let (unwound_tx, unwound) = mpsc::channel();
     let (started, is_started) = mpsc::channel();
     rt.spawn(move || {
-        let _guard = Unwound(unwound);
+        let _guard = Unwound(unwound_tx);
         started.send(()).unwrap();
         while park().is_ok() {}
     });
     is_started.recv().unwrap();
+    unwound
 }
 
 /// An actor in a loop with no safe point until `release` is set: it holds any shutdown.
@@ -56,21 +56,19 @@ fn spinning(rt: &Runtime, release: &Arc<AtomicBool>) {
     is_started.recv().unwrap();
 }
 
-/// A runtime of 2 workers under `scheduler`, with an actor parked for good in it that tells
-/// the receiver returned when its stack is unwound.
-fn runtime_with_a_parked_actor(scheduler: Scheduler) -> (Runtime, mpsc::Receiver<()>) {
+/// A runtime of 2 workers under work stealing, with an actor [`parked_for_good`] in it.
+fn runtime_with_a_parked_actor() -> (Runtime, mpsc::Receiver<()>) {
     let rt = Runtime::builder()
         .workers(2)
-        .scheduler(scheduler)
+        .scheduler(Scheduler::WorkStealing)
         .build()
         .unwrap();
-    let (unwound_tx, unwound) = mpsc::channel();
-    parked_for_good(&rt, unwound_tx);
+    let unwound = parked_for_good(&rt);
     (rt, unwound)
 }
 
-/// Waits (a minute at most) for the parked actor of `runtime_with_a_parked_actor` to be
-/// unwound by a shutdown left to finish after the call returned.
+/// Waits (a minute at most) for the actor of [`parked_for_good`] to be unwound by a shutdown
+/// left to finish after the call returned.
 fn wait_unwound(unwound: &mpsc::Receiver<()>, what: impl std::fmt::Debug) {
     unwound
         .recv_timeout(Duration::from_secs(60))
@@ -79,8 +77,8 @@ fn wait_unwound(unwound: &mpsc::Receiver<()>, what: impl std::fmt::Debug) {
 
 #[test]
 fn a_shutdown_that_completes_in_time_says_so() {
-    for scheduler in SCHEDULERS {
-        let (rt, unwound) = runtime_with_a_parked_actor(scheduler);
+    for (scheduler, rt) in under_each_scheduler(2) {
+        let unwound = parked_for_good(&rt);
         let done = within_a_minute("shutdown_timeout", move || {
             rt.shutdown_timeout(Duration::from_secs(30))
         });
@@ -92,8 +90,8 @@ fn a_shutdown_that_completes_in_time_says_so() {
 
 #[test]
 fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
-    for scheduler in SCHEDULERS {
-        let (rt, unwound) = runtime_with_a_parked_actor(scheduler);
+    for (scheduler, rt) in under_each_scheduler(2) {
+        let unwound = parked_for_good(&rt);
         let release = Arc::new(AtomicBool::new(false));
         spinning(&rt, &release);
         let done = within_a_minute("shutdown_timeout", move || {
@@ -108,7 +106,7 @@ fn a_shutdown_held_by_an_actor_returns_at_its_deadline_and_completes_later() {
 
 #[test]
 fn shutdown_background_returns_at_once_and_the_shutdown_completes() {
-    let (rt, unwound) = runtime_with_a_parked_actor(Scheduler::WorkStealing);
+    let (rt, unwound) = runtime_with_a_parked_actor();
     within_a_minute("shutdown_background", move || rt.shutdown_background());
     wait_unwound(&unwound, "shutdown_background");
 }
@@ -138,7 +136,7 @@ fn shutdown_timeout_from_actors() {
     release.store(true, Ordering::Relaxed);
 
     // An actor that owns its own runtime: no wait.
-    let (rt, unwound) = runtime_with_a_parked_actor(Scheduler::WorkStealing);
+    let (rt, unwound) = runtime_with_a_parked_actor();
     let (holder_tx, holder) = mpsc::channel::<Runtime>();
     let (said_tx, said) = mpsc::channel();
     rt.spawn(move || {

@@ -1,23 +1,11 @@
+mod common;
+
+use common::under_each_scheduler;
 use threadlet_runtime::{Runtime, Scheduler, spawn, yield_now};
-
-const SCHEDULERS: [Scheduler; 3] = [
-    Scheduler::WorkStealing,
-    Scheduler::GlobalQueue,
-    Scheduler::Gil,
-];
-
-fn runtime(workers: usize, scheduler: Scheduler) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .scheduler(scheduler)
-        .build()
-        .unwrap()
-}
 
 #[test]
 fn block_on_returns_value() {
-    for s in SCHEDULERS {
-        let rt = runtime(2, s);
+    for (s, rt) in under_each_scheduler(2) {
         assert_eq!(rt.scheduler(), s);
         assert_eq!(rt.block_on(|| 40 + 2), 42);
     }
@@ -25,9 +13,8 @@ fn block_on_returns_value() {
 
 #[test]
 fn many_spawns_yield_and_join() {
-    for s in SCHEDULERS {
-        for workers in [1, 2] {
-            let rt = runtime(workers, s);
+    for workers in [1, 2] {
+        for (s, rt) in under_each_scheduler(workers) {
             let total = rt.block_on(|| {
                 let hs: Vec<_> = (0..10_000u64)
                     .map(|i| {
@@ -54,8 +41,7 @@ fn nested_spawns_form_a_tree() {
         let r = spawn(move || tree(depth - 1));
         l.join().unwrap() + r.join().unwrap()
     }
-    for s in SCHEDULERS {
-        let rt = runtime(2, s);
+    for (s, rt) in under_each_scheduler(2) {
         assert_eq!(rt.block_on(|| tree(12)), 4096, "{s:?}");
     }
 }
@@ -69,8 +55,7 @@ fn a_yielding_actor_lets_the_actor_it_spawned_run() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
 
-    for s in SCHEDULERS {
-        let rt = runtime(1, s);
+    for (s, rt) in under_each_scheduler(1) {
         let ran = rt.block_on(|| {
             let flag = Arc::new(AtomicBool::new(false));
             let f = flag.clone();
@@ -111,7 +96,11 @@ fn under_the_gil_shutdown_runs_destructors_one_at_a_time() {
         }
     }
 
-    let rt = runtime(2, Scheduler::Gil);
+    let rt = Runtime::builder()
+        .workers(2)
+        .scheduler(Scheduler::Gil)
+        .build()
+        .unwrap();
     let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
     let parked = Arc::new(AtomicUsize::new(0));
     for _ in 0..16 {

@@ -5,6 +5,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
+use threadlet::{Runtime, Scheduler};
+
 /// Long enough for anything these tests do on a loaded 2-core machine; only a hang takes this
 /// long.
 pub const WATCHDOG: Duration = Duration::from_secs(30);
@@ -12,6 +14,7 @@ pub const WATCHDOG: Duration = Duration::from_secs(30);
 /// Runs `f` on a helper thread; fails the test if it does not finish within [`WATCHDOG`], so
 /// that a hang is a failure that names what hung, not a stuck test binary. A panic in `f` is
 /// passed on as it is (its message was printed where it happened), not taken for a hang.
+#[allow(dead_code)] // not every test file that includes this module uses it
 pub fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     within(WATCHDOG, what, f)
 }
@@ -96,4 +99,25 @@ pub fn until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(std::time::Instant::now() < deadline, "never: {what}");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// A runtime of `workers` workers under each scheduler in turn (work stealing, then the two
+/// baselines), with that scheduler for failure messages. Each is built only when the loop
+/// reaches it, so the one before has been dropped by then (unless the loop kept it).
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn under_each_scheduler(workers: usize) -> impl Iterator<Item = (Scheduler, Runtime)> {
+    [
+        Scheduler::WorkStealing,
+        Scheduler::GlobalQueue,
+        Scheduler::Gil,
+    ]
+    .into_iter()
+    .map(move |scheduler| {
+        let rt = Runtime::builder()
+            .workers(workers)
+            .scheduler(scheduler)
+            .build()
+            .unwrap();
+        (scheduler, rt)
+    })
 }
