@@ -26,9 +26,11 @@
 //!    worker that could not become a searcher may find that the searchers it counted on have
 //!    since found work and stopped searching, and a producer that saw it still unparked did not
 //!    wake anyone;
-//! 4. sleeps on its own `Parker` until woken (unless shutdown has begun), then rejoins the
-//!    unparked count ([`Idle::unpark_self`]) and goes back to 2, searching if it was woken by
-//!    a producer. At shutdown it stops searching and returns.
+//! 4. sleeps on its own `Parker` until woken (unless shutdown has begun; the worker loop's
+//!    sleep may first watch for a wake for a short while, on the same contract: see
+//!    `worker/linger.rs`), then rejoins the unparked count ([`Idle::unpark_self`]) and goes
+//!    back to 2, searching if it was woken by a producer. At shutdown it stops searching and
+//!    returns.
 //!
 //! Whoever makes stealable work appear (spawn, injector push) calls [`Idle::worker_to_wake`]
 //! after the push: a `SeqCst` fence, then if no worker is searching and one is parked, it pops

@@ -37,7 +37,9 @@
 //! `idle.rs`, through this worker's `Searcher` impl): it steals half of a random victim's deque
 //! (or else a fair share of its unstarted process actors, fresh or placed, if the balance rule
 //! of `placement.rs` lets it, or else half of its free FIFO), for up to `idle::SEARCH_ROUNDS`
-//! rounds, then parks.
+//! rounds, then parks. A worker that a wake got out of its last park soon watches for the next
+//! wake for a while before it blocks again (`worker/linger.rs`): the wakes of pinned actors
+//! from other workers then cost no trip through the kernel.
 //!
 //! # Placement
 //!
@@ -171,9 +173,11 @@ use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
 mod carrier;
+mod linger;
 mod placement;
 
 use carrier::{Carrier, activation_suspended, drop_unwound_program};
+use linger::{Linger, WakeFlag};
 use placement::PLACE_MARGIN;
 pub(crate) use placement::{OutsidePlacement, place, place_from_outside};
 
@@ -276,6 +280,8 @@ pub(crate) struct Remote {
     /// one relaxed load on the owner's hot path instead of the injector's two index loads.
     inbox_hint: AtomicBool,
     pub(crate) unparker: Unparker,
+    /// Raised by every wake of this worker, for a lingering sleep to see (`linger.rs`).
+    woken: WakeFlag,
     /// What a safe point reads when the process-wide gate is open (`safepoint.rs`).
     pub(crate) safe_point: SafePoint,
     /// The current time slice's number, or 0 while idle (see `monitor.rs`).
@@ -347,6 +353,7 @@ impl Remote {
             placed_actors: Injector::new(),
             inbox_hint: AtomicBool::new(false),
             unparker,
+            woken: WakeFlag::default(),
             safe_point: SafePoint::new(ticks),
             slice: AtomicU64::new(0),
             running_actor: AtomicU64::new(0),
@@ -364,6 +371,8 @@ impl Remote {
     /// Wakes this worker if it sleeps, whether on its `Parker` or in the I/O poll ("Polling
     /// for I/O", step 3). Every wake of a worker goes through here.
     pub(crate) fn unpark(&self) {
+        // `linger.rs`, step 1: the flag before the token.
+        self.woken.raise();
         self.unparker.unpark();
         // SeqCst: pairs with the fence in `WorkerLoop::poll_instead_of_park`: either this load
         // sees `polling` raised, or that worker's look at its work comes after this fence and
@@ -547,6 +556,8 @@ pub(crate) struct Core {
     /// Placement (`placement.rs`, step 2): turns the other worker a spawn may be placed on
     /// over all of them, so that a burst places one actor on each parked worker in turn.
     place_turn: Cell<usize>,
+    /// Whether its next sleep lingers before it blocks (`linger.rs`).
+    linger: Linger,
 }
 
 impl Core {
@@ -567,6 +578,7 @@ impl Core {
             preempted: Cell::new(false),
             held_back: Cell::new(false),
             place_turn: Cell::new(0),
+            linger: Linger::default(),
         }
     }
 
@@ -1900,15 +1912,22 @@ impl Searcher for WorkerLoop<'_> {
 
     fn sleep(&self, timeout: Option<Duration>) {
         let remote = self.remote();
-        remote.stats.bump(&remote.stats.parks);
+        let linger = &self.core().linger;
         // Relaxed, both: a hint for placement, which publishes nothing; the push of a
         // placed actor wakes this worker whatever the flag says.
         remote.parked.store(true, Ordering::Relaxed);
-        if !self.poll_instead_of_park(timeout) {
-            match timeout {
-                Some(d) => self.parker.park_timeout(d),
-                None => self.parker.park(),
+        // A worker woken soon after its last sleep first watches for the next wake
+        // (`linger.rs`, step 2), then blocks (step 3).
+        if !linger.watch(&remote.woken, &self.parker, timeout) {
+            remote.stats.bump(&remote.stats.parks);
+            let began = Instant::now();
+            if !self.poll_instead_of_park(timeout) {
+                match timeout {
+                    Some(d) => self.parker.park_timeout(d),
+                    None => self.parker.park(),
+                }
             }
+            linger.after_block(&remote.woken, began);
         }
         remote.parked.store(false, Ordering::Relaxed);
     }

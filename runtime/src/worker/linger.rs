@@ -1,0 +1,203 @@
+//! Lingering: a worker about to sleep that was woken soon after its recent sleeps waits for
+//! the next wake by watching a flag for a short while, before it blocks in the kernel.
+//!
+//! A started process actor runs only on its home worker, so a message between process actors
+//! pinned to two workers is a wake of the receiver's worker. Blocked in the kernel, that worker
+//! takes microseconds to run again (a futex wake, then the scheduler; more inside a sandbox such
+//! as gVisor). On 16 workers a game of 1,000 process players passed the sack at 8.7 us a kick,
+//! nearly every kick waiting for a parked worker to wake; with workers lingering, 1.7-1.8 us
+//! (`docs/benchmarks.md`, "Lingering before a park"). A worker that watches a flag sees the
+//! wake within a fraction of a microsecond.
+//!
+//! Watching costs a CPU (and, on a machine with SMT, some of its sibling's speed), so only a
+//! worker whose last sleep a wake cut short within [`LINGER_PAYOFF`] lingers, and for at most
+//! [`LINGER`]: workers that stay idle (a message chain kept on one core, a quiet server) block
+//! at once, as before. The state is split as the worker's is: whether to linger is the
+//! worker's alone ([`Linger`], in its `Core`); the flag is raised by every waker
+//! ([`WakeFlag`], in its `Remote`).
+//!
+//! # The protocol
+//!
+//! The sleep protocol (`idle.rs`, step 4) asks of a worker's sleep only that it return once
+//! unparked, at once if the unpark came first, and allows it to return spuriously:
+//!
+//! 1. Every wake of a worker (`Remote::unpark`) raises its [`WakeFlag`] (release), then unparks
+//!    its `Parker`, which keeps a token if the worker is not blocked in it.
+//! 2. A lingering worker about to sleep watches the flag for up to [`LINGER`] (less if its
+//!    sleep has a shorter limit). If it finds the flag raised, it lowers it (an acquire swap,
+//!    which pairs with the raise: the waker's pushes before its unpark are visible to the
+//!    search that follows), takes the `Parker`'s token if it is there yet, and returns.
+//! 3. Otherwise it blocks on its `Parker` as before. A wake whose raise came too late for the
+//!    watch left a token, so the park returns at once.
+//! 4. After a blocking sleep the worker lowers the flag (the park consumed the token of the
+//!    raise it finds) and decides whether to linger next time: only if a wake, not the sleep's
+//!    limit, ended the sleep, within [`LINGER_PAYOFF`] of its start.
+//!
+//! No wake is lost: a wake either raised the flag before the watch lowered it (step 2 sees it)
+//! or left a token that step 3's park takes. The costs are bounded: a raise left over from a
+//! token already taken (say, by a park of step 3 or of a spare's wait) makes the next watch
+//! return at once, spuriously, which the sleep protocol allows; a wake that lands between the
+//! end of a blocking park and step 4's lowering (a window of a few instructions) is seen only
+//! through its token, at the end of the next watch, at most [`LINGER`] later.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::sync::Parker;
+
+/// How long a lingering worker watches its flag before it blocks. Long enough to span the gap
+/// between the wakes of one worker of 16 passing messages among pinned actors (a kick every
+/// 1-2 us, so a worker's turn every 20-30 us); short enough that an idle runtime stops burning
+/// CPU soon. Of 20, 50 and 200 us on 16 cores, 20 us left a third of the gain, 50 and 200 us
+/// did equally well.
+pub(super) const LINGER: Duration = Duration::from_micros(50);
+
+/// A worker lingers before its next sleep only if a wake ended its last blocking sleep this
+/// soon: wakes that come at about this rhythm are ones a linger has a fair chance to catch.
+pub(super) const LINGER_PAYOFF: Duration = Duration::from_micros(100);
+
+/// Watch polls between looks at the clock: a pause is some tens of nanoseconds, so the watch
+/// overruns its end by a microsecond or so at most.
+const POLLS_PER_CLOCK: u32 = 32;
+
+/// Raised by every wake of a worker (step 1); watched and lowered by that worker alone.
+#[derive(Debug, Default)]
+pub(crate) struct WakeFlag(AtomicBool);
+
+impl WakeFlag {
+    /// Step 1, before the `Parker`'s unpark. Release: pairs with the acquire swaps of
+    /// `Linger::watch` and `Linger::after_block`, so that what the waker pushed before is seen
+    /// by the search that the caught wake starts.
+    pub(crate) fn raise(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Lowers the flag; whether it was raised. Acquire: see `raise`.
+    fn take(&self) -> bool {
+        // A plain load first: while nobody wakes the worker, watching reads a cache line that
+        // stays shared, and writes it only once raised.
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Acquire)
+    }
+}
+
+/// Whether the worker lingers before its next sleep; touched by the worker alone.
+#[derive(Debug, Default)]
+pub(crate) struct Linger {
+    lingering: Cell<bool>,
+}
+
+impl Linger {
+    /// Step 2: if this worker lingers, watches `flag` for up to [`LINGER`] (or `limit`, if
+    /// shorter). `true` if a wake was caught (the `Parker`'s token taken, if it was there yet):
+    /// the sleep is over. `false`: the caller blocks (step 3), then calls
+    /// [`after_block`](Linger::after_block).
+    pub(crate) fn watch(&self, flag: &WakeFlag, parker: &Parker, limit: Option<Duration>) -> bool {
+        if !self.lingering.get() {
+            return false;
+        }
+        let span = limit.map_or(LINGER, |l| l.min(LINGER));
+        let end = Instant::now() + span;
+        let mut polls = 0;
+        loop {
+            if flag.take() {
+                // The token, unless the waker has not unparked yet: then it cuts a later
+                // sleep short, spuriously, which the sleep protocol allows.
+                parker.park_timeout(Duration::ZERO);
+                return true;
+            }
+            polls += 1;
+            if polls % POLLS_PER_CLOCK == 0 && Instant::now() >= end {
+                // The next sleep lingers again only if this one's block ends soon.
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Step 4, after a blocking sleep that began at `began`: lowers the flag and decides
+    /// whether the next sleep lingers.
+    pub(crate) fn after_block(&self, flag: &WakeFlag, began: Instant) {
+        let woken = flag.take();
+        self.lingering
+            .set(woken && began.elapsed() <= LINGER_PAYOFF);
+    }
+
+    /// Whether the next sleep lingers (for tests).
+    #[cfg(test)]
+    fn is_lingering(&self) -> bool {
+        self.lingering.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_starts_out_not_lingering() {
+        let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
+        flag.raise();
+        // Not lingering: no watch, and the flag stays for the block to account for.
+        assert!(!linger.watch(&flag, &parker, None));
+        assert!(flag.0.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_wake_soon_after_a_block_makes_the_next_sleep_linger() {
+        let (linger, flag) = (Linger::default(), WakeFlag::default());
+        flag.raise();
+        linger.after_block(&flag, Instant::now());
+        assert!(linger.is_lingering());
+        assert!(!flag.0.load(Ordering::Relaxed), "lowered after the block");
+    }
+
+    #[test]
+    fn a_block_ended_by_its_limit_or_a_late_wake_does_not() {
+        let (linger, flag) = (Linger::default(), WakeFlag::default());
+        linger.lingering.set(true);
+        // Ended by its limit: no wake raised the flag.
+        linger.after_block(&flag, Instant::now());
+        assert!(!linger.is_lingering());
+        // A wake, but long after the block began.
+        linger.lingering.set(true);
+        flag.raise();
+        linger.after_block(&flag, Instant::now() - LINGER_PAYOFF * 2);
+        assert!(!linger.is_lingering());
+    }
+
+    #[test]
+    fn a_watch_catches_a_wake_from_another_thread() {
+        let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
+        linger.lingering.set(true);
+        let unparker = parker.unparker();
+        std::thread::scope(|s| {
+            // A wake as `Remote::unpark` makes it: raise, then unpark.
+            s.spawn(|| {
+                flag.raise();
+                unparker.unpark();
+            });
+            // Watches until the raise comes (or for one linger, if the thread starts late:
+            // then again, until it has).
+            while !linger.watch(&flag, &parker, None) {}
+        });
+        assert!(
+            !flag.0.load(Ordering::Relaxed),
+            "lowered by the watch that caught it"
+        );
+        assert!(
+            linger.is_lingering(),
+            "a caught wake keeps the worker lingering"
+        );
+    }
+
+    #[test]
+    fn a_watch_without_a_wake_ends_by_its_limit() {
+        let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
+        linger.lingering.set(true);
+        assert!(!linger.watch(&flag, &parker, Some(Duration::from_micros(5))));
+        assert!(!linger.watch(&flag, &parker, None));
+        // A zero limit (a sleep due to end now) does not watch past it either.
+        assert!(!linger.watch(&flag, &parker, Some(Duration::ZERO)));
+    }
+}
