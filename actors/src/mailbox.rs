@@ -1346,9 +1346,15 @@ impl<M> UncountedAddr<M> {
         };
         // A receiver may be parked on it (what an incarnation handed the mailbox on to, or a
         // handler child between messages): it must see the close.
-        if let Some(w) = close_shared(&self.shared, true, 0) {
+        let (waiter, left) = close_taking(&self.shared, true, 0);
+        if let Some(w) = waiter {
             w.wake_by_value();
         }
+        // What the child left queued is dropped here, on its supervisor's stack: a panic in a
+        // message's destructor is the ended child's (as a handler actor's own end contains
+        // it), and must not end the supervisor, taking the siblings with it. A kill's or
+        // shutdown's unwind of the supervisor passes through.
+        let _ = threadlet_runtime::catch_actor_panic(move || drop(left));
         if let Some((hooks, down)) = never_attached {
             hooks.call_all(&down);
         }

@@ -2214,3 +2214,62 @@ fn terminate_and_restart_under_senders_lose_no_message() {
         stop(&sup_addr, sup_h);
     }
 }
+
+/// A message whose destructor panics.
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a queued message's destructor");
+        }
+    }
+}
+
+/// A child that will not be restarted ends with a message left in its mailbox whose destructor
+/// panics. The supervisor drops that queue as it closes the mailbox for good: the panic is the
+/// ended child's, as in a handler actor's own end, not the supervisor's (which took its
+/// sibling and itself down with it).
+#[test]
+fn a_finished_childs_queued_message_that_panics_when_dropped_spares_the_supervisor() {
+    within_watchdog("a finished child's panicking message", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let handled = Arc::new(AtomicU64::new(0));
+        let counter = handled.clone();
+        let (sibling, sibling_addr) = Child::process("sibling", move |mb: Mailbox<u32>| {
+            for _ in &mb {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let (go, wait_for_go) = std::sync::mpsc::channel::<()>();
+        let wait_for_go = parking_lot::Mutex::new(wait_for_go);
+        // Takes one message, once both are queued, and ends normally: a transient child is not
+        // restarted, so its mailbox closes for good with the second message in it.
+        let (once, once_addr) =
+            Child::process("once", move |mb: Mailbox<Option<PanicsWhenDropped>>| {
+                wait_for_go.lock().recv().unwrap();
+                let _ = mb.recv();
+            });
+        let mut sup = Supervisor::new(Strategy::OneForOne);
+        sup.add(sibling).add(once.restart(Restart::Transient));
+        let (sup_addr, sup_h) = sup.start(&rt.handle()).unwrap();
+        let ended = once_addr.monitor();
+        once_addr.send(None).unwrap();
+        once_addr.send(Some(PanicsWhenDropped)).unwrap();
+        go.send(()).unwrap();
+        ended.recv();
+        // The supervisor hears of the end and drops the child; it answers throughout.
+        until("the supervisor drops its finished child", || {
+            let children = sup_addr
+                .ask(SupervisorMsg::WhichChildren)
+                .expect("the supervisor answers");
+            children.iter().all(|c| c.name != "once")
+        });
+        sibling_addr.send(7).unwrap();
+        until("the sibling handles its message", || {
+            handled.load(Ordering::SeqCst) == 1
+        });
+        sup_addr.send(SupervisorMsg::Stop).unwrap();
+        sup_h.join().expect("the supervisor ends normally");
+    });
+}
