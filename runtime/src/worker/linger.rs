@@ -4,10 +4,10 @@
 //! A started process actor runs only on its home worker, so a message between process actors
 //! pinned to two workers is a wake of the receiver's worker. Blocked in the kernel, that worker
 //! takes microseconds to run again (a futex wake, then the scheduler; more inside a sandbox such
-//! as gVisor). On 16 workers a game of 1,000 process players passed the sack at 8.7 us a kick,
-//! nearly every kick waiting for a parked worker to wake; with workers lingering, 1.7-1.8 us
-//! (`docs/benchmarks.md`, "Lingering before a park"). A worker that watches a flag sees the
-//! wake within a fraction of a microsecond.
+//! as gVisor). On 16 workers a game of 1,000 process players passed the sack at 8 us a kick,
+//! nearly every kick waiting for a parked worker to wake; with workers lingering by the rule
+//! below, 2.6-3.8 us (`docs/benchmarks.md`, "Lingering before a park"). A worker that watches a
+//! flag sees the wake within a fraction of a microsecond.
 //!
 //! Watching costs a CPU (and, on a machine with SMT, some of its sibling's speed), so only a
 //! worker whose last sleep a wake cut short within [`LINGER_PAYOFF`] lingers, and for at most
@@ -38,7 +38,9 @@
 //! token already taken (say, by a park of step 3 or of a spare's wait) makes the next watch
 //! return at once, spuriously, which the sleep protocol allows; a wake that lands between the
 //! end of a blocking park and step 4's lowering (a window of a few instructions) is seen only
-//! through its token, at the end of the next watch, at most [`LINGER`] later.
+//! through its token, at the end of the next watch, at most [`LINGER`] later. A lingering
+//! worker does not take the I/O poll (`worker.rs`, "Polling for I/O") until it blocks: when
+//! every worker lingers, readiness waits for a busy worker's poll, or at most [`LINGER`].
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
