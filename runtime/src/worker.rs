@@ -84,7 +84,8 @@
 //!    as usual, leaving word (`Driver::lock_poll_or_want`; the hand-over protocol and why it
 //!    loses no hand-over are in `poll_right.rs`) so that a holder that lets go
 //!    without waiting in the poll (step 5) wakes a parked worker to take over: with every
-//!    worker parked, one of them is always in the poll.
+//!    worker parked, one of them is always in the poll, once the watch of a worker that
+//!    lingers (`worker/linger.rs`) is over, within 50 µs.
 //! 2. With the right, it raises its `polling` flag, then a `SeqCst` fence, then takes any
 //!    pending `Parker` token, then looks at everything that could be waiting for it: its own
 //!    queues and next slot, its inbox, the stealable queues, whether a producer took it off
@@ -1913,16 +1914,17 @@ impl Searcher for WorkerLoop<'_> {
     fn sleep(&self, timeout: Option<Duration>) {
         let remote = self.remote();
         let linger = &self.core().linger;
+        remote.stats.bump(&remote.stats.parks);
         // Relaxed, both: a hint for placement, which publishes nothing; the push of a
         // placed actor wakes this worker whatever the flag says.
         remote.parked.store(true, Ordering::Relaxed);
         // A worker woken soon after its last sleep first watches for the next wake
-        // (`linger.rs`, step 2), then blocks (step 3).
+        // (`linger.rs`, step 2), then blocks for what is left of the limit (step 3).
+        let began = Instant::now();
         if !linger.watch(&remote.woken, &self.parker, timeout) {
-            remote.stats.bump(&remote.stats.parks);
-            let began = Instant::now();
-            if !self.poll_instead_of_park(timeout) {
-                match timeout {
+            let left = timeout.map(|d| d.saturating_sub(began.elapsed()));
+            if !self.poll_instead_of_park(left) {
+                match left {
                     Some(d) => self.parker.park_timeout(d),
                     None => self.parker.park(),
                 }

@@ -6,13 +6,14 @@
 //! takes microseconds to run again (a futex wake, then the scheduler; more inside a sandbox such
 //! as gVisor). On 16 workers a game of 1,000 process players passed the sack at 8 us a kick,
 //! nearly every kick waiting for a parked worker to wake; with workers lingering by the rule
-//! below, 2.6-3.8 us (`docs/benchmarks.md`, "Lingering before a park"). A worker that watches a
+//! below, 2.6 us (`docs/benchmarks.md`, "Lingering before a park"). A worker that watches a
 //! flag sees the wake within a fraction of a microsecond.
 //!
-//! Watching costs a CPU (and, on a machine with SMT, some of its sibling's speed), so only a
-//! worker whose last sleep a wake cut short within [`LINGER_PAYOFF`] lingers, and for at most
-//! [`LINGER`]: workers that stay idle (a message chain kept on one core, a quiet server) block
-//! at once, as before. The state is split as the worker's is: whether to linger is the
+//! Watching costs a CPU (and, on a machine with SMT, some of its sibling's speed), so a worker
+//! lingers, for at most [`LINGER`], only while lingering pays: after a sleep that a wake ended
+//! within [`LINGER`] of its start, soon enough for a watch to catch. Workers that stay idle (a
+//! message chain kept on one core, a quiet server) block at once, as before, and so does a
+//! worker whose wakes come too far apart for a watch to catch them. The state is split as the worker's is: whether to linger is the
 //! worker's alone ([`Linger`], in its `Core`); the flag is raised by every waker
 //! ([`WakeFlag`], in its `Remote`).
 //!
@@ -25,22 +26,24 @@
 //!    its `Parker`, which keeps a token if the worker is not blocked in it.
 //! 2. A lingering worker about to sleep watches the flag for up to [`LINGER`] (less if its
 //!    sleep has a shorter limit). If it finds the flag raised, it lowers it (an acquire swap,
-//!    which pairs with the raise: the waker's pushes before its unpark are visible to the
-//!    search that follows), takes the `Parker`'s token if it is there yet, and returns.
-//! 3. Otherwise it blocks on its `Parker` as before. A wake whose raise came too late for the
-//!    watch left a token, so the park returns at once.
+//!    which pairs with the raises, each a read-modify-write so that none ends another's release
+//!    sequence: the wakers' pushes before their unparks are visible to the search that
+//!    follows), takes the `Parker`'s token if it is there yet, and returns.
+//! 3. Otherwise it blocks on its `Parker` for what is left of the sleep's limit. A wake whose
+//!    raise came too late for the watch left a token, so the park returns at once.
 //! 4. After a blocking sleep the worker lowers the flag (the park consumed the token of the
 //!    raise it finds) and decides whether to linger next time: only if a wake, not the sleep's
-//!    limit, ended the sleep, within [`LINGER_PAYOFF`] of its start.
+//!    limit, ended the sleep within [`LINGER`] of its start (the watch included).
 //!
 //! No wake is lost: a wake either raised the flag before the watch lowered it (step 2 sees it)
-//! or left a token that step 3's park takes. The costs are bounded: a raise left over from a
-//! token already taken (say, by a park of step 3 or of a spare's wait) makes the next watch
-//! return at once, spuriously, which the sleep protocol allows; a wake that lands between the
-//! end of a blocking park and step 4's lowering (a window of a few instructions) is seen only
-//! through its token, at the end of the next watch, at most [`LINGER`] later. A lingering
-//! worker does not take the I/O poll (`worker.rs`, "Polling for I/O") until it blocks: when
-//! every worker lingers, readiness waits for a busy worker's poll, or at most [`LINGER`].
+//! or left a token that step 3's park takes. The costs are bounded. A wake that lands between
+//! the watch's take of the flag and its take of the token leaves a token that cuts the next
+//! sleep short, spuriously, which the sleep protocol allows. A wake that lands between the end
+//! of a blocking park and step 4's lowering (on the I/O poll's path, the poll's hand-over is
+//! in that window) is seen only through its token, at the end of the next watch, at most
+//! [`LINGER`] later. A lingering worker does not take the I/O poll (`worker.rs`, "Polling for
+//! I/O") until it blocks: when every worker lingers, readiness waits for a busy worker's poll,
+//! or at most [`LINGER`].
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,16 +51,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::sync::Parker;
 
-/// How long a lingering worker watches its flag before it blocks. Long enough to span the gap
+/// How long a lingering worker watches its flag before it blocks, and how soon after the start
+/// of a sleep a wake must come for the next sleep to linger. Long enough to span the gap
 /// between the wakes of one worker of 16 passing messages among pinned actors (a kick every
 /// 1-2 us, so a worker's turn every 20-30 us); short enough that an idle runtime stops burning
 /// CPU soon. Of 20, 50 and 200 us on 16 cores, 20 us left a third of the gain, 50 and 200 us
 /// did equally well.
 pub(super) const LINGER: Duration = Duration::from_micros(50);
-
-/// A worker lingers before its next sleep only if a wake ended its last blocking sleep this
-/// soon: wakes that come at about this rhythm are ones a linger has a fair chance to catch.
-pub(super) const LINGER_PAYOFF: Duration = Duration::from_micros(100);
 
 /// Watch polls between looks at the clock: a pause is some tens of nanoseconds, so the watch
 /// overruns its end by a microsecond or so at most.
@@ -70,9 +70,11 @@ pub(crate) struct WakeFlag(AtomicBool);
 impl WakeFlag {
     /// Step 1, before the `Parker`'s unpark. Release: pairs with the acquire swaps of
     /// `Linger::watch` and `Linger::after_block`, so that what the waker pushed before is seen
-    /// by the search that the caught wake starts.
+    /// by the search that the caught wake starts. A swap, not a store: a read-modify-write
+    /// continues the release sequence of an earlier raise not yet taken, where a plain store
+    /// of another waker would end it.
     pub(crate) fn raise(&self) {
-        self.0.store(true, Ordering::Release);
+        self.0.swap(true, Ordering::Release);
     }
 
     /// Lowers the flag; whether it was raised. Acquire: see `raise`.
@@ -117,12 +119,11 @@ impl Linger {
         }
     }
 
-    /// Step 4, after a blocking sleep that began at `began`: lowers the flag and decides
-    /// whether the next sleep lingers.
+    /// Step 4, after a blocking sleep that began (its watch included) at `began`: lowers the
+    /// flag and decides whether the next sleep lingers.
     pub(crate) fn after_block(&self, flag: &WakeFlag, began: Instant) {
         let woken = flag.take();
-        self.lingering
-            .set(woken && began.elapsed() <= LINGER_PAYOFF);
+        self.lingering.set(lingers_after(woken, began.elapsed()));
     }
 
     /// Whether the next sleep lingers (for tests).
@@ -130,6 +131,12 @@ impl Linger {
     fn is_lingering(&self) -> bool {
         self.lingering.get()
     }
+}
+
+/// Step 4's rule: the next sleep lingers if a wake ended this one within [`LINGER`] of its
+/// start, soon enough for a watch to have caught it.
+fn lingers_after(woken: bool, slept: Duration) -> bool {
+    woken && slept <= LINGER
 }
 
 #[cfg(test)]
@@ -146,26 +153,28 @@ mod tests {
     }
 
     #[test]
-    fn a_wake_soon_after_a_block_makes_the_next_sleep_linger() {
-        let (linger, flag) = (Linger::default(), WakeFlag::default());
-        flag.raise();
-        linger.after_block(&flag, Instant::now());
-        assert!(linger.is_lingering());
-        assert!(!flag.0.load(Ordering::Relaxed), "lowered after the block");
+    fn the_next_sleep_lingers_only_after_a_wake_a_watch_would_have_caught() {
+        assert!(lingers_after(true, Duration::ZERO));
+        assert!(lingers_after(true, LINGER));
+        // A wake that came later than a watch lasts.
+        assert!(!lingers_after(true, LINGER + Duration::from_micros(1)));
+        // A sleep its limit ended, however soon.
+        assert!(!lingers_after(false, Duration::ZERO));
     }
 
     #[test]
-    fn a_block_ended_by_its_limit_or_a_late_wake_does_not() {
+    fn after_a_block_the_flag_is_lowered_and_the_rule_applied() {
         let (linger, flag) = (Linger::default(), WakeFlag::default());
         linger.lingering.set(true);
         // Ended by its limit: no wake raised the flag.
         linger.after_block(&flag, Instant::now());
         assert!(!linger.is_lingering());
-        // A wake, but long after the block began.
+        // A wake, but long after the sleep began.
         linger.lingering.set(true);
         flag.raise();
-        linger.after_block(&flag, Instant::now() - LINGER_PAYOFF * 2);
+        linger.after_block(&flag, Instant::now() - LINGER * 2);
         assert!(!linger.is_lingering());
+        assert!(!flag.0.load(Ordering::Relaxed), "lowered after the block");
     }
 
     #[test]
@@ -197,8 +206,13 @@ mod tests {
     fn a_watch_without_a_wake_ends_by_its_limit() {
         let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
         linger.lingering.set(true);
+        // It watches for the whole span (a lower bound: it may run over by a few polls).
+        let began = Instant::now();
         assert!(!linger.watch(&flag, &parker, Some(Duration::from_micros(5))));
+        assert!(began.elapsed() >= Duration::from_micros(5));
+        let began = Instant::now();
         assert!(!linger.watch(&flag, &parker, None));
+        assert!(began.elapsed() >= LINGER);
         // A zero limit (a sleep due to end now) does not watch past it either.
         assert!(!linger.watch(&flag, &parker, Some(Duration::ZERO)));
     }
