@@ -13,9 +13,9 @@
 //! lingers, for at most [`LINGER`], only while lingering pays: after a sleep that a wake ended
 //! within [`LINGER`] of its start, soon enough for a watch to catch. Workers that stay idle (a
 //! message chain kept on one core, a quiet server) block at once, as before, and so does a
-//! worker whose wakes come too far apart for a watch to catch them. The state is split as the worker's is: whether to linger is the
-//! worker's alone ([`Linger`], in its `Core`); the flag is raised by every waker
-//! ([`WakeFlag`], in its `Remote`).
+//! worker whose wakes come too far apart for a watch to catch them. The state is split as the
+//! worker's is: whether to linger is the worker's alone ([`Linger`], in its `Core`); the flag
+//! is raised by every waker ([`WakeFlag`], in its `Remote`).
 //!
 //! # The protocol
 //!
@@ -112,7 +112,9 @@ impl Linger {
             }
             polls += 1;
             if polls % POLLS_PER_CLOCK == 0 && Instant::now() >= end {
-                // The next sleep lingers again only if this one's block ends soon.
+                // The block that follows ends past `LINGER` (unless a wake slipped in as
+                // this look ended), so step 4 ends the lingering: wakes this far apart are
+                // not worth a watch.
                 return false;
             }
             std::hint::spin_loop();
