@@ -109,6 +109,7 @@ pub fn stats_json(stats: &RuntimeStats) -> Value {
     m.insert("steals".into(), json!(t.steals));
     m.insert("stolen".into(), json!(t.stolen));
     m.insert("parks".into(), json!(t.parks));
+    m.insert("lingers".into(), json!(t.lingers));
     m.insert("wakeups".into(), json!(t.wakeups));
     m.insert("remote_wakes".into(), json!(t.remote_wakes));
     m.insert("preemptions".into(), json!(t.preemptions));

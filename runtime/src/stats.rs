@@ -16,6 +16,7 @@ pub(crate) struct WorkerStats {
     pub(crate) steals: AtomicU64,
     pub(crate) stolen: AtomicU64,
     pub(crate) parks: AtomicU64,
+    pub(crate) lingers: AtomicU64,
     pub(crate) wakeups: AtomicU64,
     pub(crate) remote_wakes: AtomicU64,
     pub(crate) preemptions: AtomicU64,
@@ -54,6 +55,7 @@ impl WorkerStats {
             steals: self.steals.load(Relaxed),
             stolen: self.stolen.load(Relaxed),
             parks: self.parks.load(Relaxed),
+            lingers: self.lingers.load(Relaxed),
             wakeups: self.wakeups.load(Relaxed),
             remote_wakes: self.remote_wakes.load(Relaxed),
             preemptions: self.preemptions.load(Relaxed),
@@ -86,8 +88,13 @@ pub struct WorkerSnapshot {
     pub steals: u64,
     /// Actors taken by those steals.
     pub stolen: u64,
-    /// Times the worker parked its thread.
+    /// Times the worker went to sleep (the sleep protocol's park: on the sleeper list, then
+    /// watching for a wake or blocked in the kernel).
     pub parks: u64,
+    /// Of those, the sleeps that a wake ended while the worker watched for it, before it
+    /// blocked in the kernel (workers woken soon after their last sleep linger:
+    /// `docs/scheduler.md`, "Lingering before a park").
+    pub lingers: u64,
     /// Times another thread unparked it to search for work.
     pub wakeups: u64,
     /// Wakes of its pinned actors that came from other threads.
@@ -156,6 +163,7 @@ fn sum<'a>(counters: impl Iterator<Item = &'a WorkerSnapshot>) -> WorkerSnapshot
         steals: a.steals + w.steals,
         stolen: a.stolen + w.stolen,
         parks: a.parks + w.parks,
+        lingers: a.lingers + w.lingers,
         wakeups: a.wakeups + w.wakeups,
         remote_wakes: a.remote_wakes + w.remote_wakes,
         preemptions: a.preemptions + w.preemptions,

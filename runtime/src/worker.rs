@@ -1921,7 +1921,9 @@ impl Searcher for WorkerLoop<'_> {
         // A worker woken soon after its last sleep first watches for the next wake
         // (`linger.rs`, step 2), then blocks for what is left of the limit (step 3).
         let began = Instant::now();
-        if !linger.watch(&remote.woken, &self.parker, timeout) {
+        if linger.watch(&remote.woken, &self.parker, timeout) {
+            remote.stats.bump(&remote.stats.lingers);
+        } else {
             let left = timeout.map(|d| d.saturating_sub(began.elapsed()));
             if !self.poll_instead_of_park(left) {
                 match left {
