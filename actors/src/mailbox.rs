@@ -2544,9 +2544,13 @@ impl<M> Addr<M> {
     /// Kills the actor (see [`JoinHandle::abort`]): it ends at its next suspension or safe
     /// point, its stack unwound on its own worker, and monitors hear
     /// [`ExitReason::Killed`]. Messages still queued are dropped with
-    /// the mailbox; later sends hand theirs back. `false` if it had already ended; for a
-    /// supervised child's address, `false` while no incarnation runs (before its supervisor
-    /// starts it, or between an end and the restart), and no later incarnation is killed.
+    /// the mailbox; later sends hand theirs back. For a supervised child's address the
+    /// mailbox stays with its supervisor: what is queued, and what is sent meanwhile, waits for
+    /// the next incarnation, unless the child is not restarted (its mailbox then closes for
+    /// good, dropping the queue and handing later sends back). `false` if it had already
+    /// ended; for a supervised child's address, `false` while no incarnation runs (before its
+    /// supervisor starts it, or between an end and the restart), and no later incarnation is
+    /// killed.
     ///
     /// ```
     /// use threadlet::{ExitReason, Mailbox, RuntimeExt};
