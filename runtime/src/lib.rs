@@ -142,6 +142,7 @@ pub mod __private {
     pub use crate::next_slot::{NextSlot, NextStealer, SlotEntry, next_slot};
     pub use crate::poll_right::PollRight;
     pub use crate::wake::{AfterPark, WakeAction, WakeState};
+    pub use crate::worker::linger::{Linger, WakeFlag};
 
     /// A plain thread took hold of an end of the channel this waiter waits on: the
     /// deadlock check must count the wait as one the outside may end (`wait.rs`,

@@ -3,7 +3,7 @@
 //! Normal builds use `std` atomics and `parking_lot`; under `RUSTFLAGS="--cfg loom"` the same
 //! code runs against `loom`'s model-checked versions, so the models in `tests/loom_*.rs` test the
 //! shipped protocol code, not a copy of it. Only the protocol modules (`wake`, `idle`, `grace`,
-//! `poll_right`, `next_slot`, `context`'s parking)
+//! `poll_right`, `next_slot`, `worker/linger`, `context`'s parking)
 //! and the mailbox and channel state in the `threadlet` crate go through this shim.
 //!
 //! ```

@@ -174,7 +174,7 @@ use crate::stats::WorkerStats;
 use crate::wake::AfterPark;
 
 mod carrier;
-mod linger;
+pub(crate) mod linger;
 mod placement;
 
 use carrier::{Carrier, activation_suspended, drop_unwound_program};
@@ -1921,7 +1921,9 @@ impl Searcher for WorkerLoop<'_> {
         // A worker woken soon after its last sleep first watches for the next wake
         // (`linger.rs`, step 2), then blocks for what is left of the limit (step 3).
         let began = Instant::now();
-        if linger.watch(&remote.woken, &self.parker, timeout) {
+        if linger.watch(&remote.woken, timeout, || {
+            self.parker.park_timeout(Duration::ZERO)
+        }) {
             remote.stats.bump(&remote.stats.lingers);
         } else {
             let left = timeout.map(|d| d.saturating_sub(began.elapsed()));
@@ -1931,7 +1933,7 @@ impl Searcher for WorkerLoop<'_> {
                     None => self.parker.park(),
                 }
             }
-            linger.after_block(&remote.woken, began);
+            linger.after_block(&remote.woken, began.elapsed());
         }
         remote.parked.store(false, Ordering::Relaxed);
     }

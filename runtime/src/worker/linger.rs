@@ -44,12 +44,16 @@
 //! [`LINGER`] later. A lingering worker does not take the I/O poll (`worker.rs`, "Polling for
 //! I/O") until it blocks: when every worker lingers, readiness waits for a busy worker's poll,
 //! or at most [`LINGER`].
+//!
+//! `tests/loom_linger.rs` runs this module's watch and flag against wakers in loom: no wake
+//! is lost, and a caught wake's push is seen. Under loom a watch makes [`LOOM_LOOKS`] looks
+//! instead of watching the clock.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::sync::Parker;
+use crate::sync::AtomicBool;
 
 /// How long a lingering worker watches its flag before it blocks, and how soon after the start
 /// of a sleep a wake must come for the next sleep to linger. Long enough to span the gap
@@ -61,11 +65,17 @@ pub(super) const LINGER: Duration = Duration::from_micros(50);
 
 /// Watch polls between looks at the clock: a pause is some tens of nanoseconds, so the watch
 /// overruns its end by a microsecond or so at most.
+#[cfg(not(loom))]
 const POLLS_PER_CLOCK: u32 = 32;
+
+/// Looks at the flag a watch makes under loom, where the clock is not modelled: two, so that
+/// a model has a watch that catches a raise on its second look, and one that gives up.
+#[cfg(loom)]
+pub const LOOM_LOOKS: u32 = 2;
 
 /// Raised by every wake of a worker (step 1); watched and lowered by that worker alone.
 #[derive(Debug, Default)]
-pub(crate) struct WakeFlag(AtomicBool);
+pub struct WakeFlag(AtomicBool);
 
 impl WakeFlag {
     /// Step 1, before the `Parker`'s unpark. Release: pairs with the acquire swaps of
@@ -73,7 +83,7 @@ impl WakeFlag {
     /// by the search that the caught wake starts. A swap, not a store: a read-modify-write
     /// continues the release sequence of an earlier raise not yet taken, where a plain store
     /// of another waker would end it.
-    pub(crate) fn raise(&self) {
+    pub fn raise(&self) {
         self.0.swap(true, Ordering::Release);
     }
 
@@ -87,16 +97,29 @@ impl WakeFlag {
 
 /// Whether the worker lingers before its next sleep; touched by the worker alone.
 #[derive(Debug, Default)]
-pub(crate) struct Linger {
+pub struct Linger {
     lingering: Cell<bool>,
 }
 
 impl Linger {
+    /// A worker that lingers in its next sleep (for the loom model).
+    #[cfg(loom)]
+    pub fn lingering() -> Linger {
+        Linger {
+            lingering: Cell::new(true),
+        }
+    }
+
     /// Step 2: if this worker lingers, watches `flag` for up to [`LINGER`] (or `limit`, if
-    /// shorter). `true` if a wake was caught (the `Parker`'s token taken, if it was there yet):
-    /// the sleep is over. `false`: the caller blocks (step 3), then calls
-    /// [`after_block`](Linger::after_block).
-    pub(crate) fn watch(&self, flag: &WakeFlag, parker: &Parker, limit: Option<Duration>) -> bool {
+    /// shorter). `true` if a wake was caught, after `take_token` (which takes the `Parker`'s
+    /// token, if it is there yet): the sleep is over. `false`: the caller blocks (step 3),
+    /// then calls [`after_block`](Linger::after_block).
+    pub fn watch(
+        &self,
+        flag: &WakeFlag,
+        limit: Option<Duration>,
+        take_token: impl FnOnce(),
+    ) -> bool {
         if !self.lingering.get() {
             return false;
         }
@@ -107,25 +130,28 @@ impl Linger {
             if flag.take() {
                 // The token, unless the waker has not unparked yet: then it cuts a later
                 // sleep short, spuriously, which the sleep protocol allows.
-                parker.park_timeout(Duration::ZERO);
+                take_token();
                 return true;
             }
             polls += 1;
-            if polls % POLLS_PER_CLOCK == 0 && Instant::now() >= end {
+            if watched_to(end, polls) {
                 // The block that follows ends past `LINGER` (unless a wake slipped in as
                 // this look ended), so step 4 ends the lingering: wakes this far apart are
                 // not worth a watch.
                 return false;
             }
+            #[cfg(not(loom))]
             std::hint::spin_loop();
+            #[cfg(loom)]
+            loom::thread::yield_now();
         }
     }
 
-    /// Step 4, after a blocking sleep that began (its watch included) at `began`: lowers the
-    /// flag and decides whether the next sleep lingers.
-    pub(crate) fn after_block(&self, flag: &WakeFlag, began: Instant) {
+    /// Step 4, after a blocking sleep that has lasted `slept` (its watch included): lowers
+    /// the flag and decides whether the next sleep lingers.
+    pub fn after_block(&self, flag: &WakeFlag, slept: Duration) {
         let woken = flag.take();
-        self.lingering.set(lingers_after(woken, began.elapsed()));
+        self.lingering.set(lingers_after(woken, slept));
     }
 
     /// Whether the next sleep lingers (for tests).
@@ -133,6 +159,19 @@ impl Linger {
     fn is_lingering(&self) -> bool {
         self.lingering.get()
     }
+}
+
+/// Whether a watch that has made `polls` looks has reached `end`: the clock, every
+/// [`POLLS_PER_CLOCK`] looks.
+#[cfg(not(loom))]
+fn watched_to(end: Instant, polls: u32) -> bool {
+    polls.is_multiple_of(POLLS_PER_CLOCK) && Instant::now() >= end
+}
+
+/// Under loom, [`LOOM_LOOKS`] looks.
+#[cfg(loom)]
+fn watched_to(_: Instant, polls: u32) -> bool {
+    polls >= LOOM_LOOKS
 }
 
 /// Step 4's rule: the next sleep lingers if a wake ended this one within [`LINGER`] of its
@@ -144,13 +183,14 @@ fn lingers_after(woken: bool, slept: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossbeam_utils::sync::Parker;
 
     #[test]
     fn a_worker_starts_out_not_lingering() {
         let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
         flag.raise();
         // Not lingering: no watch, and the flag stays for the block to account for.
-        assert!(!linger.watch(&flag, &parker, None));
+        assert!(!linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)));
         assert!(flag.0.load(Ordering::Relaxed));
     }
 
@@ -169,12 +209,12 @@ mod tests {
         let (linger, flag) = (Linger::default(), WakeFlag::default());
         linger.lingering.set(true);
         // Ended by its limit: no wake raised the flag.
-        linger.after_block(&flag, Instant::now());
+        linger.after_block(&flag, Duration::ZERO);
         assert!(!linger.is_lingering());
         // A wake, but long after the sleep began.
         linger.lingering.set(true);
         flag.raise();
-        linger.after_block(&flag, Instant::now() - LINGER * 2);
+        linger.after_block(&flag, LINGER * 2);
         assert!(!linger.is_lingering());
         assert!(!flag.0.load(Ordering::Relaxed), "lowered after the block");
     }
@@ -192,7 +232,7 @@ mod tests {
             });
             // Watches until the raise comes (or for one linger, if the thread starts late:
             // then again, until it has).
-            while !linger.watch(&flag, &parker, None) {}
+            while !linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)) {}
         });
         assert!(
             !flag.0.load(Ordering::Relaxed),
@@ -210,12 +250,16 @@ mod tests {
         linger.lingering.set(true);
         // It watches for the whole span (a lower bound: it may run over by a few polls).
         let began = Instant::now();
-        assert!(!linger.watch(&flag, &parker, Some(Duration::from_micros(5))));
+        assert!(!linger.watch(&flag, Some(Duration::from_micros(5)), || {
+            parker.park_timeout(Duration::ZERO)
+        }));
         assert!(began.elapsed() >= Duration::from_micros(5));
         let began = Instant::now();
-        assert!(!linger.watch(&flag, &parker, None));
+        assert!(!linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)));
         assert!(began.elapsed() >= LINGER);
         // A zero limit (a sleep due to end now) does not watch past it either.
-        assert!(!linger.watch(&flag, &parker, Some(Duration::ZERO)));
+        assert!(!linger.watch(&flag, Some(Duration::ZERO), || {
+            parker.park_timeout(Duration::ZERO)
+        }));
     }
 }

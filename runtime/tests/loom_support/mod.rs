@@ -22,7 +22,7 @@ impl Parker {
     /// Takes the token if an unpark left one: `true` if so. (A timed sleep's early return.)
     #[allow(
         dead_code,
-        reason = "only the sleep model of `loom_idle.rs` times its sleeps"
+        reason = "used by the sleep model of `loom_idle.rs` and by `loom_linger.rs` only"
     )]
     pub fn try_park(&self) -> bool {
         std::mem::take(&mut *self.token.lock().unwrap())
