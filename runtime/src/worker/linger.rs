@@ -46,7 +46,7 @@
 //! or at most [`LINGER`].
 //!
 //! `tests/loom_linger.rs` runs this module's watch and flag against wakers in loom: no wake
-//! is lost, and a caught wake's push is seen. Under loom a watch makes [`LOOM_LOOKS`] looks
+//! is lost, and a caught wake's push is seen. Under loom a watch makes `LOOM_LOOKS` looks
 //! instead of watching the clock.
 
 use std::cell::Cell;
@@ -110,7 +110,7 @@ impl Linger {
         }
     }
 
-    /// Step 2: if this worker lingers, watches `flag` for up to [`LINGER`] (or `limit`, if
+    /// Step 2: if this worker lingers, watches `flag` for up to `LINGER` (or `limit`, if
     /// shorter). `true` if a wake was caught, after `take_token` (which takes the `Parker`'s
     /// token, if it is there yet): the sleep is over. `false`: the caller blocks (step 3),
     /// then calls [`after_block`](Linger::after_block).
@@ -168,7 +168,7 @@ fn watched_to(end: Instant, polls: u32) -> bool {
     polls.is_multiple_of(POLLS_PER_CLOCK) && Instant::now() >= end
 }
 
-/// Under loom, [`LOOM_LOOKS`] looks.
+/// Under loom, `LOOM_LOOKS` looks.
 #[cfg(loom)]
 fn watched_to(_: Instant, polls: u32) -> bool {
     polls >= LOOM_LOOKS
