@@ -77,7 +77,7 @@
 //! -deque 0.8's `Injector::is_empty` uses `SeqCst` loads, `Stealer::is_empty` a `SeqCst` fence
 //! between its two loads, and its pushes publish with `SeqCst` fences or read-modify-writes. A
 //! thief's steal looks the same way, so the worker loop's look at `is_empty` before a steal
-//! (`steal_half_from`) skips only what the steal would have found empty.
+//! (`steal_batch_from`) skips only what the steal would have found empty.
 //!
 //! `tests/loom_idle.rs` checks this protocol with loom, running [`Idle::search`] itself in
 //! modelled workers (with one extra fence in the model's re-check, since loom models `SeqCst`

@@ -212,7 +212,7 @@ fn settle(mut steal: impl FnMut() -> Steal<Runnable>) -> Option<Runnable> {
         .and_then(Steal::success)
 }
 
-/// Steals one actor from `from`, unless it looks empty (see [`steal_half_from`]).
+/// Steals one actor from `from`, unless it looks empty (see [`steal_batch_from`]).
 fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     if from.is_empty() {
         return None;
@@ -220,17 +220,26 @@ fn steal_one(from: &Stealer<Runnable>) -> Option<Runnable> {
     settle(|| from.steal())
 }
 
-/// [`steal_batch`] from another worker's deque, unless it looks empty. A crossbeam steal pins
+/// [`steal_batch`] from another worker's queue, unless it looks empty: about half of it
+/// (crossbeam's `steal_batch_and_pop`), or with a `limit`, at most that many of that half. A
+/// crossbeam steal pins
 /// the memory-reclamation epoch before it looks (a thread-local count and a full fence), and
 /// an idle worker's search looks at every other worker's queues dozens of times before it
 /// parks, mostly finding them empty; `is_empty` is two loads and a fence, with no pin. A deque
 /// that fills just after the look is found by the next round, or by the re-check before
 /// parking (`idle.rs`, step 3), as one that fills just after a steal found it empty would be.
-fn steal_half_from(into: &Deque<Runnable>, from: &Stealer<Runnable>) -> Option<(Runnable, usize)> {
+fn steal_batch_from(
+    into: &Deque<Runnable>,
+    from: &Stealer<Runnable>,
+    limit: Option<usize>,
+) -> Option<(Runnable, usize)> {
     if from.is_empty() {
         return None;
     }
-    steal_batch(into, |d| from.steal_batch_and_pop(d))
+    match limit {
+        None => steal_batch(into, |d| from.steal_batch_and_pop(d)),
+        Some(n) => steal_batch(into, |d| from.steal_batch_with_limit_and_pop(d, n)),
+    }
 }
 
 /// Steals a batch into `into` with `steal` (a crossbeam `steal_batch_and_pop`, about half of
@@ -1085,7 +1094,7 @@ impl WorkerLoop<'_> {
     /// FIFO.
     fn steal_from(&self, victim: usize, fresh: Fresh) -> Option<Runnable> {
         let (theirs, mine) = (&self.shared().remotes[victim], self.core());
-        let (a, queued) = steal_half_from(&mine.deque, &theirs.stealer)
+        let (a, queued) = steal_batch_from(&mine.deque, &theirs.stealer, None)
             .or_else(|| {
                 let open = theirs.has_unstarted()
                     && match fresh {
@@ -1095,7 +1104,7 @@ impl WorkerLoop<'_> {
                 open.then(|| self.steal_unstarted(theirs)).flatten()
             })
             .or_else(|| {
-                let (a, stolen) = steal_half_from(&mine.free_fifo, &theirs.free_stealer)?;
+                let (a, stolen) = steal_batch_from(&mine.free_fifo, &theirs.free_stealer, None)?;
                 // Their turns, after what waits here already.
                 mine.local
                     .borrow_mut()
@@ -1117,14 +1126,8 @@ impl WorkerLoop<'_> {
         // Relaxed: a figure for a heuristic, as in `Remote::load`.
         let unstarted = theirs.placed.load(Ordering::Relaxed) + theirs.fresh_stealer.len();
         let share = placement::unstarted_share(unstarted, workers);
-        // Their fresh queue unless it looks empty (see `steal_half_from`), else their placed
-        // actors.
-        let fresh = &theirs.fresh_stealer;
-        if !fresh.is_empty()
-            && let got @ Some(_) = steal_batch(&mine.fresh, |d| {
-                fresh.steal_batch_with_limit_and_pop(d, share)
-            })
-        {
+        // Their fresh queue, else their placed actors.
+        if let got @ Some(_) = steal_batch_from(&mine.fresh, &theirs.fresh_stealer, Some(share)) {
             return got;
         }
         let placed = &theirs.placed_actors;
