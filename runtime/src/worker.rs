@@ -1924,7 +1924,7 @@ impl Searcher for WorkerLoop<'_> {
         // A worker woken soon after its last sleep first watches for the next wake
         // (`linger.rs`, step 2), then blocks for what is left of the limit (step 3).
         let began = Instant::now();
-        if linger.watch(&remote.woken, timeout, || {
+        if linger.watch(&remote.woken, began, timeout, || {
             self.parker.park_timeout(Duration::ZERO)
         }) {
             remote.stats.bump(&remote.stats.lingers);

@@ -20,7 +20,7 @@ mod loom_support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
@@ -45,11 +45,11 @@ impl Worker {
     }
 
     /// The worker: sleeps, looking for work between sleeps, until it has seen `expected`
-    /// items. `Some(seen)` after every watch that caught a wake: what it saw right then.
+    /// items. After every watch that caught a wake, `caught` is told how many it saw then.
     fn run(&self, expected: usize, mut caught: impl FnMut(usize)) {
         let linger = Linger::lingering();
         while self.pushed.load(Relaxed) < expected {
-            if linger.watch(&self.flag, None, || {
+            if linger.watch(&self.flag, Instant::now(), None, || {
                 self.parker.try_park();
             }) {
                 caught(self.pushed.load(Relaxed));

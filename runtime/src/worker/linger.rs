@@ -110,21 +110,21 @@ impl Linger {
         }
     }
 
-    /// Step 2: if this worker lingers, watches `flag` for up to `LINGER` (or `limit`, if
-    /// shorter). `true` if a wake was caught, after `take_token` (which takes the `Parker`'s
-    /// token, if it is there yet): the sleep is over. `false`: the caller blocks (step 3),
-    /// then calls [`after_block`](Linger::after_block).
+    /// Step 2: if this worker lingers, watches `flag` until `LINGER` (or `limit`, if shorter)
+    /// after `began`, the start of the sleep. `true` if a wake was caught, after `take_token`
+    /// (which takes the `Parker`'s token, if it is there yet): the sleep is over. `false`: the
+    /// caller blocks (step 3), then calls [`after_block`](Linger::after_block).
     pub fn watch(
         &self,
         flag: &WakeFlag,
+        began: Instant,
         limit: Option<Duration>,
         take_token: impl FnOnce(),
     ) -> bool {
         if !self.lingering.get() {
             return false;
         }
-        let span = limit.map_or(LINGER, |l| l.min(LINGER));
-        let end = Instant::now() + span;
+        let end = began + limit.map_or(LINGER, |l| l.min(LINGER));
         let mut polls = 0;
         loop {
             if flag.take() {
@@ -190,7 +190,9 @@ mod tests {
         let (linger, flag, parker) = (Linger::default(), WakeFlag::default(), Parker::new());
         flag.raise();
         // Not lingering: no watch, and the flag stays for the block to account for.
-        assert!(!linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)));
+        assert!(!linger.watch(&flag, Instant::now(), None, || {
+            parker.park_timeout(Duration::ZERO)
+        }));
         assert!(flag.0.load(Ordering::Relaxed));
     }
 
@@ -232,7 +234,9 @@ mod tests {
             });
             // Watches until the raise comes (or for one linger, if the thread starts late:
             // then again, until it has).
-            while !linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)) {}
+            while !linger.watch(&flag, Instant::now(), None, || {
+                parker.park_timeout(Duration::ZERO)
+            }) {}
         });
         assert!(
             !flag.0.load(Ordering::Relaxed),
@@ -250,16 +254,23 @@ mod tests {
         linger.lingering.set(true);
         // It watches for the whole span (a lower bound: it may run over by a few polls).
         let began = Instant::now();
-        assert!(!linger.watch(&flag, Some(Duration::from_micros(5)), || {
-            parker.park_timeout(Duration::ZERO)
-        }));
+        assert!(!linger.watch(
+            &flag,
+            Instant::now(),
+            Some(Duration::from_micros(5)),
+            || { parker.park_timeout(Duration::ZERO) }
+        ));
         assert!(began.elapsed() >= Duration::from_micros(5));
         let began = Instant::now();
-        assert!(!linger.watch(&flag, None, || parker.park_timeout(Duration::ZERO)));
-        assert!(began.elapsed() >= LINGER);
-        // A zero limit (a sleep due to end now) does not watch past it either.
-        assert!(!linger.watch(&flag, Some(Duration::ZERO), || {
+        assert!(!linger.watch(&flag, Instant::now(), None, || {
             parker.park_timeout(Duration::ZERO)
         }));
+        assert!(began.elapsed() >= LINGER);
+        // A zero limit (a sleep due to end now) does not watch past it either.
+        assert!(
+            !linger.watch(&flag, Instant::now(), Some(Duration::ZERO), || {
+                parker.park_timeout(Duration::ZERO)
+            })
+        );
     }
 }
